@@ -1,0 +1,179 @@
+import { Hono, type Context } from 'hono';
+import { createRequire } from 'node:module';
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { timingSafeEqual, createHash } from 'node:crypto';
+import { ApiError } from '../domain/errors.ts';
+import type { Services } from '../domain/services.ts';
+import type { Logger } from '../log.ts';
+import { randomBase62 } from '../domain/ids.ts';
+import { runOperation, type Operation } from './operation.ts';
+import { ADMIN_OPERATIONS, CUSTOMER_OPERATIONS } from './routes.ts';
+import { buildOpenApiDocument } from './openapi.ts';
+import { RateLimiter } from './rateLimit.ts';
+
+export interface AppOptions {
+  services: Services;
+  log: Logger;
+  adminToken: string;
+  rateLimit: { perSecond: number; burst: number };
+}
+
+type Env = { Variables: { principal: unknown; requestId: string } };
+
+const SAFE_REQUEST_ID = /^[A-Za-z0-9._-]{8,64}$/;
+const OPENAPI_PATH = '/v1/api/openapi.json';
+
+/** Method and path pattern of every route, for 405 answers with an Allow header. */
+function routeTable(operations: Operation[]) {
+  const table = new Map<string, { pattern: RegExp; methods: Set<string> }>();
+  const add = (p: string, method: string) => {
+    const entry = table.get(p) ?? { pattern: new RegExp(`^${p.replace(/\{[^}]+\}/g, '[^/]+')}$`), methods: new Set<string>() };
+    entry.methods.add(method);
+    if (method === 'GET') entry.methods.add('HEAD');
+    table.set(p, entry);
+  };
+  for (const op of operations) add(op.path, op.method.toUpperCase());
+  for (const p of ['/healthz', '/readyz', OPENAPI_PATH, '/docs', '/v1/admin/openapi.json']) add(p, 'GET');
+  return [...table.values()];
+}
+
+const digest = (s: string) => createHash('sha256').update(s).digest();
+
+export function bearerToken(c: Context): string | null {
+  const header = c.req.header('authorization');
+  const match = header && /^Bearer +(\S+) *$/i.exec(header);
+  return match ? match[1] : null;
+}
+
+export function buildApp(opts: AppOptions): Hono<Env> {
+  const { services, log } = opts;
+  const app = new Hono<Env>();
+  const limiter = new RateLimiter(opts.rateLimit.perSecond, opts.rateLimit.burst, () => services.clock.now().getTime());
+  const adminDigest = digest(opts.adminToken);
+  const routes = routeTable([...CUSTOMER_OPERATIONS, ...ADMIN_OPERATIONS]);
+  const customerDoc = buildOpenApiDocument(CUSTOMER_OPERATIONS, {
+    title: 'agentvm customer API',
+    description:
+      'Tenant-scoped REST API that gives every AI coding agent its own isolated microVM. Operations marked ' +
+      '`x-agentvm-extension` go beyond the 19 of the contract; `x-agentvm-charges-money` marks money operations.',
+  });
+  const adminDoc = buildOpenApiDocument(ADMIN_OPERATIONS, {
+    title: 'agentvm operator API',
+    description: 'Operator API, not part of the customer contract. Bearer: the admin token.',
+  });
+
+  app.use('*', async (c, next) => {
+    const started = performance.now();
+    const incoming = c.req.header('x-request-id');
+    const requestId = incoming && SAFE_REQUEST_ID.test(incoming) ? incoming : `req_${randomBase62(20)}`;
+    c.set('requestId', requestId);
+    c.header('X-Request-Id', requestId);
+    await next();
+    c.res.headers.set('X-Request-Id', requestId);
+    log.info(
+      { req_id: requestId, method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round((performance.now() - started) * 10) / 10 },
+      'request',
+    );
+  });
+
+  app.onError((err, c) => {
+    if (err instanceof ApiError) return renderError(c, err);
+    log.error({ req_id: c.get('requestId'), err }, 'unexpected error');
+    return renderError(c, new ApiError('internal', ''));
+  });
+
+  app.notFound((c) => {
+    const entry = routes.find((r) => r.pattern.test(c.req.path));
+    if (entry && !entry.methods.has(c.req.method)) {
+      const allow = [...entry.methods].join(', ');
+      return renderError(c, new ApiError('method_not_allowed', `${c.req.method} is not allowed here; use ${allow}`, undefined, { Allow: allow }));
+    }
+    return renderError(c, new ApiError('not_found', `no such path: ${c.req.path}`));
+  });
+
+  app.get('/healthz', (c) => c.json({ ok: true }));
+  app.get('/readyz', async (c) => {
+    const [database, driver] = await Promise.all([
+      services.db.query('SELECT 1').then(() => 'ok', (err: Error) => `error: ${err.message}`),
+      services.driver(),
+    ]);
+    if (database === 'ok' && driver.usable) {
+      return c.json({ ok: true, database, driver: { accel: driver.accel, detail: driver.detail } });
+    }
+    const why = database !== 'ok' ? 'the database is not usable' : `the VM driver is not usable: ${driver.detail}`;
+    return renderError(c, new ApiError('unavailable', why, 'see the server log', { 'Retry-After': '5' }));
+  });
+  app.get(OPENAPI_PATH, (c) => c.json(customerDoc));
+  app.get('/v1/admin/openapi.json', (c) => c.json(adminDoc));
+  app.get('/docs', (c) => c.html(DOCS_HTML));
+  app.get('/docs/assets/:file', async (c) => {
+    const file = c.req.param('file');
+    if (!DOCS_ASSETS[file]) return renderError(c, new ApiError('not_found', `no such path: ${c.req.path}`));
+    const body = await readFile(path.join(swaggerUiDir(), file));
+    return c.body(body, 200, { 'Content-Type': DOCS_ASSETS[file], 'Cache-Control': 'public, max-age=86400' });
+  });
+
+  app.use('/v1/api/*', async (c, next) => {
+    if (c.req.path === OPENAPI_PATH) return next();
+    const token = bearerToken(c);
+    const principal = token ? await services.keys.authenticate(token) : null;
+    if (!principal) throw new ApiError('unauthorized', '');
+    limit(principal.keyId);
+    c.set('principal', principal);
+    return next();
+  });
+  app.use('/v1/admin/*', async (c, next) => {
+    if (c.req.path === '/v1/admin/openapi.json') return next();
+    const token = bearerToken(c);
+    if (!token || !timingSafeEqual(digest(token), adminDigest)) throw new ApiError('unauthorized', '');
+    limit('admin');
+    return next();
+  });
+
+  function limit(bucket: string) {
+    const waitSeconds = limiter.take(bucket);
+    if (waitSeconds > 0) {
+      throw new ApiError('rate_limited', 'too many requests for this key', `retry after ${waitSeconds} s`, {
+        'Retry-After': String(waitSeconds),
+      });
+    }
+  }
+
+  for (const op of [...CUSTOMER_OPERATIONS, ...ADMIN_OPERATIONS]) {
+    app.on(op.method.toUpperCase(), op.path.replace(/\{([^}]+)\}/g, ':$1'), (c) => runOperation(op, c, services));
+  }
+  return app;
+}
+
+function renderError(c: Context, err: ApiError): Response {
+  const body: { error: string; message: string; hint?: string } = { error: err.code, message: err.message };
+  if (err.hint) body.hint = err.hint;
+  return c.json(body, err.status as 400, err.headers);
+}
+
+const DOCS_ASSETS: Record<string, string> = {
+  'swagger-ui.css': 'text/css; charset=utf-8',
+  'swagger-ui-bundle.js': 'text/javascript; charset=utf-8',
+};
+let swaggerDir: string | undefined;
+function swaggerUiDir(): string {
+  swaggerDir ??= path.dirname(createRequire(import.meta.url).resolve('swagger-ui-dist/package.json'));
+  return swaggerDir;
+}
+
+const DOCS_HTML = `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>agentvm API</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="stylesheet" href="/docs/assets/swagger-ui.css">
+</head>
+<body>
+<noscript>The contract is at <a href="${OPENAPI_PATH}">${OPENAPI_PATH}</a>.</noscript>
+<div id="ui"></div>
+<script src="/docs/assets/swagger-ui-bundle.js"></script>
+<script>window.ui = SwaggerUIBundle({ url: '${OPENAPI_PATH}', dom_id: '#ui', deepLinking: true });</script>
+</body>
+</html>`;

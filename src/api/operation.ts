@@ -1,0 +1,146 @@
+import type { Context } from 'hono';
+import { z } from 'zod';
+import { ApiError, ERROR_STATUS, type ErrorCode } from '../domain/errors.ts';
+import type { Principal } from '../domain/keys.ts';
+import type { Services } from '../domain/services.ts';
+import { NoQuery } from './schemas.ts';
+
+export const MAX_BODY_BYTES = 1024 * 1024;
+
+/** Who may call an operation: a customer key, the operator's admin token, or anyone. */
+export type Audience = 'customer' | 'admin' | 'public';
+
+export interface HandlerContext<P, Q, B> {
+  c: Context;
+  services: Services;
+  principal: Principal;
+  params: P;
+  query: Q;
+  body: B;
+}
+
+export interface HandlerResult<T> {
+  body: T;
+  status?: number;
+  headers?: Record<string, string>;
+}
+
+type AnyZod = z.ZodType;
+
+/** One operation: its contract (for the OpenAPI document and validation) and its handler. */
+export interface Operation<P extends AnyZod = AnyZod, Q extends AnyZod = AnyZod, B extends AnyZod = AnyZod, R extends AnyZod = AnyZod> {
+  operationId: string;
+  method: 'get' | 'post' | 'put' | 'delete';
+  /** OpenAPI form, `{id}` for parameters. */
+  path: string;
+  summary: string;
+  description?: string;
+  tag: string;
+  audience: Audience;
+  /** A write needs a readwrite key; every non-GET customer operation is one. */
+  write?: boolean;
+  /** Charges money: documented as such, and takes an Idempotency-Key. */
+  money?: boolean;
+  /** Beyond the 19 operations of the contract. */
+  extension?: boolean;
+  params?: P;
+  query?: Q;
+  body?: { schema: B; required: boolean };
+  success: { status: 200 | 201; schema: R; description: string };
+  /** Error codes this operation answers with beyond the ones every operation of its audience has. */
+  errors: ErrorCode[];
+  handler: (ctx: HandlerContext<z.output<P>, z.output<Q>, z.output<B>>) => Promise<HandlerResult<z.input<R>>>;
+}
+
+export function defineOperation<P extends AnyZod, Q extends AnyZod, B extends AnyZod, R extends AnyZod>(
+  op: Operation<P, Q, B, R>,
+): Operation {
+  return op as unknown as Operation;
+}
+
+/** Codes every operation of an audience can answer with. */
+export function commonErrors(op: Operation): ErrorCode[] {
+  const codes: ErrorCode[] = ['internal'];
+  if (op.audience !== 'public') codes.push('unauthorized', 'rate_limited');
+  if (op.audience === 'customer' && isWrite(op)) codes.push('read_only_key');
+  if (op.body || op.query || op.params) codes.push('invalid_request');
+  if (op.body) codes.push('payload_too_large', 'unsupported_media_type');
+  return codes;
+}
+
+export const isWrite = (op: Operation) => op.write ?? op.method !== 'get';
+
+/** Turns a zod failure into a 400 that names the field. */
+export function validationError(where: 'body' | 'query' | 'path', error: z.ZodError): ApiError {
+  const issue = error.issues[0];
+  if (issue.code === 'unrecognized_keys') {
+    const field = [...issue.path, issue.keys[0]].join('.');
+    const noun = where === 'query' ? 'query parameter' : 'field';
+    return new ApiError('invalid_request', `${field}: unknown ${noun}`);
+  }
+  const field = issue.path.length ? issue.path.join('.') : where;
+  return new ApiError('invalid_request', `${field}: ${issue.message}`);
+}
+
+function parseWith<T extends AnyZod>(schema: T, value: unknown, where: 'body' | 'query' | 'path'): z.output<T> {
+  const result = schema.safeParse(value);
+  if (!result.success) throw validationError(where, result.error);
+  return result.data;
+}
+
+/** Reads the body up to the size limit, then checks its media type and parses it as JSON. */
+export async function readJsonBody(c: Context, required: boolean): Promise<unknown> {
+  const declared = c.req.header('content-length');
+  if (declared !== undefined && Number(declared) > MAX_BODY_BYTES) throw tooLarge();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  const stream = c.req.raw.body;
+  if (stream) {
+    const reader = stream.getReader();
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      size += value.byteLength;
+      if (size > MAX_BODY_BYTES) {
+        await reader.cancel().catch(() => undefined);
+        throw tooLarge();
+      }
+      chunks.push(value);
+    }
+  }
+  const mediaType = (c.req.header('content-type') ?? '').split(';')[0].trim().toLowerCase();
+  const isJson = mediaType === 'application/json' || /^application\/[a-z0-9.+-]+\+json$/.test(mediaType);
+  if (mediaType && !isJson && (size > 0 || required)) {
+    throw new ApiError('unsupported_media_type', `content type "${mediaType}" is not supported`, 'send the body as application/json');
+  }
+  if (size === 0) {
+    if (required) throw new ApiError('invalid_request', 'body: a JSON request body is required');
+    return {};
+  }
+  if (!mediaType) {
+    throw new ApiError('unsupported_media_type', 'the request has a body but no content type', 'send the body as application/json');
+  }
+  const text = Buffer.concat(chunks).toString('utf8');
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new ApiError('invalid_request', 'body: malformed JSON');
+  }
+}
+
+const tooLarge = () => new ApiError('payload_too_large', `the body is larger than ${MAX_BODY_BYTES} bytes`);
+
+/** Parses and checks a request for an operation, then runs its handler. */
+export async function runOperation(op: Operation, c: Context, services: Services): Promise<Response> {
+  const principal = c.get('principal') as Principal;
+  if (op.audience === 'customer' && isWrite(op) && principal.scope !== 'readwrite') {
+    throw new ApiError('read_only_key', 'this key is read-only', 'use a readwrite key for this operation');
+  }
+  const body = op.body ? parseWith(op.body.schema, await readJsonBody(c, op.body.required), 'body') : undefined;
+  const params = op.params ? parseWith(op.params, c.req.param(), 'path') : undefined;
+  const query = parseWith(op.query ?? NoQuery, c.req.query(), 'query');
+  const result = await op.handler({ c, services, principal, params, query, body });
+  return c.json(result.body as object, (result.status ?? op.success.status) as 200, result.headers);
+}
+
+export const errorStatus = (code: ErrorCode) => ERROR_STATUS[code];

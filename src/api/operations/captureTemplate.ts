@@ -1,0 +1,21 @@
+import { defineOperation } from '../operation.ts';
+import { CaptureRequest, IdParam, Template } from '../schemas.ts';
+import { ApiError } from '../../domain/errors.ts';
+
+export const captureTemplate = defineOperation({
+  operationId: 'captureTemplate',
+  method: 'post',
+  path: '/v1/api/vms/{id}/capture',
+  summary: "Capture a VM's persist disk as a template",
+  description: 'Private by default. A public capture scrubs secrets from the copy and reports them in `scrub_report`.',
+  tag: 'Templates',
+  audience: 'customer',
+  params: IdParam,
+  body: { schema: CaptureRequest, required: false },
+  success: { status: 201, schema: Template, description: 'The new template, capturing' },
+  errors: ['not_found', 'vm_not_running', 'unavailable'],
+  handler: async ({ services, principal, params }) => {
+    await services.vms.get(principal.tenantId, params.id);
+    throw new ApiError('unavailable', 'the VM host cannot capture disks yet', 'try again later', { 'Retry-After': '30' });
+  },
+});

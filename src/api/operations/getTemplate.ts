@@ -1,0 +1,23 @@
+import { z } from 'zod';
+import { defineOperation } from '../operation.ts';
+import { Template } from '../schemas.ts';
+import { presentTemplate } from '../present.ts';
+
+export const TemplateIdParam = z.strictObject({
+  id: z.string().min(1).max(200).meta({ description: 'A `tpl_` id, an owned slug or a public slug (owned first)' }),
+});
+
+export const getTemplate = defineOperation({
+  operationId: 'getTemplate',
+  method: 'get',
+  path: '/v1/api/templates/{id}',
+  summary: 'Get a template by id or slug',
+  tag: 'Templates',
+  audience: 'customer',
+  params: TemplateIdParam,
+  success: { status: 200, schema: Template, description: 'The template' },
+  errors: ['not_found'],
+  handler: async ({ services, principal, params }) => ({
+    body: presentTemplate(await services.templates.get(principal.tenantId, params.id), principal.tenantId),
+  }),
+});

@@ -1,0 +1,15 @@
+import { defineOperation } from '../operation.ts';
+import { HarnessList } from '../schemas.ts';
+import { DEFAULT_HARNESS, listHarnesses as catalogue } from '../../harness/catalogue.ts';
+
+export const listHarnesses = defineOperation({
+  operationId: 'listHarnesses',
+  method: 'get',
+  path: '/v1/api/harnesses',
+  summary: 'List the agent runtimes (harnesses) a VM can run',
+  tag: 'Harnesses',
+  audience: 'customer',
+  success: { status: 200, schema: HarnessList, description: 'The harness catalogue' },
+  errors: [],
+  handler: async () => ({ body: { data: catalogue(), default: DEFAULT_HARNESS } }),
+});

@@ -1,0 +1,62 @@
+import type { z } from 'zod';
+import type { VmRow } from '../domain/vms.ts';
+import type { TemplateRow } from '../domain/templates.ts';
+import type { KeyRecord as KeyRow } from '../domain/keys.ts';
+import { getHarness } from '../harness/catalogue.ts';
+import type { KeyRecord, Template, Vm } from './schemas.ts';
+
+/** Row → response shapes. Dates become RFC 3339 UTC strings. */
+export const iso = (d: Date) => d.toISOString();
+const isoOrNull = (d: Date | null) => (d ? iso(d) : null);
+
+export function presentVm(vm: VmRow): z.input<typeof Vm> {
+  return {
+    vm_id: vm.vm_id,
+    status: vm.status,
+    status_reason: vm.status_reason,
+    plan: vm.plan,
+    cycle: vm.cycle,
+    tier: vm.tier,
+    harness: vm.harness,
+    harness_display: getHarness(vm.harness)?.display_name ?? vm.harness,
+    ipv4: vm.ipv4,
+    template_id: vm.template_id,
+    vcpus: vm.vcpus,
+    memory_mib: vm.memory_mib,
+    disk_gib: vm.disk_gib,
+    secret_names: vm.secret_names,
+    created_at: iso(vm.created_at),
+    updated_at: iso(vm.updated_at),
+  };
+}
+
+export function presentTemplate(t: TemplateRow, tenantId: string): z.input<typeof Template> {
+  const owned = t.tenant_id === tenantId;
+  return {
+    template_id: t.template_id,
+    slug: t.slug,
+    name: t.name,
+    description: t.description,
+    harness: t.harness,
+    visibility: t.visibility,
+    owned,
+    tags: t.tags,
+    forks: t.forks,
+    stars: t.stars,
+    size_bytes: t.size_bytes,
+    status: t.status,
+    created_at: iso(t.created_at),
+    ...(owned && t.scrub_report ? { scrub_report: t.scrub_report } : {}),
+  };
+}
+
+export function presentKey(k: KeyRow): z.input<typeof KeyRecord> {
+  return {
+    key_id: k.key_id,
+    label: k.label ?? '',
+    scope: k.scope,
+    prefix: k.prefix,
+    created_at: iso(k.created_at),
+    last_used_at: isoOrNull(k.last_used_at),
+  };
+}

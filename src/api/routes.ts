@@ -1,0 +1,46 @@
+import type { Operation } from './operation.ts';
+import { whoami } from './operations/whoami.ts';
+import { listHarnesses } from './operations/listHarnesses.ts';
+import { getHarness } from './operations/getHarness.ts';
+import { listVMs } from './operations/listVMs.ts';
+import { createVM } from './operations/createVM.ts';
+import { getVM } from './operations/getVM.ts';
+import { stopVM, startVM, restartVM, reprovisionVM } from './operations/lifecycle.ts';
+import { runVMTask } from './operations/runVMTask.ts';
+import { listTemplates } from './operations/listTemplates.ts';
+import { getTemplate } from './operations/getTemplate.ts';
+import { forkTemplate } from './operations/forkTemplate.ts';
+import { captureTemplate } from './operations/captureTemplate.ts';
+import { getBilling } from './operations/getBilling.ts';
+import { getUsage } from './operations/getUsage.ts';
+import { listKeys, issueKey, revokeKey } from './operations/keys.ts';
+import { destroyVM, setVMSecrets } from './operations/extensions.ts';
+import { createTenant, setCard, removeCard, addCredits } from './admin/tenants.ts';
+
+/** Every customer operation: the 19 of the contract, then the extensions. */
+export const CUSTOMER_OPERATIONS: Operation[] = [
+  whoami,
+  listHarnesses,
+  getHarness,
+  listVMs,
+  createVM,
+  getVM,
+  stopVM,
+  startVM,
+  restartVM,
+  reprovisionVM,
+  runVMTask,
+  listTemplates,
+  getTemplate,
+  forkTemplate,
+  captureTemplate,
+  getBilling,
+  getUsage,
+  listKeys,
+  issueKey,
+  revokeKey,
+  destroyVM,
+  setVMSecrets,
+];
+
+export const ADMIN_OPERATIONS: Operation[] = [createTenant, setCard, removeCard, addCredits];

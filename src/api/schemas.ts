@@ -1,0 +1,247 @@
+import { z } from 'zod';
+import { ERROR_CODES } from '../domain/errors.ts';
+import { PLAN_IDS, TIER_IDS, CYCLES } from '../domain/plans.ts';
+import { VM_STATUSES } from '../domain/vmState.ts';
+
+/** One place for every request and response shape: validation, serialisation and the OpenAPI document. */
+
+const timestamp = z.iso.datetime().meta({ description: 'RFC 3339 UTC timestamp' });
+const plan = z.enum(PLAN_IDS);
+const tier = z.enum(TIER_IDS);
+const scope = z.enum(['read', 'readwrite']);
+
+export const ErrorBody = z
+  .strictObject({
+    error: z.enum(ERROR_CODES).meta({ description: 'Stable machine code' }),
+    message: z.string().meta({ description: 'Human-safe detail; empty when the error is internal' }),
+    hint: z.string().optional().meta({ description: 'Recovery hint' }),
+  })
+  .meta({ id: 'Error' });
+
+export const Whoami = z
+  .object({
+    tenant_id: z.string(),
+    email: z.email().optional(),
+    scope: scope.optional(),
+    key_label: z.string().optional(),
+  })
+  .meta({ id: 'Whoami' });
+
+export const HarnessSchema = z
+  .object({
+    id: z.string(),
+    display_name: z.string(),
+    description: z.string(),
+    auth: z.object({
+      mode: z.enum(['byok', 'login', 'none']),
+      env: z.array(z.string()).meta({ description: 'Environment variables a bring-your-own-key harness reads' }),
+      login_command: z.string().nullable().meta({ description: 'The one-time login command, for mode `login`' }),
+    }),
+    providers: z.array(z.string()),
+    default: z.boolean(),
+  })
+  .meta({ id: 'Harness' });
+
+export const HarnessList = z
+  .object({ data: z.array(HarnessSchema), default: z.string() })
+  .meta({ id: 'HarnessList' });
+
+export const VmStatus = z.enum([...VM_STATUSES, 'deleted']).meta({ id: 'VMStatus' });
+
+export const Vm = z
+  .object({
+    vm_id: z.string(),
+    status: VmStatus,
+    status_reason: z.string().nullable().meta({ description: 'Why the platform, not the customer, put the VM in its status' }),
+    plan: plan.nullable(),
+    cycle: z.enum(CYCLES).nullable(),
+    tier: tier.nullable(),
+    harness: z.string(),
+    harness_display: z.string(),
+    ipv4: z.ipv4().nullable(),
+    template_id: z.string().nullable(),
+    vcpus: z.int(),
+    memory_mib: z.int(),
+    disk_gib: z.int(),
+    secret_names: z.array(z.string()).meta({ description: 'Names of the harness credentials set on the VM (extension)' }),
+    created_at: timestamp,
+    updated_at: timestamp,
+  })
+  .meta({ id: 'VM' });
+
+export const VmList = z.object({ data: z.array(Vm), total: z.int() }).meta({ id: 'VMList' });
+
+export const CreateVmRequest = z
+  .strictObject({
+    plan: plan.optional().meta({ description: 'Flat plan; omit when using a usage tier' }),
+    harness: z.string().max(100).optional().meta({ description: 'A harness id; omit for the platform default' }),
+    cycle: z.enum(CYCLES).optional().meta({ description: 'Billing cycle of a flat plan; default monthly' }),
+    tier: tier.optional().meta({ description: 'Prepaid usage tier instead of a flat plan; spot is required for count > 1' }),
+    count: z.int().min(1).max(20).optional().meta({ description: 'How many VMs (a swarm, spot only); default 1' }),
+  })
+  .meta({ id: 'CreateVMRequest' });
+
+export const CreateVmResponse = z
+  .object({
+    vm_id: z.string(),
+    status: VmStatus,
+    tier: z.string().optional(),
+    vm_ids: z.array(z.string()).optional().meta({ description: 'Every VM of a swarm' }),
+  })
+  .meta({ id: 'CreateVMResponse' });
+
+export const RunTaskRequest = z
+  .strictObject({
+    task: z.string().min(1).max(65536),
+    model: z.string().min(1).max(200).optional(),
+    provider: z.string().min(1).max(100).optional(),
+  })
+  .meta({ id: 'RunTaskRequest' });
+
+export const RunTaskResult = z
+  .object({
+    vm_id: z.string(),
+    harness: z.string(),
+    model: z.string().nullable(),
+    provider: z.string().nullable(),
+    exit_code: z.int().nullable(),
+    stdout: z.string(),
+    stderr: z.string(),
+    timed_out: z.boolean(),
+    duration_ms: z.int(),
+    started_at: timestamp,
+    finished_at: timestamp,
+  })
+  .meta({ id: 'RunTaskResult' });
+
+export const Template = z
+  .object({
+    template_id: z.string(),
+    slug: z.string(),
+    name: z.string(),
+    description: z.string(),
+    harness: z.string(),
+    visibility: z.enum(['public', 'private']),
+    owned: z.boolean(),
+    tags: z.array(z.string()),
+    forks: z.int(),
+    stars: z.int(),
+    size_bytes: z.int(),
+    status: z.enum(['capturing', 'ready', 'failed']),
+    created_at: timestamp,
+    scrub_report: z
+      .unknown()
+      .optional()
+      .meta({ description: 'Owner only: what a public capture removed or redacted' }),
+  })
+  .meta({ id: 'Template' });
+
+export const TemplateList = z
+  .object({
+    data: z.array(Template),
+    total: z.int(),
+    has_more: z.boolean(),
+    next_offset: z.int().nullable(),
+  })
+  .meta({ id: 'TemplateList' });
+
+export const TemplateListQuery = z.strictObject({
+  q: z.string().max(200).optional().meta({ description: 'Full-text search over name, description and tags' }),
+  harness: z.string().max(100).optional(),
+  tag: z.string().max(100).optional(),
+  sort: z.enum(['trending', 'new', 'forks', 'stars']).default('trending'),
+  limit: z.coerce.number().int().min(1).max(100).default(20),
+  offset: z.coerce.number().int().min(0).max(1_000_000_000).default(0)
+    .meta({ type: "integer", minimum: 0, maximum: 1_000_000_000, default: 0 }),
+});
+
+export const ForkRequest = z
+  .strictObject({ plan: plan.optional().meta({ description: "Plan for the new VM; default the template's" }) })
+  .meta({ id: 'ForkRequest' });
+
+export const ForkResponse = z
+  .object({ vm_id: z.string(), status: VmStatus, tier: z.string().optional(), template_id: z.string() })
+  .meta({ id: 'ForkResponse' });
+
+export const CaptureRequest = z
+  .strictObject({
+    visibility: z.enum(['public', 'private']).optional(),
+    name: z.string().min(1).max(100).optional(),
+  })
+  .meta({ id: 'CaptureRequest' });
+
+export const Billing = z
+  .object({
+    card_on_file: z.boolean(),
+    brand: z.string().nullable(),
+    last4: z.string().nullable(),
+    credits_cents: z.int(),
+  })
+  .meta({ id: 'Billing' });
+
+const countsBy = (ids: readonly string[]) => z.object(Object.fromEntries(ids.map((id) => [id, z.int()])));
+
+export const Usage = z
+  .object({
+    vms: z.object({
+      live: z.int().meta({ description: 'VMs neither stopped nor failed' }),
+      running: z.int(),
+      stopped: z.int(),
+      by_plan: countsBy(PLAN_IDS),
+      by_tier: countsBy(TIER_IDS),
+    }),
+    mrr: z.object({
+      amount_cents: z.int().meta({ description: "Sum of the plan VMs' monthly prices (annual / 12, rounded down)" }),
+      by_plan: countsBy(PLAN_IDS),
+    }),
+    credits: z.object({ balance_cents: z.int(), spent_month_cents: z.int() }),
+  })
+  .meta({ id: 'Usage' });
+
+export const KeyRecord = z
+  .object({
+    key_id: z.string(),
+    label: z.string(),
+    scope,
+    prefix: z.string().meta({ description: 'The first 12 characters of the key' }),
+    created_at: timestamp,
+    last_used_at: timestamp.nullable(),
+  })
+  .meta({ id: 'APIKey' });
+
+export const KeyList = z.object({ data: z.array(KeyRecord) }).meta({ id: 'APIKeyList' });
+
+export const IssueKeyRequest = z
+  .strictObject({ label: z.string().max(100).optional(), scope: scope.optional().meta({ description: 'Default read' }) })
+  .meta({ id: 'IssueKeyRequest' });
+
+export const IssuedKey = z
+  .object({
+    key_id: z.string(),
+    key: z.string().meta({ description: 'The plaintext key, shown only here' }),
+    label: z.string(),
+    scope,
+    prefix: z.string(),
+    created_at: timestamp,
+  })
+  .meta({ id: 'IssuedKey' });
+
+export const RevokedKey = KeyRecord.extend({ revoked_at: timestamp }).meta({ id: 'RevokedAPIKey' });
+
+export const SECRET_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
+export const SetSecretsRequest = z
+  .record(z.string().regex(SECRET_NAME), z.string().max(16384).nullable())
+  .meta({ id: 'SetSecretsRequest', description: 'NAME: value sets a variable, NAME: null removes it' });
+
+// Operator API (not part of the customer contract).
+export const CreateTenantRequest = z.strictObject({ email: z.email().max(254) });
+export const CreateTenantResponse = z.object({ tenant_id: z.string(), email: z.string(), api_key: z.string() });
+export const SetCardRequest = z.strictObject({
+  brand: z.string().min(1).max(32).regex(/^[a-z][a-z0-9_-]*$/, 'lowercase card brand such as visa'),
+  last4: z.string().regex(/^[0-9]{4}$/, 'four digits'),
+});
+export const AddCreditsRequest = z.strictObject({ amount_cents: z.int().min(1).max(100_000_000) });
+export const CreditsBalance = z.object({ balance_cents: z.int() });
+
+export const IdParam = z.strictObject({ id: z.string().min(1).max(200) });
+export const NoQuery = z.strictObject({});

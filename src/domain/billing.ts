@@ -1,0 +1,131 @@
+import type { Db, Queryable } from '../store/db.ts';
+import type { Clock } from './clock.ts';
+import { ApiError } from './errors.ts';
+import type { PaymentProvider } from './payments.ts';
+
+export interface Billing {
+  card_on_file: boolean;
+  brand: string | null;
+  last4: string | null;
+  credits_cents: number;
+}
+
+export interface ChargeMeta {
+  description: string;
+  vmId?: string;
+  templateId?: string;
+  plan?: string;
+  cycle?: string;
+}
+
+/** The card on file, prepaid credits and the append-only ledger behind both. */
+export class BillingService {
+  constructor(
+    private readonly db: Db,
+    private readonly clock: Clock,
+    private readonly provider: PaymentProvider,
+  ) {}
+
+  async get(tenantId: string, q: Queryable = this.db): Promise<Billing | null> {
+    const [row] = await q.query<{ card_brand: string | null; card_last4: string | null; balance: number }>(
+      `SELECT t.card_brand, t.card_last4,
+              (SELECT coalesce(sum(credits_delta_cents), 0) FROM ledger l WHERE l.tenant_id = t.tenant_id) AS balance
+       FROM tenants t WHERE t.tenant_id = $1`,
+      [tenantId],
+    );
+    if (!row) return null;
+    return {
+      card_on_file: row.card_last4 !== null,
+      brand: row.card_brand,
+      last4: row.card_last4,
+      credits_cents: row.balance,
+    };
+  }
+
+  async setCard(tenantId: string, card: { brand: string; last4: string } | null): Promise<Billing | null> {
+    const rows = await this.db.query(
+      `UPDATE tenants SET card_brand = $2, card_last4 = $3, card_updated_at = $4 WHERE tenant_id = $1 RETURNING tenant_id`,
+      [tenantId, card?.brand ?? null, card?.last4 ?? null, this.clock.now()],
+    );
+    return rows.length ? this.get(tenantId) : null;
+  }
+
+  async creditBalance(q: Queryable, tenantId: string): Promise<number> {
+    const [row] = await q.query<{ balance: number }>(
+      'SELECT coalesce(sum(credits_delta_cents), 0) AS balance FROM ledger WHERE tenant_id = $1',
+      [tenantId],
+    );
+    return row.balance;
+  }
+
+  /** Adds prepaid credits; answers the new balance, or null for an unknown tenant. */
+  async addCredits(tenantId: string, amountCents: number): Promise<number | null> {
+    return this.db.transaction(async (tx) => {
+      const tenant = await tx.query('SELECT 1 FROM tenants WHERE tenant_id = $1 FOR UPDATE', [tenantId]);
+      if (!tenant.length) return null;
+      await tx.query(
+        `INSERT INTO ledger (tenant_id, kind, amount_cents, credits_delta_cents, description, created_at)
+         VALUES ($1, 'credit_purchase', $2, $2, 'prepaid credits', $3)`,
+        [tenantId, amountCents, this.clock.now()],
+      );
+      return this.creditBalance(tx, tenantId);
+    });
+  }
+
+  /** Fails with card_required unless a card is on file. Call inside the transaction that will charge. */
+  async requireCard(q: Queryable, tenantId: string): Promise<{ brand: string; last4: string }> {
+    const [row] = await q.query<{ card_brand: string | null; card_last4: string | null }>(
+      'SELECT card_brand, card_last4 FROM tenants WHERE tenant_id = $1 FOR UPDATE',
+      [tenantId],
+    );
+    if (!row?.card_last4) {
+      throw new ApiError('card_required', 'a card on file is required for this operation', 'ask the account operator to add a card');
+    }
+    return { brand: row.card_brand ?? 'card', last4: row.card_last4 };
+  }
+
+  /** Charges the card on file through the provider and records the charge in the ledger. */
+  async chargeCard(q: Queryable, tenantId: string, amountCents: number, meta: ChargeMeta): Promise<string> {
+    const card = await this.requireCard(q, tenantId);
+    const result = await this.provider.charge({ tenantId, card, amountCents, description: meta.description });
+    if (!result.ok) {
+      throw new ApiError('card_declined', result.message, 'use another card on file and try again');
+    }
+    await q.query(
+      `INSERT INTO ledger (tenant_id, kind, amount_cents, credits_delta_cents, vm_id, template_id, plan, cycle,
+                           description, provider_reference, created_at)
+       VALUES ($1, 'card_charge', $2, 0, $3, $4, $5, $6, $7, $8, $9)`,
+      [tenantId, amountCents, meta.vmId ?? null, meta.templateId ?? null, meta.plan ?? null, meta.cycle ?? null,
+        meta.description, result.reference, this.clock.now()],
+    );
+    return result.reference;
+  }
+
+  /** Fails with insufficient_credits unless the balance covers `neededCents`. */
+  async requireCredits(q: Queryable, tenantId: string, neededCents: number): Promise<number> {
+    await q.query('SELECT 1 FROM tenants WHERE tenant_id = $1 FOR UPDATE', [tenantId]);
+    const balance = await this.creditBalance(q, tenantId);
+    if (balance < neededCents) {
+      throw new ApiError(
+        'insufficient_credits',
+        `this needs ${neededCents} cents of prepaid credits; the balance is ${balance}`,
+        'add prepaid credits and try again',
+      );
+    }
+    return balance;
+  }
+
+  /** Draws up to `amountCents` from the balance, never below zero; answers what was drawn. */
+  async drawCredits(q: Queryable, tenantId: string, amountCents: number, meta: ChargeMeta): Promise<number> {
+    await q.query('SELECT 1 FROM tenants WHERE tenant_id = $1 FOR UPDATE', [tenantId]);
+    const drawn = Math.min(amountCents, Math.max(0, await this.creditBalance(q, tenantId)));
+    if (drawn > 0) {
+      await q.query(
+        `INSERT INTO ledger (tenant_id, kind, amount_cents, credits_delta_cents, vm_id, description, created_at)
+         VALUES ($1, 'credit_draw', $2, $3, $4, $5, $6)`,
+        [tenantId, drawn, -drawn, meta.vmId ?? null, meta.description, this.clock.now()],
+      );
+    }
+    return drawn;
+  }
+}

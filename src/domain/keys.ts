@@ -1,0 +1,114 @@
+import type { Db, Queryable } from '../store/db.ts';
+import type { Clock } from './clock.ts';
+import { newApiKey, newId, sha256Hex, KEY_PREFIX } from './ids.ts';
+
+export type Scope = 'read' | 'readwrite';
+
+export interface KeyRecord {
+  key_id: string;
+  label: string | null;
+  scope: Scope;
+  prefix: string;
+  created_at: Date;
+  last_used_at: Date | null;
+  revoked_at: Date | null;
+}
+
+/** Who is calling: resolved from a bearer key. */
+export interface Principal {
+  tenantId: string;
+  email: string;
+  keyId: string;
+  scope: Scope;
+  label: string | null;
+}
+
+const KEY_COLUMNS = 'key_id, label, scope, prefix, created_at, last_used_at, revoked_at';
+/** How long a resolved key is trusted without asking the database: revocation reaches every process within this. */
+const AUTH_CACHE_MS = 500;
+/** last_used_at is written at most this often per key, so that reads stay reads. */
+const LAST_USED_WRITE_MS = 10_000;
+const AUTH_CACHE_MAX = 10_000;
+
+export class KeyService {
+  private readonly cache = new Map<string, { principal: Principal | null; until: number }>();
+  private readonly lastUsedWritten = new Map<string, number>();
+
+  constructor(
+    private readonly db: Db,
+    private readonly clock: Clock,
+  ) {}
+
+  async issue(
+    q: Queryable,
+    tenantId: string,
+    opts: { label?: string | null; scope: Scope },
+  ): Promise<{ key: string; record: KeyRecord }> {
+    const key = newApiKey();
+    const [record] = await q.query<KeyRecord>(
+      `INSERT INTO api_keys (key_id, tenant_id, key_hash, prefix, label, scope, created_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING ${KEY_COLUMNS}`,
+      [newId('key'), tenantId, sha256Hex(key), key.slice(0, 12), opts.label ?? null, opts.scope, this.clock.now()],
+    );
+    return { key, record };
+  }
+
+  list(tenantId: string): Promise<KeyRecord[]> {
+    return this.db.query<KeyRecord>(
+      `SELECT ${KEY_COLUMNS} FROM api_keys WHERE tenant_id = $1 ORDER BY created_at DESC, key_id`,
+      [tenantId],
+    );
+  }
+
+  /** Revokes a key of the tenant; revoking it again keeps the first revocation time. */
+  async revoke(tenantId: string, keyId: string): Promise<KeyRecord | null> {
+    const [record] = await this.db.query<KeyRecord & { key_hash: string }>(
+      `UPDATE api_keys SET revoked_at = coalesce(revoked_at, $3)
+       WHERE tenant_id = $1 AND key_id = $2 RETURNING ${KEY_COLUMNS}, key_hash`,
+      [tenantId, keyId, this.clock.now()],
+    );
+    if (!record) return null;
+    this.cache.delete(record.key_hash);
+    const { key_hash: _hash, ...rest } = record;
+    return rest;
+  }
+
+  /** Resolves a bearer key to its principal, or null for a malformed, unknown or revoked key. */
+  async authenticate(plaintext: string): Promise<Principal | null> {
+    if (!plaintext.startsWith(KEY_PREFIX) || plaintext.length < KEY_PREFIX.length + 32 || plaintext.length > 200) {
+      return null;
+    }
+    const hash = sha256Hex(plaintext);
+    const nowMs = this.clock.now().getTime();
+    const hit = this.cache.get(hash);
+    let principal: Principal | null;
+    if (hit && hit.until > nowMs) {
+      principal = hit.principal;
+    } else {
+      const [row] = await this.db.query<{ key_id: string; tenant_id: string; email: string; scope: Scope; label: string | null }>(
+        `SELECT k.key_id, k.tenant_id, t.email, k.scope, k.label
+         FROM api_keys k JOIN tenants t ON t.tenant_id = k.tenant_id
+         WHERE k.key_hash = $1 AND k.revoked_at IS NULL`,
+        [hash],
+      );
+      principal = row
+        ? { tenantId: row.tenant_id, email: row.email, keyId: row.key_id, scope: row.scope, label: row.label }
+        : null;
+      if (this.cache.size >= AUTH_CACHE_MAX) this.cache.clear();
+      this.cache.set(hash, { principal, until: nowMs + AUTH_CACHE_MS });
+    }
+    if (principal) await this.touch(principal, nowMs);
+    return principal;
+  }
+
+  private async touch(principal: Principal, nowMs: number): Promise<void> {
+    const last = this.lastUsedWritten.get(principal.keyId);
+    if (last !== undefined && nowMs - last < LAST_USED_WRITE_MS) return;
+    this.lastUsedWritten.set(principal.keyId, nowMs);
+    await this.db.query('UPDATE api_keys SET last_used_at = $2 WHERE key_id = $1 AND tenant_id = $3', [
+      principal.keyId,
+      new Date(nowMs),
+      principal.tenantId,
+    ]);
+  }
+}

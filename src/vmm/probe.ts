@@ -1,0 +1,49 @@
+import { access, readFile, constants } from 'node:fs/promises';
+import path from 'node:path';
+
+export type Accel = 'kvm' | 'tcg';
+
+export interface DriverProbe {
+  usable: boolean;
+  accel: Accel | null;
+  qemu: string | null;
+  detail: string;
+}
+
+async function findOnPath(binary: string): Promise<string | null> {
+  for (const dir of (process.env.PATH ?? '').split(path.delimiter)) {
+    if (!dir) continue;
+    const candidate = path.join(dir, binary);
+    try {
+      await access(candidate, constants.X_OK);
+      return candidate;
+    } catch {
+      // not in this directory
+    }
+  }
+  return null;
+}
+
+/**
+ * KVM needs hardware virtualisation (vmx/svm) as well as /dev/kvm: a paravirtualised /dev/kvm (PVM)
+ * does not boot stock kernels, so such hosts fall back to TCG emulation.
+ */
+export async function chooseAccel(): Promise<{ accel: Accel; why: string }> {
+  const cpuinfo = await readFile('/proc/cpuinfo', 'utf8').catch(() => '');
+  const hardware = /^flags\s*:.*\b(vmx|svm)\b/m.test(cpuinfo);
+  if (!hardware) return { accel: 'tcg', why: 'the CPU shows no vmx/svm flag' };
+  try {
+    await access('/dev/kvm', constants.R_OK | constants.W_OK);
+    return { accel: 'kvm', why: 'hardware virtualisation and /dev/kvm are available' };
+  } catch {
+    return { accel: 'tcg', why: '/dev/kvm is not accessible' };
+  }
+}
+
+/** Whether this machine can run VMs at all, and how. */
+export async function probeDriver(): Promise<DriverProbe> {
+  const qemu = await findOnPath('qemu-system-x86_64');
+  if (!qemu) return { usable: false, accel: null, qemu: null, detail: 'qemu-system-x86_64 is not installed' };
+  const { accel, why } = await chooseAccel();
+  return { usable: true, accel, qemu, detail: `${accel}: ${why}` };
+}
