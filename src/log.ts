@@ -17,5 +17,14 @@ const REDACT = [
 ];
 
 export function createLogger(level = 'info', destination?: DestinationStream): Logger {
-  return pino({ level, base: undefined, redact: { paths: REDACT, censor: '[redacted]' } }, destination);
+  return pino(
+    {
+      level,
+      base: undefined,
+      redact: { paths: REDACT, censor: '[redacted]' },
+      // A database error carries its query parameters; they stay out of the log.
+      serializers: { err: (err: Error) => ({ ...pino.stdSerializers.err(err), params: undefined }) },
+    },
+    destination,
+  );
 }

@@ -60,10 +60,10 @@ export function defineOperation<P extends AnyZod, Q extends AnyZod, B extends An
 
 /** Codes every operation of an audience can answer with. */
 export function commonErrors(op: Operation): ErrorCode[] {
-  const codes: ErrorCode[] = ['internal'];
+  // Every operation refuses unknown query parameters, so every one can answer 400.
+  const codes: ErrorCode[] = ['internal', 'invalid_request'];
   if (op.audience !== 'public') codes.push('unauthorized', 'rate_limited');
   if (op.audience === 'customer' && isWrite(op)) codes.push('read_only_key');
-  if (op.body || op.query || op.params) codes.push('invalid_request');
   if (op.body) codes.push('payload_too_large', 'unsupported_media_type');
   return codes;
 }
@@ -72,6 +72,7 @@ export const isWrite = (op: Operation) => op.write ?? op.method !== 'get';
 
 /** Turns a zod failure into a 400 that names the field. */
 export function validationError(where: 'body' | 'query' | 'path', error: z.ZodError): ApiError {
+  if (where === 'path') return new ApiError('not_found', 'not found');
   const issue = error.issues[0];
   if (issue.code === 'unrecognized_keys') {
     const field = [...issue.path, issue.keys[0]].join('.');

@@ -5,6 +5,8 @@ import { VM_STATUSES } from '../domain/vmState.ts';
 
 /** One place for every request and response shape: validation, serialisation and the OpenAPI document. */
 
+/** Text that PostgreSQL can store: anything but NUL. */
+const text = () => z.string().regex(/^[^\u0000]*$/, 'must not contain NUL bytes');
 const timestamp = z.iso.datetime().meta({ description: 'RFC 3339 UTC timestamp' });
 const plan = z.enum(PLAN_IDS);
 const tier = z.enum(TIER_IDS);
@@ -58,7 +60,7 @@ export const Vm = z
     tier: tier.nullable(),
     harness: z.string(),
     harness_display: z.string(),
-    ipv4: z.ipv4().nullable(),
+    ipv4: z.ipv4().meta({ format: 'ipv4' }).nullable(),
     template_id: z.string().nullable(),
     vcpus: z.int(),
     memory_mib: z.int(),
@@ -74,7 +76,7 @@ export const VmList = z.object({ data: z.array(Vm), total: z.int() }).meta({ id:
 export const CreateVmRequest = z
   .strictObject({
     plan: plan.optional().meta({ description: 'Flat plan; omit when using a usage tier' }),
-    harness: z.string().max(100).optional().meta({ description: 'A harness id; omit for the platform default' }),
+    harness: text().max(100).optional().meta({ description: 'A harness id; omit for the platform default' }),
     cycle: z.enum(CYCLES).optional().meta({ description: 'Billing cycle of a flat plan; default monthly' }),
     tier: tier.optional().meta({ description: 'Prepaid usage tier instead of a flat plan; spot is required for count > 1' }),
     count: z.int().min(1).max(20).optional().meta({ description: 'How many VMs (a swarm, spot only); default 1' }),
@@ -92,9 +94,9 @@ export const CreateVmResponse = z
 
 export const RunTaskRequest = z
   .strictObject({
-    task: z.string().min(1).max(65536),
-    model: z.string().min(1).max(200).optional(),
-    provider: z.string().min(1).max(100).optional(),
+    task: text().min(1).max(65536),
+    model: text().min(1).max(200).optional(),
+    provider: text().min(1).max(100).optional(),
   })
   .meta({ id: 'RunTaskRequest' });
 
@@ -146,9 +148,9 @@ export const TemplateList = z
   .meta({ id: 'TemplateList' });
 
 export const TemplateListQuery = z.strictObject({
-  q: z.string().max(200).optional().meta({ description: 'Full-text search over name, description and tags' }),
-  harness: z.string().max(100).optional(),
-  tag: z.string().max(100).optional(),
+  q: text().max(200).optional().meta({ description: 'Full-text search over name, description and tags' }),
+  harness: text().max(100).optional(),
+  tag: text().max(100).optional(),
   sort: z.enum(['trending', 'new', 'forks', 'stars']).default('trending'),
   limit: z.coerce.number().int().min(1).max(100).default(20),
   offset: z.coerce.number().int().min(0).max(1_000_000_000).default(0)
@@ -166,7 +168,7 @@ export const ForkResponse = z
 export const CaptureRequest = z
   .strictObject({
     visibility: z.enum(['public', 'private']).optional(),
-    name: z.string().min(1).max(100).optional(),
+    name: text().min(1).max(100).optional(),
   })
   .meta({ id: 'CaptureRequest' });
 
@@ -212,7 +214,7 @@ export const KeyRecord = z
 export const KeyList = z.object({ data: z.array(KeyRecord) }).meta({ id: 'APIKeyList' });
 
 export const IssueKeyRequest = z
-  .strictObject({ label: z.string().max(100).optional(), scope: scope.optional().meta({ description: 'Default read' }) })
+  .strictObject({ label: text().max(100).optional(), scope: scope.optional().meta({ description: 'Default read' }) })
   .meta({ id: 'IssueKeyRequest' });
 
 export const IssuedKey = z
@@ -230,7 +232,7 @@ export const RevokedKey = KeyRecord.extend({ revoked_at: timestamp }).meta({ id:
 
 export const SECRET_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
 export const SetSecretsRequest = z
-  .record(z.string().regex(SECRET_NAME), z.string().max(16384).nullable())
+  .record(z.string().regex(SECRET_NAME), text().max(16384).nullable())
   .meta({ id: 'SetSecretsRequest', description: 'NAME: value sets a variable, NAME: null removes it' });
 
 // Operator API (not part of the customer contract).
@@ -243,5 +245,8 @@ export const SetCardRequest = z.strictObject({
 export const AddCreditsRequest = z.strictObject({ amount_cents: z.int().min(1).max(100_000_000) });
 export const CreditsBalance = z.object({ balance_cents: z.int() });
 
-export const IdParam = z.strictObject({ id: z.string().min(1).max(200) });
+/** Ids and slugs are plain ASCII; anything else cannot name a resource, so it is answered like an unknown id. */
+export const ID_PATTERN = /^[A-Za-z0-9_.-]{1,200}$/;
+export const idParam = (description?: string) => z.string().regex(ID_PATTERN).meta(description ? { description } : {});
+export const IdParam = z.strictObject({ id: idParam() });
 export const NoQuery = z.strictObject({});

@@ -28,5 +28,10 @@ export async function main(argv: string[]): Promise<void> {
     });
 
   program.addCommand(adminCommands());
-  await program.parseAsync(argv);
+  try {
+    await program.parseAsync(argv);
+  } catch (err) {
+    process.stderr.write(`error: ${(err as Error).message}\n`);
+    process.exit(1);
+  }
 }

@@ -69,11 +69,15 @@ export class TemplateService {
     }
     const filter = where.join(' AND ');
     const [{ total }] = await this.db.query<{ total: number }>(`SELECT count(*)::int AS total FROM templates WHERE ${filter}`, params);
-    params.push(this.clock.now(), query.limit, query.offset);
-    const now = `$${params.length - 2}::timestamptz`;
+    let order = ORDER[query.sort];
+    if (order.includes('$NOW')) {
+      params.push(this.clock.now());
+      order = order.replace('$NOW', `$${params.length}::timestamptz`);
+    }
+    params.push(query.limit, query.offset);
     const rows = await this.db.query<TemplateRow>(
       `SELECT ${COLUMNS} FROM templates WHERE ${filter}
-       ORDER BY ${ORDER[query.sort].replace('$NOW', now)}, template_id
+       ORDER BY ${order}, template_id
        LIMIT $${params.length - 1} OFFSET $${params.length}`,
       params,
     );

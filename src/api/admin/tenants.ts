@@ -1,10 +1,10 @@
 import { z } from 'zod';
 import { defineOperation } from '../operation.ts';
-import { AddCreditsRequest, Billing, CreateTenantRequest, CreateTenantResponse, CreditsBalance, SetCardRequest } from '../schemas.ts';
+import { idParam, AddCreditsRequest, Billing, CreateTenantRequest, CreateTenantResponse, CreditsBalance, SetCardRequest } from '../schemas.ts';
 import { notFound } from '../../domain/errors.ts';
 
 /** The operator API of decisions.md section 2: not part of the customer contract. */
-const TenantParam = z.strictObject({ tenant_id: z.string().min(1).max(200) });
+const TenantParam = z.strictObject({ tenant_id: idParam() });
 
 export const createTenant = defineOperation({
   operationId: 'adminCreateTenant',

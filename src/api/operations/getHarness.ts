@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { defineOperation } from '../operation.ts';
-import { HarnessSchema } from '../schemas.ts';
+import { HarnessSchema, idParam } from '../schemas.ts';
 import { getHarness as find } from '../../harness/catalogue.ts';
 import { notFound } from '../../domain/errors.ts';
 
@@ -11,7 +11,7 @@ export const getHarness = defineOperation({
   summary: 'Get one harness',
   tag: 'Harnesses',
   audience: 'customer',
-  params: z.strictObject({ name: z.string().min(1).max(100).meta({ description: 'Harness id as listed' }) }),
+  params: z.strictObject({ name: idParam('Harness id as listed') }),
   success: { status: 200, schema: HarnessSchema, description: 'The harness' },
   errors: ['not_found'],
   handler: async ({ params }) => {

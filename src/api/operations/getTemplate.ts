@@ -1,10 +1,10 @@
 import { z } from 'zod';
 import { defineOperation } from '../operation.ts';
-import { Template } from '../schemas.ts';
+import { idParam, Template } from '../schemas.ts';
 import { presentTemplate } from '../present.ts';
 
 export const TemplateIdParam = z.strictObject({
-  id: z.string().min(1).max(200).meta({ description: 'A `tpl_` id, an owned slug or a public slug (owned first)' }),
+  id: idParam('A `tpl_` id, an owned slug or a public slug (owned first)'),
 });
 
 export const getTemplate = defineOperation({

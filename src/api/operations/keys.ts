@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { defineOperation } from '../operation.ts';
-import { IssuedKey, IssueKeyRequest, KeyList, RevokedKey } from '../schemas.ts';
+import { idParam, IssuedKey, IssueKeyRequest, KeyList, RevokedKey } from '../schemas.ts';
 import { iso, presentKey } from '../present.ts';
 import { notFound } from '../../domain/errors.ts';
 
@@ -47,7 +47,7 @@ export const revokeKey = defineOperation({
   tag: 'Keys',
   audience: 'customer',
   extension: true,
-  params: z.strictObject({ key_id: z.string().min(1).max(200) }),
+  params: z.strictObject({ key_id: idParam() }),
   success: { status: 200, schema: RevokedKey, description: 'The revoked key' },
   errors: ['not_found'],
   handler: async ({ services, principal, params }) => {

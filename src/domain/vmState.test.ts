@@ -1,0 +1,40 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { applyLifecycle, type VmStateFields } from './vmState.ts';
+
+const vm = (status: VmStateFields['status'], desired: VmStateFields['desired_state'] = status === 'stopped' ? 'stopped' : 'running'): VmStateFields => ({
+  status,
+  status_reason: null,
+  desired_state: desired,
+  restart_requested: 0,
+  reprovision_requested: 0,
+});
+
+test('stop on a stopped VM and start on a running VM are no-ops', () => {
+  assert.equal(applyLifecycle(vm('stopped'), 'stop'), null);
+  assert.equal(applyLifecycle(vm('stopping', 'stopped'), 'stop'), null);
+  assert.equal(applyLifecycle(vm('running'), 'start'), null);
+  assert.equal(applyLifecycle(vm('starting'), 'start'), null);
+  assert.equal(applyLifecycle(vm('provisioning'), 'start'), null);
+});
+
+test('stop and start set the desired state and show the transition', () => {
+  assert.deepEqual(applyLifecycle(vm('running'), 'stop'), { desired_state: 'stopped', status: 'stopping', status_reason: null });
+  assert.deepEqual(applyLifecycle(vm('stopped'), 'start'), { desired_state: 'running', status: 'starting', status_reason: null });
+  // A stop during a start is accepted and wins: the last call is the desired state.
+  assert.deepEqual(applyLifecycle(vm('starting'), 'stop'), { desired_state: 'stopped', status: 'stopping', status_reason: null });
+  assert.deepEqual(applyLifecycle(vm('stopping', 'stopped'), 'start'), { desired_state: 'running', status: 'starting', status_reason: null });
+});
+
+test('restart and reprovision of a stopped VM leave it running, and count each request', () => {
+  const restarted = applyLifecycle({ ...vm('stopped'), restart_requested: 2 }, 'restart');
+  assert.deepEqual(restarted, { desired_state: 'running', status: 'restarting', status_reason: null, restart_requested: 3 });
+  const reprovisioned = applyLifecycle(vm('stopped'), 'reprovision');
+  assert.deepEqual(reprovisioned, { desired_state: 'running', status: 'reprovisioning', status_reason: null, reprovision_requested: 1 });
+});
+
+test('a failed VM: start clears the platform reason, stop keeps it', () => {
+  const failed = { ...vm('failed'), status_reason: 'qemu exited with signal 9' };
+  assert.deepEqual(applyLifecycle(failed, 'start'), { desired_state: 'running', status: 'starting', status_reason: null });
+  assert.deepEqual(applyLifecycle(failed, 'stop'), { desired_state: 'stopped', status: 'stopped', status_reason: 'qemu exited with signal 9' });
+});

@@ -1,0 +1,217 @@
+import { Writable } from 'node:stream';
+import pg from 'pg';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import addFormats from 'ajv-formats';
+import type { ValidateFunction } from 'ajv';
+import { openDb, type Db } from '../src/store/db.ts';
+import { buildServices, type Services } from '../src/domain/services.ts';
+import { buildApp } from '../src/api/app.ts';
+import { createLogger } from '../src/log.ts';
+import { randomBase62 } from '../src/domain/ids.ts';
+import type { Clock } from '../src/domain/clock.ts';
+import type { DriverProbe } from '../src/vmm/probe.ts';
+
+/** The databases the suite runs on: always PGlite; a PostgreSQL server too when AGENTVM_TEST_DATABASE_URL is set. */
+export function backends(): { name: 'pglite' | 'postgres'; url?: string }[] {
+  const url = process.env.AGENTVM_TEST_DATABASE_URL;
+  return url ? [{ name: 'pglite' }, { name: 'postgres', url }] : [{ name: 'pglite' }];
+}
+
+/** A fresh database on the backend: PGlite in memory, or a new database on the PostgreSQL server. */
+export async function freshDb(backend: { name: string; url?: string }): Promise<{ db: Db; drop: () => Promise<void> }> {
+  if (!backend.url) {
+    const db = await openDb({ pgliteDir: 'memory://' });
+    return { db, drop: () => db.close() };
+  }
+  const name = `agentvm_test_${randomBase62(12).toLowerCase()}`;
+  const admin = new pg.Client({ connectionString: backend.url });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.end();
+  const url = new URL(backend.url);
+  url.pathname = `/${name}`;
+  const db = await openDb({ databaseUrl: url.toString() });
+  return {
+    db,
+    drop: async () => {
+      await db.close();
+      const c = new pg.Client({ connectionString: backend.url });
+      await c.connect();
+      await c.query(`DROP DATABASE IF EXISTS ${name}`);
+      await c.end();
+    },
+  };
+}
+
+/** The VM driver as the API sees it; the real probe has its own test in driver.test.ts. */
+export const usableDriver = async (): Promise<DriverProbe> => ({ usable: true, accel: 'tcg', qemu: '/usr/bin/qemu-system-x86_64', detail: 'tcg: test' });
+
+export interface TestResponse {
+  status: number;
+  headers: Headers;
+  body: any;
+  text: string;
+}
+
+export interface TestApp {
+  services: Services;
+  db: Db;
+  adminToken: string;
+  logs: string[];
+  request(
+    method: string,
+    path: string,
+    opts?: { key?: string; body?: unknown; raw?: string; headers?: Record<string, string>; allowServerError?: boolean },
+  ): Promise<TestResponse>;
+  admin(method: string, path: string, body?: unknown): Promise<TestResponse>;
+  /** A tenant with a readwrite key, optionally a card and credits. */
+  tenant(opts?: { card?: string; credits?: number }): Promise<{ tenantId: string; key: string; email: string }>;
+  close(): Promise<void>;
+}
+
+export async function createTestApp(
+  backend: { name: string; url?: string },
+  opts: { clock?: Clock; rateLimit?: { perSecond: number; burst: number }; driver?: () => Promise<DriverProbe> } = {},
+): Promise<TestApp> {
+  const { db, drop } = await freshDb(backend);
+  const logs: string[] = [];
+  const sink = new Writable({
+    write(chunk, _enc, cb) {
+      logs.push(chunk.toString());
+      cb();
+    },
+  });
+  const services = buildServices(db, { clock: opts.clock, driver: opts.driver ?? usableDriver });
+  const adminToken = `avm_admin_${randomBase62(40)}`;
+  const app = buildApp({
+    services,
+    log: createLogger('info', sink),
+    adminToken,
+    rateLimit: opts.rateLimit ?? { perSecond: 10_000, burst: 10_000 },
+  });
+  const contract = await contractValidator(app);
+
+  const request: TestApp['request'] = async (method, path, o = {}) => {
+    const headers: Record<string, string> = { ...(o.headers ?? {}) };
+    if (o.key) headers.authorization = `Bearer ${o.key}`;
+    let body: string | undefined = o.raw;
+    if (o.body !== undefined) {
+      body = JSON.stringify(o.body);
+      headers['content-type'] ??= 'application/json';
+    }
+    const res = await app.request(path, { method, headers, body });
+    const text = await res.text();
+    let parsed: unknown;
+    try {
+      parsed = text ? JSON.parse(text) : undefined;
+    } catch {
+      parsed = undefined;
+    }
+    const out = { status: res.status, headers: res.headers, body: parsed, text };
+    contract.check(method, path, out, o.allowServerError);
+    return out;
+  };
+  let tenants = 0;
+  const test: TestApp = {
+    services,
+    db,
+    adminToken,
+    logs,
+    request,
+    admin: (method, path, body) => request(method, path, { key: adminToken, body }),
+    async tenant(t = {}) {
+      const email = `t${++tenants}-${randomBase62(6).toLowerCase()}@example.com`;
+      const res = await test.admin('POST', '/v1/admin/tenants', { email });
+      if (res.status !== 201) throw new Error(`tenant create failed: ${res.text}`);
+      const { tenant_id: tenantId, api_key: key } = res.body;
+      if (t.card) await test.admin('PUT', `/v1/admin/tenants/${tenantId}/card`, { brand: 'visa', last4: t.card });
+      if (t.credits) await test.admin('POST', `/v1/admin/tenants/${tenantId}/credits`, { amount_cents: t.credits });
+      return { tenantId, key, email };
+    },
+    close: drop,
+  };
+  return test;
+}
+
+type Doc = { paths: Record<string, Record<string, { responses: Record<string, { content?: { 'application/json': { schema: object } } }> }>>; components: object };
+
+/**
+ * Checks every response against the served OpenAPI documents: the operation's declared status and schema,
+ * the Error shape on every non-2xx, and an X-Request-Id header on everything.
+ */
+async function contractValidator(app: { request: (p: string) => Response | Promise<Response> }) {
+  const docs: Doc[] = [
+    await (await app.request('/v1/api/openapi.json')).json(),
+    await (await app.request('/v1/admin/openapi.json')).json(),
+  ];
+  const ajv = new Ajv2020({ strict: false, allErrors: true });
+  (addFormats as unknown as (a: Ajv2020) => void)(ajv);
+  docs.forEach((doc, i) => ajv.addSchema({ $id: `doc${i}`, components: doc.components }));
+  const compiled = new Map<string, ValidateFunction>();
+  const routes = docs.flatMap((doc, i) =>
+    Object.entries(doc.paths).map(([p, ops]) => ({
+      pattern: new RegExp(`^${p.replace(/\{[^}]+\}/g, '[^/]+')}$`),
+      ops,
+      doc: i,
+      path: p,
+    })),
+  );
+  const errorSchema = ajv.compile({ $ref: 'doc0#/components/schemas/Error' });
+  const rewrite = (schema: object, i: number) =>
+    JSON.parse(JSON.stringify(schema).replaceAll('"#/components/', `"doc${i}#/components/`));
+
+  return {
+    check(method: string, url: string, res: TestResponse, allowServerError = false) {
+      const where = `${method} ${url} → ${res.status}`;
+      if (!res.headers.get('x-request-id')) throw new Error(`${where}: no X-Request-Id`);
+      if (res.status >= 500 && res.status !== 503 && !allowServerError) throw new Error(`${where}: server error ${res.text}`);
+      // A HEAD answer has the headers of the GET and no body.
+      if (method === 'HEAD') return;
+      if (res.status >= 400 || res.status < 200) {
+        if (!res.headers.get('content-type')?.startsWith('application/json')) throw new Error(`${where}: error not JSON`);
+        if (!errorSchema(res.body)) throw new Error(`${where}: not the Error shape: ${res.text}`);
+      }
+      const pathOnly = url.split('?')[0];
+      const route = routes.find((r) => r.pattern.test(pathOnly) && r.ops[method.toLowerCase()]);
+      if (!route) return;
+      const op = route.ops[method.toLowerCase()];
+      const declared = op.responses[String(res.status)];
+      if (!declared) {
+        // Unknown paths and methods are answered before any operation runs.
+        if (res.status === 404 || res.status === 405) return;
+        throw new Error(`${where}: status not declared in the OpenAPI document`);
+      }
+      const schema = declared.content?.['application/json']?.schema;
+      if (!schema) return;
+      const id = `${route.doc}:${method}:${route.path}:${res.status}`;
+      let validate = compiled.get(id);
+      if (!validate) {
+        validate = ajv.compile(rewrite(schema, route.doc));
+        compiled.set(id, validate);
+      }
+      if (!validate(res.body)) {
+        throw new Error(`${where}: response does not match the contract: ${ajv.errorsText(validate.errors)}\n${res.text}`);
+      }
+    },
+  };
+}
+
+/** Puts a VM row straight into the table, for tests of reads that come before VMs can be created. */
+export async function insertVm(
+  db: Db,
+  tenantId: string,
+  fields: { plan?: string | null; cycle?: string | null; tier?: string | null; status?: string; deleted?: boolean } = {},
+): Promise<string> {
+  const vmId = `vm_${randomBase62(22)}`;
+  const tier = fields.tier ?? null;
+  const plan = tier ? null : (fields.plan ?? 'starter');
+  const cycle = tier ? null : (fields.cycle ?? 'monthly');
+  const status = fields.status ?? 'running';
+  await db.query(
+    `INSERT INTO vms (vm_id, tenant_id, plan, cycle, tier, harness, vcpus, memory_mib, disk_gib, status, desired_state, ipv4, deleted_at)
+     VALUES ($1, $2, $3, $4, $5, 'echo', 1, 1024, 10, $6, $7, $8, $9)`,
+    [vmId, tenantId, plan, cycle, tier, status, status === 'stopped' ? 'stopped' : 'running',
+      status === 'running' ? '10.0.2.15' : null, fields.deleted ? new Date() : null],
+  );
+  return vmId;
+}

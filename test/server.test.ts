@@ -1,0 +1,114 @@
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, execFile, type ChildProcess } from 'node:child_process';
+import { mkdtemp, readFile, stat, rm } from 'node:fs/promises';
+import { promisify } from 'node:util';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { chooseAccel, probeDriver } from '../src/vmm/probe.ts';
+
+const run = promisify(execFile);
+const BIN = path.resolve('bin/agentvm.js');
+const dirs: string[] = [];
+after(async () => {
+  for (const d of dirs) await rm(d, { recursive: true, force: true });
+});
+
+/** Starts `agentvm serve` as a real process on a free loopback port and waits for its URL in the log. */
+async function serve(dataDir: string, env: Record<string, string> = {}): Promise<{ proc: ChildProcess; url: string; log: () => string }> {
+  const proc = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--data-dir', dataDir], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  proc.stdout!.on('data', (d) => (out += d));
+  proc.stderr!.on('data', (d) => (out += d));
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`server did not start:\n${out}`)), 30_000);
+    proc.stdout!.on('data', () => {
+      const m = /"url":"(http:\/\/[^"]+)"/.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        resolve(m[1]);
+      }
+    });
+    proc.once('exit', (code) => reject(new Error(`server exited ${code}:\n${out}`)));
+  });
+  return { proc, url, log: () => out };
+}
+
+test('a newcomer: serve, create a tenant, card and credits with the admin CLI, then the API with the key; logs hold no secret; SIGTERM stops cleanly', async () => {
+  const dataDir = await mkdtemp(path.join(tmpdir(), 'agentvm-test-'));
+  dirs.push(dataDir);
+  const { proc, url, log } = await serve(dataDir);
+  try {
+    const tokenFile = path.join(dataDir, 'admin-token');
+    assert.equal((await stat(tokenFile)).mode & 0o777, 0o600);
+    const adminToken = (await readFile(tokenFile, 'utf8')).trim();
+    const env = { ...process.env, AGENTVM_BASE_URL: url, AGENTVM_ADMIN_TOKEN: adminToken };
+
+    const created = JSON.parse((await run(process.execPath, [BIN, 'admin', 'tenants', 'create', '--email', 'new@example.com', '--json'], { env })).stdout);
+    assert.match(created.tenant_id, /^ten_/);
+    assert.match(created.api_key, /^avm_live_/);
+    const card = JSON.parse((await run(process.execPath, [BIN, 'admin', 'card', 'set', '--tenant', created.tenant_id, '--brand', 'visa', '--last4', '4242', '--json'], { env })).stdout);
+    assert.equal(card.card_on_file, true);
+    const credits = JSON.parse((await run(process.execPath, [BIN, 'admin', 'credits', 'add', '--tenant', created.tenant_id, '--cents', '5000', '--json'], { env })).stdout);
+    assert.deepEqual(credits, { balance_cents: 5000 });
+    const bad = await run(process.execPath, [BIN, 'admin', 'tenants', 'create', '--email', 'x@example.com'], { env: { ...env, AGENTVM_ADMIN_TOKEN: 'wrong' } }).catch((e) => e);
+    assert.equal(bad.code, 3);
+    assert.match(bad.stderr, /unauthorized/);
+
+    const auth = { authorization: `Bearer ${created.api_key}` };
+    const whoami = await (await fetch(`${url}/v1/api/whoami`, { headers: auth })).json();
+    assert.equal(whoami.email, 'new@example.com');
+    const issued = await (await fetch(`${url}/v1/api/keys`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: '{"label":"reader"}' })).json();
+    const billing = await (await fetch(`${url}/v1/api/billing`, { headers: { authorization: `Bearer ${issued.key}` } })).json();
+    assert.deepEqual(billing, { card_on_file: true, brand: 'visa', last4: '4242', credits_cents: 5000 });
+    assert.equal((await fetch(`${url}/healthz`)).status, 200);
+
+    const lines = log().trim().split('\n');
+    const requests = lines.map((l) => JSON.parse(l)).filter((l) => l.msg === 'request');
+    assert.ok(requests.length >= 6);
+    for (const r of requests) {
+      assert.match(r.req_id, /^req_/);
+      assert.equal(typeof r.status, 'number');
+      assert.equal(typeof r.ms, 'number');
+    }
+    for (const secret of [created.api_key, issued.key, adminToken, '4242']) {
+      assert.ok(!log().includes(secret), 'the log never holds a key, token or card number');
+    }
+
+    proc.kill('SIGTERM');
+    const code = await new Promise((resolve) => proc.once('exit', resolve));
+    assert.equal(code, 0);
+    assert.match(log(), /agentvm stopped/);
+  } finally {
+    if (proc.exitCode === null) proc.kill('SIGKILL');
+  }
+
+  // Restarted on the same data dir: the same admin token, the tenant and its key are still there.
+  const again = await serve(dataDir);
+  try {
+    const whoami = await fetch(`${again.url}/v1/api/whoami`, { headers: { authorization: `Bearer ${(await readFile(path.join(dataDir, 'admin-token'), 'utf8')).trim()}` } });
+    assert.equal(whoami.status, 401, 'the admin token never works on /v1/api');
+    const second = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--data-dir', dataDir], { stdio: 'pipe' });
+    let err = '';
+    second.stderr.on('data', (d) => (err += d));
+    const code = await new Promise((resolve) => second.once('exit', resolve));
+    assert.notEqual(code, 0, 'a second server on the same embedded database is refused');
+    assert.match(err, /another agentvm server/);
+  } finally {
+    again.proc.kill('SIGTERM');
+    await new Promise((resolve) => again.proc.once('exit', resolve));
+  }
+});
+
+test('the driver probe: TCG on a CPU without vmx/svm, and the choice is named', async () => {
+  const cpuinfo = await readFile('/proc/cpuinfo', 'utf8');
+  const hardware = /^flags\s*:.*\b(vmx|svm)\b/m.test(cpuinfo);
+  const { accel, why } = await chooseAccel();
+  if (!hardware) assert.equal(accel, 'tcg');
+  assert.ok(why.length > 0);
+  const probe = await probeDriver();
+  assert.equal(probe.usable, probe.qemu !== null);
+});
