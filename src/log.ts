@@ -25,6 +25,7 @@ export function createLogger(level = 'info', destination?: DestinationStream): L
       // A database error carries its query parameters; they stay out of the log.
       serializers: { err: (err: Error) => ({ ...pino.stdSerializers.err(err), params: undefined }) },
     },
-    destination,
+    // Asynchronous writes: a request never waits for the log line to reach the terminal or the pipe.
+    destination ?? pino.destination({ dest: 1, sync: false }),
   );
 }

@@ -100,6 +100,7 @@ export async function startServer(config: Config, log: Logger = createLogger(con
       await db.close();
       await unlock();
       log.info('agentvm stopped');
+      log.flush();
     })());
   return { url, port, services, close };
 }

@@ -2,11 +2,10 @@ import { Hono, type Context } from 'hono';
 import { createRequire } from 'node:module';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { timingSafeEqual, createHash } from 'node:crypto';
+import { timingSafeEqual, createHash, randomUUID } from 'node:crypto';
 import { ApiError } from '../domain/errors.ts';
 import type { Services } from '../domain/services.ts';
 import type { Logger } from '../log.ts';
-import { randomBase62 } from '../domain/ids.ts';
 import { runOperation, type Operation } from './operation.ts';
 import { ADMIN_OPERATIONS, CUSTOMER_OPERATIONS } from './routes.ts';
 import { buildOpenApiDocument } from './openapi.ts';
@@ -66,9 +65,8 @@ export function buildApp(opts: AppOptions): Hono<Env> {
   app.use('*', async (c, next) => {
     const started = performance.now();
     const incoming = c.req.header('x-request-id');
-    const requestId = incoming && SAFE_REQUEST_ID.test(incoming) ? incoming : `req_${randomBase62(20)}`;
+    const requestId = incoming && SAFE_REQUEST_ID.test(incoming) ? incoming : `req_${randomUUID().replaceAll('-', '')}`;
     c.set('requestId', requestId);
-    c.header('X-Request-Id', requestId);
     await next();
     c.res.headers.set('X-Request-Id', requestId);
     log.info(

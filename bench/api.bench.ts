@@ -1,0 +1,76 @@
+// API throughput: whoami and listHarnesses on the embedded database next to a bare hello route
+// of the same framework, measured in one run at 50 connections. Prints the figures and the ratios.
+import autocannon from 'autocannon';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, open, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+
+const DURATION = Number(process.env.BENCH_SECONDS ?? 10);
+const CONNECTIONS = 50;
+
+/** Starts a server whose output goes to a file, as a service manager would send it: a pipe this busy process drains slowly would throttle it. */
+async function start(args: string[], logFile: string, env: Record<string, string> = {}): Promise<{ proc: ChildProcess; url: string }> {
+  const out = await open(logFile, 'w');
+  const proc = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', out.fd, 'inherit'] });
+  await out.close();
+  for (let i = 0; i < 600; i++) {
+    if (proc.exitCode !== null) throw new Error(`exited ${proc.exitCode}: ${await readFile(logFile, 'utf8')}`);
+    const m = /"url":"(http:\/\/[^"]+)"/.exec(await readFile(logFile, 'utf8'));
+    if (m) return { proc, url: m[1] };
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`no URL in ${logFile}`);
+}
+
+async function load(url: string, headers: Record<string, string> = {}) {
+  const result = await autocannon({ url, connections: CONNECTIONS, duration: DURATION, headers });
+  if (result.non2xx || result.errors) throw new Error(`${url}: ${result.non2xx} non-2xx, ${result.errors} errors`);
+  return { rps: result.requests.average, p99: result.latency.p99, p50: result.latency.p50 };
+}
+
+const dataDir = await mkdtemp(path.join(tmpdir(), 'agentvm-bench-'));
+const procs: ChildProcess[] = [];
+try {
+  const hello = await start(['--import', 'tsx', 'bench/hello-server.ts'], path.join(dataDir, 'hello.log'));
+  procs.push(hello.proc);
+  const api = await start(['bin/agentvm.js', 'serve', '--port', '0', '--data-dir', dataDir], path.join(dataDir, 'server.log'), {
+    AGENTVM_RATE_LIMIT: '1000000',
+    AGENTVM_RATE_BURST: '1000000',
+  });
+  procs.push(api.proc);
+  // The server logs every request at info, as it does in production: that cost is part of the figure.
+  const adminToken = (await readFile(path.join(dataDir, 'admin-token'), 'utf8')).trim();
+  const tenant = await (
+    await fetch(`${api.url}/v1/admin/tenants`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ email: 'bench@example.com' }),
+    })
+  ).json();
+  const auth = { authorization: `Bearer ${tenant.api_key}` };
+
+  await load(`${hello.url}/hello`); // warm-up of the client and both servers
+  await load(`${api.url}/v1/api/whoami`, auth);
+  const bare = await load(`${hello.url}/hello`);
+  const whoami = await load(`${api.url}/v1/api/whoami`, auth);
+  const harnesses = await load(`${api.url}/v1/api/harnesses`, auth);
+
+  const rows = [
+    ['bare hello route (baseline)', bare, 1],
+    ['whoami', whoami, whoami.rps / bare.rps],
+    ['listHarnesses', harnesses, harnesses.rps / bare.rps],
+  ] as const;
+  console.log(`\nAPI throughput, ${CONNECTIONS} connections, ${DURATION} s each, embedded database`);
+  console.log('| route | req/s | p50 ms | p99 ms | req/s vs bare |');
+  console.log('|---|---|---|---|---|');
+  for (const [name, r, ratio] of rows) {
+    console.log(`| ${name} | ${Math.round(r.rps)} | ${r.p50} | ${r.p99} | ${(ratio * 100).toFixed(0)}% |`);
+  }
+  const ok = whoami.rps / bare.rps >= 0.5;
+  console.log(`\ntarget: whoami at least 50% of the bare route: ${ok ? 'met' : 'NOT met'} (${((whoami.rps / bare.rps) * 100).toFixed(0)}%)`);
+} finally {
+  for (const p of procs) p.kill('SIGTERM');
+  await new Promise((r) => setTimeout(r, 500));
+  await rm(dataDir, { recursive: true, force: true });
+}

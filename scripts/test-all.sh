@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The whole test suite: on the embedded PGlite and on a throwaway PostgreSQL server started here
+# (its own data dir and a loopback port; stopped and removed at the end).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-debs.sh
+[ -d node_modules ] || npm ci
+
+pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
+pgdir=$(mktemp -d /tmp/agentvm-pg.XXXXXX)
+as_pg=()
+if [ "$(id -u)" -eq 0 ]; then
+  chown postgres: "$pgdir"
+  as_pg=(runuser -u postgres --)
+fi
+port=$(node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')
+stop() {
+  "${as_pg[@]}" "$pgbin/pg_ctl" -D "$pgdir/data" -m immediate stop >/dev/null 2>&1 || true
+  rm -rf "$pgdir"
+}
+trap stop EXIT
+"${as_pg[@]}" "$pgbin/initdb" -D "$pgdir/data" -U postgres --auth=trust -E UTF8 >/dev/null
+"${as_pg[@]}" "$pgbin/pg_ctl" -D "$pgdir/data" -l "$pgdir/log" -w \
+  -o "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$pgdir -c fsync=off" start >/dev/null
+export AGENTVM_TEST_DATABASE_URL="postgres://postgres@127.0.0.1:$port/postgres"
+echo "PostgreSQL $("$pgbin/postgres" --version | awk '{print $3}') for the tests on 127.0.0.1:$port"
+npm test
