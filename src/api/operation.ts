@@ -1,6 +1,6 @@
 import type { Context } from 'hono';
 import { z } from 'zod';
-import { ApiError, ERROR_STATUS, type ErrorCode } from '../domain/errors.ts';
+import { ApiError, type ErrorCode } from '../domain/errors.ts';
 import type { Principal } from '../domain/keys.ts';
 import type { Services } from '../domain/services.ts';
 import { NoQuery } from './schemas.ts';
@@ -144,5 +144,3 @@ export async function runOperation(op: Operation, c: Context, services: Services
   const result = await op.handler({ c, services, principal, params, query, body });
   return c.json(result.body as object, (result.status ?? op.success.status) as 200, result.headers);
 }
-
-export const errorStatus = (code: ErrorCode) => ERROR_STATUS[code];

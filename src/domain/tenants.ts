@@ -30,8 +30,4 @@ export class TenantService {
       throw err;
     }
   }
-
-  async exists(tenantId: string): Promise<boolean> {
-    return (await this.db.query('SELECT 1 FROM tenants WHERE tenant_id = $1', [tenantId])).length > 0;
-  }
 }

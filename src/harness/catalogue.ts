@@ -68,4 +68,3 @@ const BY_ID = new Map(HARNESSES.map((h) => [h.id, h]));
 
 export const listHarnesses = (): Harness[] => HARNESSES;
 export const getHarness = (id: string): Harness | undefined => BY_ID.get(id);
-export const HARNESS_IDS = HARNESSES.map((h) => h.id);
