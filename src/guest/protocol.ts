@@ -1,0 +1,59 @@
+/**
+ * The host↔guest agent protocol: newline-delimited JSON over one virtio-serial port.
+ * The host sends requests with an id; the agent answers each id once. Until the guest has booted
+ * nothing answers, so the host repeats `hello` until it gets its first answer.
+ * Shared by the host driver and the guest agent; it imports nothing.
+ */
+export const AGENT_PORT_NAME = 'agentvm.0';
+export const PERSIST_MOUNT = '/persist';
+export const PERSIST_SERIAL = 'persist';
+export const ROOT_SERIAL = 'root';
+export const AGENT_PROTOCOL_VERSION = 1;
+
+export interface AgentRequest {
+  id: number;
+  op: string;
+  args?: unknown;
+}
+
+export interface AgentResponse {
+  id: number;
+  ok: boolean;
+  result?: unknown;
+  error?: string;
+}
+
+export interface HelloFacts {
+  protocol: number;
+  hostname: string;
+  kernel: string;
+  node: string;
+  boot_id: string;
+  uptime_s: number;
+  ipv4: string | null;
+  persist: { path: string; device: string | null; mounted: boolean; formatted_now: boolean; error?: string };
+}
+
+export interface ExecArgs {
+  argv: string[];
+  cwd?: string;
+  env?: Record<string, string>;
+  /** Run as this uid/gid (an unprivileged user); root when absent. */
+  uid?: number;
+  gid?: number;
+  timeout_ms?: number;
+  /** Bytes kept of each stream; what is beyond is counted, not kept. */
+  max_output_bytes?: number;
+  stdin?: string;
+}
+
+export interface ExecResult {
+  exit_code: number | null;
+  signal: string | null;
+  stdout: string;
+  stderr: string;
+  stdout_truncated_bytes: number;
+  stderr_truncated_bytes: number;
+  timed_out: boolean;
+  duration_ms: number;
+}

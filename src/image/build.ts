@@ -1,0 +1,352 @@
+/**
+ * The guest image pipeline: Debian's cloud kernel unpacked from its package, an initramfs of our own
+ * that loads the virtio modules, a Debian root made by debootstrap holding Node and the guest agent,
+ * and an ext4 base image. Everything is content-addressed under the image dir: an image's id is a
+ * hash of every input, so nothing is rebuilt unless an input changed, and finished steps are kept.
+ */
+import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { createReadStream, createWriteStream, existsSync } from 'node:fs';
+import { chmod, copyFile, link, mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import { fileURLToPath } from 'node:url';
+import { createGunzip, createGzip } from 'node:zlib';
+import { build as esbuild } from 'esbuild';
+
+/** Bump when the way an image is put together changes, so that every image is rebuilt. */
+const BUILDER_VERSION = 3;
+const SUITE = 'bookworm';
+const KERNEL_META_PACKAGE = 'linux-image-cloud-amd64';
+/** Guest packages beyond debootstrap's minbase. */
+const GUEST_PACKAGES = ['nodejs', 'tini', 'iproute2', 'e2fsprogs', 'ca-certificates', 'procps', 'util-linux'];
+/** Loaded by the initramfs, dependencies first (the builder also reads each module's own `depends=`). */
+const GUEST_MODULES = ['virtio_ring', 'virtio', 'virtio_mmio', 'virtio_blk', 'virtio_console', 'failover', 'net_failover', 'virtio_net', 'virtio-rng'];
+const ROOTFS_SIZE = '2G';
+/** The unprivileged user that runs harnesses (uid 1000). */
+export const GUEST_USER = { name: 'agent', uid: 1000, gid: 1000, home: '/home/agent' };
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+
+export interface Image {
+  id: string;
+  dir: string;
+  kernel: string;
+  initramfs: string;
+  rootfs: string;
+  manifest: ImageManifest;
+}
+
+export interface ImageManifest {
+  id: string;
+  kernel_package: string;
+  kernel_version: string;
+  kernel_release: string;
+  suite: string;
+  packages: string[];
+  built_at: string;
+  rootfs_bytes: number;
+}
+
+export type Progress = (message: string) => void;
+
+interface Inputs {
+  kernelPackage: string;
+  kernelVersion: string;
+  mirror: string;
+  agentBundle: string;
+  initScript: string;
+}
+
+function sha256(...parts: string[]): string {
+  const h = createHash('sha256');
+  for (const p of parts) h.update(p).update('\0');
+  return h.digest('hex');
+}
+
+/** Runs a program (never a shell) and answers its stdout; a failure carries the tail of stderr. */
+function runTool(cmd: string, args: string[], opts: { cwd?: string; input?: string } = {}): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { cwd: opts.cwd, stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, LC_ALL: 'C', DEBIAN_FRONTEND: 'noninteractive' } });
+    const out: Buffer[] = [];
+    let err = '';
+    child.stdout.on('data', (c: Buffer) => out.push(c));
+    child.stderr.on('data', (c: Buffer) => (err = (err + c.toString()).slice(-4000)));
+    child.on('error', (e) => reject(new Error(`${cmd}: ${e.message}`)));
+    child.on('close', (code) =>
+      code === 0 ? resolve(Buffer.concat(out).toString()) : reject(new Error(`${cmd} ${args.join(' ')} failed (${code}): ${err.trim()}`)),
+    );
+    child.stdin.end(opts.input ?? '');
+  });
+}
+
+async function resolveKernelPackage(): Promise<{ name: string; version: string }> {
+  const query = async () => {
+    const deps = await runTool('apt-cache', ['depends', KERNEL_META_PACKAGE]);
+    const name = /Depends:\s*(linux-image-\S+-cloud-amd64)/.exec(deps)?.[1];
+    if (!name) throw new Error(`cannot resolve ${KERNEL_META_PACKAGE}`);
+    const show = await runTool('apt-cache', ['show', '--no-all-versions', name]);
+    const version = /^Version:\s*(\S+)/m.exec(show)?.[1];
+    if (!version) throw new Error(`no version for ${name}`);
+    return { name, version };
+  };
+  try {
+    return await query();
+  } catch {
+    await runTool('apt-get', ['update', '-qq']);
+    return query();
+  }
+}
+
+async function debianMirror(): Promise<string> {
+  if (process.env.AGENTVM_DEBIAN_MIRROR) return process.env.AGENTVM_DEBIAN_MIRROR;
+  for (const file of ['/etc/apt/sources.list.d/debian.sources', '/etc/apt/sources.list']) {
+    const text = await readFile(file, 'utf8').catch(() => '');
+    const m = /^URIs:\s*(\S+\/debian)\s*$/m.exec(text) ?? /^deb\s+(?:\[[^\]]*\]\s+)?(\S+\/debian)\s+/m.exec(text);
+    if (m) return m[1];
+  }
+  return 'http://deb.debian.org/debian';
+}
+
+/** The guest agent as one ES module for the guest's Node. */
+export async function bundleAgent(): Promise<string> {
+  const result = await esbuild({
+    entryPoints: [path.join(here, '../guest/agent.ts')],
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node18',
+    write: false,
+    logLevel: 'silent',
+  });
+  return result.outputFiles[0].text;
+}
+
+async function inputs(): Promise<Inputs> {
+  const [kernel, mirror, agentBundle, initScript] = await Promise.all([
+    resolveKernelPackage(),
+    debianMirror(),
+    bundleAgent(),
+    readFile(path.join(here, 'files/init.sh'), 'utf8'),
+  ]);
+  return { kernelPackage: kernel.name, kernelVersion: kernel.version, mirror, agentBundle, initScript };
+}
+
+function rootfsBaseKey(i: Inputs): string {
+  return sha256(String(BUILDER_VERSION), SUITE, i.mirror, GUEST_PACKAGES.join(','), JSON.stringify(GUEST_USER)).slice(0, 16);
+}
+
+function imageIdOf(i: Inputs): string {
+  return sha256(String(BUILDER_VERSION), i.kernelPackage, i.kernelVersion, rootfsBaseKey(i), i.agentBundle, i.initScript, GUEST_MODULES.join(','), ROOTFS_SIZE).slice(0, 20);
+}
+
+/** The id the current inputs make, whether or not it is built. */
+export async function currentImageId(): Promise<string> {
+  return imageIdOf(await inputs());
+}
+
+export async function loadImage(imageDir: string, id: string): Promise<Image | null> {
+  const dir = path.join(imageDir, id);
+  try {
+    const manifest = JSON.parse(await readFile(path.join(dir, 'manifest.json'), 'utf8')) as ImageManifest;
+    return { id, dir, kernel: path.join(dir, 'vmlinux'), initramfs: path.join(dir, 'initramfs.cpio.gz'), rootfs: path.join(dir, 'rootfs.ext4'), manifest };
+  } catch {
+    return null;
+  }
+}
+
+/** Finds the uncompressed kernel inside a bzImage through its setup header, and inflates it. */
+async function extractVmlinux(bzImage: string, out: string): Promise<void> {
+  const data = await readFile(bzImage);
+  const setupSects = data[0x1f1] || 4;
+  const payloadOffset = data.readUInt32LE(0x248);
+  const payloadLength = data.readUInt32LE(0x24c);
+  const start = (setupSects + 1) * 512 + payloadOffset;
+  const payload = data.subarray(start, start + payloadLength);
+  const magic = payload.subarray(0, 6).toString('hex');
+  const tool: [string, string[]] | null = magic.startsWith('02214c18')
+    ? ['lz4', ['-dc']]
+    : magic.startsWith('28b52ffd')
+      ? ['zstd', ['-dc']]
+      : magic.startsWith('fd377a585a00')
+        ? ['xz', ['-dc']]
+        : null;
+  const tmp = `${out}.tmp`;
+  if (magic.startsWith('1f8b')) {
+    await pipeline(createReadStream(bzImage, { start, end: start + payloadLength - 1 }), createGunzip(), createWriteStream(tmp));
+  } else if (tool) {
+    await new Promise<void>((resolve, reject) => {
+      const child = spawn(tool[0], tool[1], { stdio: ['pipe', 'pipe', 'ignore'] });
+      const sink = createWriteStream(tmp);
+      child.stdout.pipe(sink);
+      child.on('error', reject);
+      // lz4's legacy frame may carry trailing bytes it reports as an error; the ELF check below decides.
+      sink.on('finish', () => resolve());
+      child.stdin.on('error', () => undefined);
+      child.stdin.end(payload);
+    });
+  } else {
+    throw new Error(`unknown kernel compression (magic ${magic})`);
+  }
+  const head = await readFile(tmp).then((b) => b.subarray(0, 4));
+  if (head.toString('latin1') !== '\x7fELF') throw new Error('the inflated kernel is not an ELF file');
+  await rename(tmp, out);
+}
+
+/** The `depends=` field of a kernel module's .modinfo section. */
+async function moduleDepends(file: string): Promise<string[]> {
+  const text = (await readFile(file)).toString('latin1');
+  const m = /\0depends=([^\0]*)\0/.exec(text);
+  return m && m[1] ? m[1].split(',').filter(Boolean) : [];
+}
+
+async function findFiles(dir: string, pred: (name: string) => boolean, found: Map<string, string> = new Map()): Promise<Map<string, string>> {
+  for (const entry of await readdir(dir, { withFileTypes: true })) {
+    const full = path.join(dir, entry.name);
+    if (entry.isDirectory()) await findFiles(full, pred, found);
+    else if (pred(entry.name)) found.set(entry.name, full);
+  }
+  return found;
+}
+
+async function done(dir: string): Promise<boolean> {
+  return existsSync(path.join(dir, '.complete'));
+}
+
+async function buildKernel(cacheDir: string, i: Inputs, progress: Progress): Promise<{ dir: string; release: string }> {
+  const dir = path.join(cacheDir, 'kernel', `${i.kernelPackage}_${i.kernelVersion}`);
+  if (await done(dir)) return { dir, release: (await readFile(path.join(dir, 'release'), 'utf8')).trim() };
+  progress(`kernel: downloading ${i.kernelPackage} ${i.kernelVersion}`);
+  const work = `${dir}.work`;
+  await rm(work, { recursive: true, force: true });
+  await mkdir(work, { recursive: true });
+  await chmod(work, 0o777); // apt's download user writes here
+  await runTool('apt-get', ['download', '-q', `${i.kernelPackage}=${i.kernelVersion}`], { cwd: work });
+  const deb = (await readdir(work)).find((f) => f.endsWith('.deb'));
+  if (!deb) throw new Error('apt-get download produced no package');
+  await runTool('dpkg', ['-x', deb, 'x'], { cwd: work });
+  const vmlinuz = (await readdir(path.join(work, 'x/boot'))).find((f) => f.startsWith('vmlinuz-'));
+  if (!vmlinuz) throw new Error('the kernel package holds no vmlinuz');
+  const release = vmlinuz.slice('vmlinuz-'.length);
+  progress('kernel: unpacking vmlinux and the virtio modules');
+  await mkdir(path.join(work, 'out/modules'), { recursive: true });
+  await extractVmlinux(path.join(work, 'x/boot', vmlinuz), path.join(work, 'out/vmlinux'));
+  const modules = await findFiles(path.join(work, 'x/lib/modules'), (n) => n.endsWith('.ko'));
+  // Order: every module after what it depends on.
+  const order: string[] = [];
+  const visit = async (name: string, seen: Set<string>) => {
+    if (order.includes(name) || seen.has(name)) return;
+    seen.add(name);
+    const file = modules.get(`${name}.ko`) ?? modules.get(`${name.replace(/_/g, '-')}.ko`);
+    if (!file) throw new Error(`kernel module ${name} is not in ${i.kernelPackage}`);
+    for (const dep of await moduleDepends(file)) await visit(dep, seen);
+    await copyFile(file, path.join(work, 'out/modules', path.basename(file)));
+    order.push(path.basename(file, '.ko'));
+  };
+  for (const m of GUEST_MODULES) await visit(m, new Set());
+  await writeFile(path.join(work, 'out/modules/order'), `${order.join('\n')}\n`);
+  await writeFile(path.join(work, 'out/release'), `${release}\n`);
+  await writeFile(path.join(work, 'out/.complete'), '');
+  await rm(dir, { recursive: true, force: true });
+  await rename(path.join(work, 'out'), dir);
+  await rm(work, { recursive: true, force: true });
+  return { dir, release };
+}
+
+async function buildRootfsBase(cacheDir: string, i: Inputs, progress: Progress): Promise<string> {
+  const dir = path.join(cacheDir, 'rootfs-base', rootfsBaseKey(i));
+  if (await done(dir)) return path.join(dir, 'tree');
+  const work = `${dir}.work`;
+  await rm(work, { recursive: true, force: true });
+  await mkdir(work, { recursive: true });
+  const tree = path.join(work, 'tree');
+  progress(`root: debootstrap ${SUITE} (minbase + ${GUEST_PACKAGES.join(', ')}) from ${i.mirror}; this takes a minute or two`);
+  await runTool('debootstrap', ['--variant=minbase', `--include=${GUEST_PACKAGES.join(',')}`, SUITE, tree, i.mirror]);
+  progress('root: adding the harness user and trimming caches');
+  await runTool('chroot', [tree, 'groupadd', '-g', String(GUEST_USER.gid), GUEST_USER.name]);
+  await runTool('chroot', [tree, 'useradd', '-m', '-u', String(GUEST_USER.uid), '-g', String(GUEST_USER.gid), '-s', '/bin/bash', '-d', GUEST_USER.home, GUEST_USER.name]);
+  for (const sub of ['var/cache/apt/archives', 'var/lib/apt/lists', 'usr/share/doc', 'usr/share/man', 'usr/share/locale']) {
+    for (const f of await readdir(path.join(tree, sub)).catch(() => [] as string[])) {
+      if (f === 'partial' || f === 'lock') continue;
+      await rm(path.join(tree, sub, f), { recursive: true, force: true });
+    }
+  }
+  await writeFile(path.join(work, '.complete'), '');
+  await rm(dir, { recursive: true, force: true });
+  await rename(work, dir);
+  return path.join(dir, 'tree');
+}
+
+async function listTree(root: string, rel = '.'): Promise<string[]> {
+  const out = [rel];
+  for (const entry of await readdir(path.join(root, rel), { withFileTypes: true })) {
+    const child = rel === '.' ? entry.name : `${rel}/${entry.name}`;
+    if (entry.isDirectory()) out.push(...(await listTree(root, child)));
+    else out.push(child);
+  }
+  return out;
+}
+
+async function buildInitramfs(kernelDir: string, initScript: string, out: string): Promise<void> {
+  const staging = `${out}.staging`;
+  await rm(staging, { recursive: true, force: true });
+  for (const d of ['bin', 'dev', 'proc', 'sys', 'newroot', 'modules']) await mkdir(path.join(staging, d), { recursive: true });
+  const busybox = '/bin/busybox';
+  await copyFile(busybox, path.join(staging, 'bin/busybox'));
+  await chmod(path.join(staging, 'bin/busybox'), 0o755);
+  for (const f of await readdir(path.join(kernelDir, 'modules'))) await copyFile(path.join(kernelDir, 'modules', f), path.join(staging, 'modules', f));
+  await writeFile(path.join(staging, 'init'), initScript, { mode: 0o755 });
+  const files = await listTree(staging);
+  await new Promise<void>((resolve, reject) => {
+    const cpio = spawn('cpio', ['-o', '-H', 'newc', '--quiet', '-R', '0:0'], { cwd: staging, stdio: ['pipe', 'pipe', 'inherit'] });
+    cpio.on('error', reject);
+    pipeline(cpio.stdout, createGzip({ level: 6 }), createWriteStream(out)).then(resolve, reject);
+    cpio.stdin.end(`${files.join('\n')}\n`);
+  });
+  await rm(staging, { recursive: true, force: true });
+}
+
+/**
+ * Builds (or finds) the image of the current inputs. Needs root (debootstrap, chroot) and Debian's
+ * debootstrap, cpio, busybox-static, lz4 and e2fsprogs.
+ */
+export async function buildImage(imageDir: string, progress: Progress = () => undefined): Promise<Image> {
+  const i = await inputs();
+  const id = imageIdOf(i);
+  const existing = await loadImage(imageDir, id);
+  if (existing) return existing;
+  progress(`building guest image ${id}`);
+  const cacheDir = path.join(imageDir, 'cache');
+  await mkdir(cacheDir, { recursive: true });
+  const kernel = await buildKernel(cacheDir, i, progress);
+  const baseTree = await buildRootfsBase(cacheDir, i, progress);
+
+  const work = path.join(imageDir, `${id}.work`);
+  await rm(work, { recursive: true, force: true });
+  await mkdir(work, { recursive: true });
+  progress('root: adding the guest agent and making the ext4 image');
+  const staging = path.join(work, 'root');
+  await runTool('cp', ['-a', baseTree, staging]);
+  await mkdir(path.join(staging, 'opt/agentvm'), { recursive: true });
+  await writeFile(path.join(staging, 'opt/agentvm/agent.mjs'), i.agentBundle);
+  await writeFile(path.join(staging, 'etc/agentvm-image'), `${id}\n`);
+  await runTool('mkfs.ext4', ['-q', '-F', '-L', 'root', '-d', staging, path.join(work, 'rootfs.ext4'), ROOTFS_SIZE]);
+  await rm(staging, { recursive: true, force: true });
+  progress('initramfs: busybox, the virtio modules and our init');
+  await buildInitramfs(kernel.dir, i.initScript, path.join(work, 'initramfs.cpio.gz'));
+  await link(path.join(kernel.dir, 'vmlinux'), path.join(work, 'vmlinux')).catch(() => copyFile(path.join(kernel.dir, 'vmlinux'), path.join(work, 'vmlinux')));
+  const manifest: ImageManifest = {
+    id,
+    kernel_package: i.kernelPackage,
+    kernel_version: i.kernelVersion,
+    kernel_release: kernel.release,
+    suite: SUITE,
+    packages: GUEST_PACKAGES,
+    built_at: new Date().toISOString(),
+    rootfs_bytes: (await stat(path.join(work, 'rootfs.ext4'))).size,
+  };
+  await writeFile(path.join(work, 'manifest.json'), `${JSON.stringify(manifest, null, 2)}\n`);
+  await rename(work, path.join(imageDir, id));
+  progress(`guest image ${id} is ready`);
+  return (await loadImage(imageDir, id))!;
+}
