@@ -11,6 +11,15 @@ export interface Config {
   rateLimitPerSecond: number;
   rateLimitBurst: number;
   logLevel: string;
+  /** Guest images (content-addressed; worth keeping outside the data dir to share between installs). */
+  imageDir: string;
+  /** Whether VMs may reach the network beyond their host (user-mode networking without `restrict`). */
+  vmEgress: boolean;
+  bootTimeoutMs: number;
+  meterIntervalMs: number;
+  hostVcpus?: number;
+  hostMemoryMib?: number;
+  hostDiskGib?: number;
 }
 
 function intFromEnv(name: string, fallback: number): number {
@@ -21,17 +30,36 @@ function intFromEnv(name: string, fallback: number): number {
   return value;
 }
 
+function optionalInt(name: string): number | undefined {
+  return process.env[name] ? intFromEnv(name, 0) : undefined;
+}
+
+function boolFromEnv(name: string): boolean {
+  const raw = (process.env[name] ?? '').toLowerCase();
+  if (['', '0', 'false', 'no', 'off'].includes(raw)) return false;
+  if (['1', 'true', 'yes', 'on'].includes(raw)) return true;
+  throw new Error(`${name} must be on or off, not "${process.env[name]}"`);
+}
+
 export function loadConfig(flags: { host?: string; port?: string | number; dataDir?: string } = {}): Config {
   const port = Number(flags.port ?? process.env.PORT ?? 8080);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`invalid port "${flags.port ?? process.env.PORT}"`);
+  const dataDir = path.resolve(flags.dataDir ?? process.env.AGENTVM_DATA_DIR ?? './.agentvm');
   return {
     host: flags.host ?? '127.0.0.1',
     port,
-    dataDir: path.resolve(flags.dataDir ?? process.env.AGENTVM_DATA_DIR ?? './.agentvm'),
+    dataDir,
     databaseUrl: process.env.DATABASE_URL || undefined,
     adminToken: process.env.AGENTVM_ADMIN_TOKEN || undefined,
     rateLimitPerSecond: intFromEnv('AGENTVM_RATE_LIMIT', 50),
     rateLimitBurst: intFromEnv('AGENTVM_RATE_BURST', 100),
     logLevel: process.env.AGENTVM_LOG_LEVEL || 'info',
+    imageDir: path.resolve(process.env.AGENTVM_IMAGE_DIR || path.join(dataDir, 'images')),
+    vmEgress: boolFromEnv('AGENTVM_VM_EGRESS'),
+    bootTimeoutMs: intFromEnv('AGENTVM_BOOT_TIMEOUT_S', 180) * 1000,
+    meterIntervalMs: intFromEnv('AGENTVM_METER_INTERVAL_S', 10) * 1000,
+    hostVcpus: optionalInt('AGENTVM_HOST_VCPUS'),
+    hostMemoryMib: optionalInt('AGENTVM_HOST_MEMORY_MIB'),
+    hostDiskGib: optionalInt('AGENTVM_HOST_DISK_GIB'),
   };
 }

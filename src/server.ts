@@ -6,14 +6,16 @@ import { openDb, type Db } from './store/db.ts';
 import { buildServices, type Services } from './domain/services.ts';
 import { buildApp } from './api/app.ts';
 import { createLogger, type Logger } from './log.ts';
-import { probeDriver, type DriverProbe } from './vmm/probe.ts';
+import { startVmHost, type VmHost } from './host.ts';
 import { randomBase62 } from './domain/ids.ts';
 
 export interface RunningServer {
   url: string;
   port: number;
   services: Services;
-  close(): Promise<void>;
+  host: VmHost;
+  /** Stops the server; VMs keep running for the next server to re-adopt unless `stopVms`. */
+  close(opts?: { stopVms?: boolean }): Promise<void>;
 }
 
 /** The operator token: from the environment, else the one saved under the data dir, else a new one saved there. */
@@ -32,18 +34,25 @@ export async function resolveAdminToken(config: Config, log: Logger): Promise<st
   return token;
 }
 
+/** Alive and not a zombie (a killed server whose parent has not reaped it yet holds nothing). */
+async function processLives(pid: number): Promise<boolean> {
+  try {
+    process.kill(pid, 0);
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
+  const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+  return state !== 'Z' && state !== 'X';
+}
+
 /** PGlite allows one process per database directory: a pid file under the data dir keeps a second one out. */
 async function lockDataDir(dataDir: string): Promise<() => Promise<void>> {
   const file = path.join(dataDir, 'server.pid');
   try {
     const pid = Number((await readFile(file, 'utf8')).trim());
-    if (pid && pid !== process.pid) {
-      try {
-        process.kill(pid, 0);
-        throw new Error(`another agentvm server (pid ${pid}) is using ${dataDir}`);
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
-      }
+    if (pid && pid !== process.pid && (await processLives(pid))) {
+      throw new Error(`another agentvm server (pid ${pid}) is using ${dataDir}`);
     }
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
@@ -52,18 +61,10 @@ async function lockDataDir(dataDir: string): Promise<() => Promise<void>> {
   return () => rm(file, { force: true });
 }
 
-/** A cached probe: /readyz asks often, the answer changes rarely. */
-function cachedDriverProbe(ttlMs = 5000): () => Promise<DriverProbe> {
-  let cached: { at: number; value: Promise<DriverProbe> } | undefined;
-  return () => {
-    if (!cached || Date.now() - cached.at > ttlMs) cached = { at: Date.now(), value: probeDriver() };
-    return cached.value;
-  };
-}
-
 export async function startServer(config: Config, log: Logger = createLogger(config.logLevel)): Promise<RunningServer> {
   await mkdir(config.dataDir, { recursive: true, mode: 0o700 });
-  const unlock = config.databaseUrl ? async () => undefined : await lockDataDir(config.dataDir);
+  // One server per data dir: it holds the embedded database and the VMs' disks.
+  const unlock = await lockDataDir(config.dataDir);
   let db: Db;
   try {
     db = await openDb({ databaseUrl: config.databaseUrl, pgliteDir: path.join(config.dataDir, 'db') });
@@ -72,11 +73,11 @@ export async function startServer(config: Config, log: Logger = createLogger(con
     throw err;
   }
   log.info({ database: db.kind }, db.kind === 'pglite' ? 'embedded PostgreSQL (PGlite) ready' : 'PostgreSQL server ready');
-  const driver = cachedDriverProbe();
-  const probe = await driver();
-  if (probe.usable) log.info({ accel: probe.accel, qemu: probe.qemu }, `VM driver: ${probe.detail}`);
-  else log.warn({ detail: probe.detail }, 'VM driver not usable: /readyz answers 503');
-  const services = buildServices(db, { driver });
+  let host: VmHost | undefined;
+  const services = buildServices(db, {
+    driver: () => host?.probe() ?? Promise.resolve({ usable: false, accel: null, qemu: null, detail: 'starting' }),
+  });
+  host = await startVmHost(config, services, log);
   const adminToken = await resolveAdminToken(config, log);
   const app = buildApp({ services, log, adminToken, rateLimit: { perSecond: config.rateLimitPerSecond, burst: config.rateLimitBurst } });
 
@@ -90,17 +91,19 @@ export async function startServer(config: Config, log: Logger = createLogger(con
   log.info({ url }, 'agentvm is listening');
 
   let closing: Promise<void> | undefined;
-  const close = () =>
+  const vmHost = host;
+  const close = (opts?: { stopVms?: boolean }) =>
     (closing ??= (async () => {
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
         // Idle keep-alive sockets would hold close() open; in-flight requests still finish.
         (server as unknown as { closeIdleConnections?: () => void }).closeIdleConnections?.();
       });
+      await vmHost.close(opts);
       await db.close();
       await unlock();
       log.info('agentvm stopped');
       log.flush();
     })());
-  return { url, port, services, close };
+  return { url, port, services, host: vmHost, close };
 }

@@ -2,6 +2,8 @@ import { Command, Option } from 'commander';
 import { loadConfig } from '../config.ts';
 import { startServer } from '../server.ts';
 import { adminCommands } from './admin.ts';
+import { buildImage } from '../image/build.ts';
+import path from 'node:path';
 
 export async function main(argv: string[]): Promise<void> {
   const program = new Command('agentvm')
@@ -25,6 +27,22 @@ export async function main(argv: string[]): Promise<void> {
           );
         });
       }
+    });
+
+  program
+    .command('image')
+    .description('the guest image every VM boots')
+    .command('build')
+    .description('build the guest image (kernel, initramfs, Debian root with Node and the guest agent); needs root')
+    .addOption(new Option('--image-dir <dir>', 'where images are kept').env('AGENTVM_IMAGE_DIR'))
+    .addOption(new Option('--data-dir <dir>', 'data dir (images go under it unless --image-dir)').env('AGENTVM_DATA_DIR').default('./.agentvm'))
+    .option('--json', 'print the image manifest as JSON')
+    .action(async (opts: { imageDir?: string; dataDir: string; json?: boolean }) => {
+      const imageDir = path.resolve(opts.imageDir ?? path.join(opts.dataDir, 'images'));
+      const started = Date.now();
+      const image = await buildImage(imageDir, (msg) => process.stderr.write(`[${((Date.now() - started) / 1000).toFixed(1)} s] ${msg}\n`));
+      if (opts.json) process.stdout.write(`${JSON.stringify({ ...image.manifest, dir: image.dir }, null, 2)}\n`);
+      else process.stdout.write(`guest image ${image.id} at ${image.dir} (kernel ${image.manifest.kernel_release})\n`);
     });
 
   program.addCommand(adminCommands());

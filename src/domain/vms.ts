@@ -2,7 +2,12 @@ import type { Db } from '../store/db.ts';
 import type { Clock } from './clock.ts';
 import { ApiError, invalid, notFound } from './errors.ts';
 import { getHarness, DEFAULT_HARNESS } from '../harness/catalogue.ts';
-import { PLANS, TIERS, type Cycle, type PlanId, type TierId } from './plans.ts';
+import { PLANS, TIERS, planPriceCents, type Cycle, type PlanId, type TierId } from './plans.ts';
+import type { Queryable } from '../store/db.ts';
+import type { HostService } from './hosts.ts';
+import { onceForKey, requestHash, type StoredResponse } from './idempotency.ts';
+import { meterVm, type MeteredVm } from './metering.ts';
+import { newId } from './ids.ts';
 import type { BillingService } from './billing.ts';
 import { applyLifecycle, type LifecycleAction, type VmStateFields } from './vmState.ts';
 
@@ -44,6 +49,14 @@ export interface VmOrder {
   disk_gib: number;
 }
 
+export interface CreateVmResult {
+  vm_id: string;
+  status: 'provisioning';
+  /** Present for a tier VM only. */
+  tier?: TierId;
+  vm_ids?: string[];
+}
+
 const RETRY_AFTER_SECONDS = '30';
 
 export function resolveOrder(input: CreateVmInput): VmOrder {
@@ -67,7 +80,11 @@ export class VmService {
     private readonly db: Db,
     private readonly clock: Clock,
     private readonly billing: BillingService,
+    private readonly hosts: HostService,
   ) {}
+
+  /** Called after every change a reconciler should act on (the local one wakes at once). */
+  onChange: () => void = () => undefined;
 
   list(tenantId: string): Promise<VmRow[]> {
     return this.db.query<VmRow>(
@@ -86,28 +103,106 @@ export class VmService {
   }
 
   /**
-   * Accepts a create: checks what it would cost, finds a host with room, charges, and records the VM.
-   * Until a VM host has registered, there is no room anywhere: 503 with nothing charged.
+   * Accepts a create in one transaction: the Idempotency-Key claim, the money check, placement on a
+   * host with room (preempting spot VMs for a non-spot VM if that makes room), the VM rows with
+   * desired state running, and the card charge last. A reconciler on the chosen host boots them.
    */
-  async create(tenantId: string, input: CreateVmInput): Promise<never> {
+  async create(tenantId: string, input: CreateVmInput, idempotencyKey?: string): Promise<StoredResponse<CreateVmResult>> {
     const order = resolveOrder(input);
-    return this.db.transaction(async (tx) => {
-      if (order.tier) {
-        const hourCents = TIERS[order.tier].cents_per_hour * order.count;
-        await this.billing.requireCredits(tx, tenantId, hourCents);
-      } else {
-        await this.billing.requireCard(tx, tenantId);
-      }
-      // Placement arrives with the VM hosts; until one registers there is no room anywhere.
+    const result = await this.db.transaction((tx) =>
+      onceForKey(tx, tenantId, idempotencyKey, 'createVM', requestHash('createVM', '', input), async () => {
+        if (order.tier) {
+          await this.billing.requireCredits(tx, tenantId, TIERS[order.tier].cents_per_hour * order.count);
+        } else {
+          await this.billing.requireCard(tx, tenantId);
+        }
+        const ids = await this.insertVms(tx, tenantId, order, null);
+        if (order.plan && order.cycle) {
+          for (const vmId of ids) {
+            await this.billing.chargeCard(tx, tenantId, planPriceCents(order.plan, order.cycle), {
+              description: `${order.plan} plan VM (${order.cycle})`,
+              vmId,
+              plan: order.plan,
+              cycle: order.cycle,
+            });
+          }
+        }
+        const body: CreateVmResult = { vm_id: ids[0], status: 'provisioning' };
+        if (order.tier) body.tier = order.tier;
+        if (order.count > 1) body.vm_ids = ids;
+        return { status: 201, body };
+      }),
+    );
+    this.onChange();
+    return result;
+  }
+
+  /** Places and inserts `order.count` VMs (status provisioning); answers their ids. */
+  async insertVms(tx: Queryable, tenantId: string, order: VmOrder, templateId: string | null): Promise<string[]> {
+    const need = { vcpus: order.vcpus, memory_mib: order.memory_mib, disk_gib: order.disk_gib };
+    const placed = await this.hosts.place(tx, need, order.count, order.tier !== 'spot');
+    if (!placed) {
       throw new ApiError('unavailable', 'no VM host has room for this VM right now', 'try again later', {
         'Retry-After': RETRY_AFTER_SECONDS,
       });
+    }
+    const now = this.clock.now();
+    if (placed.preempt.length) {
+      await tx.query(
+        `UPDATE vms SET desired_state = 'stopped', status = CASE WHEN status IN ('stopped', 'failed') THEN status ELSE 'stopping' END,
+                status_reason = 'preempted', updated_at = $2
+         WHERE vm_id = ANY($1::text[])`,
+        [placed.preempt, now],
+      );
+    }
+    const slots = await this.hosts.freeNetSlots(tx, placed.host.host_id, order.count);
+    if (slots.length < order.count) {
+      throw new ApiError('unavailable', 'the VM host has no free network for this VM', 'try again later', { 'Retry-After': RETRY_AFTER_SECONDS });
+    }
+    const ids: string[] = [];
+    for (let i = 0; i < order.count; i++) {
+      const vmId = newId('vm');
+      // Rows of one request get distinct, ordered timestamps so "newest first" is stable.
+      const createdAt = new Date(now.getTime() + i);
+      await tx.query(
+        `INSERT INTO vms (vm_id, tenant_id, host_id, plan, cycle, tier, harness, template_id, vcpus, memory_mib, disk_gib,
+                          status, desired_state, image_id, net_slot, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'provisioning', 'running', $12, $13, $14, $14)`,
+        [vmId, tenantId, placed.host.host_id, order.plan, order.cycle, order.tier, order.harness, templateId, order.vcpus,
+          order.memory_mib, order.disk_gib, placed.host.image_id, slots[i], createdAt],
+      );
+      ids.push(vmId);
+    }
+    return ids;
+  }
+
+  /**
+   * Destroys a VM: metering ends now (the last part-cent is drawn), the row disappears from the API at
+   * once, and its host removes the disks.
+   */
+  async destroy(tenantId: string, vmId: string): Promise<VmRow> {
+    const row = await this.db.transaction(async (tx) => {
+      const [vm] = await tx.query<VmRow & MeteredVm>(
+        'SELECT * FROM vms WHERE tenant_id = $1 AND vm_id = $2 AND deleted_at IS NULL FOR UPDATE',
+        [tenantId, vmId],
+      );
+      if (!vm) throw notFound('VM');
+      const now = this.clock.now();
+      await meterVm(tx, this.billing, vm, now, { running: false, final: true });
+      const [updated] = await tx.query<VmRow>(
+        `UPDATE vms SET desired_state = 'deleted', status = 'deleted', status_reason = NULL, deleted_at = $2, updated_at = $2
+         WHERE vm_id = $1 RETURNING *`,
+        [vmId, now],
+      );
+      return updated;
     });
+    this.onChange();
+    return row;
   }
 
   /** Records a lifecycle request for the reconciler; answers the VM as it now stands. */
   async lifecycle(tenantId: string, vmId: string, action: LifecycleAction): Promise<VmRow> {
-    return this.db.transaction(async (tx) => {
+    const row = await this.db.transaction(async (tx) => {
       const [vm] = await tx.query<VmRow>(
         'SELECT * FROM vms WHERE tenant_id = $1 AND vm_id = $2 AND deleted_at IS NULL FOR UPDATE',
         [tenantId, vmId],
@@ -125,5 +220,7 @@ export class VmService {
       );
       return updated;
     });
+    this.onChange();
+    return row;
   }
 }

@@ -1,6 +1,9 @@
 import net from 'node:net';
 import { EventEmitter } from 'node:events';
 
+/** How a protocol tells an answer (to request `id`) from any other message. */
+type AnswerOf = (msg: Record<string, unknown>) => { id: number; ok: boolean; value: unknown; error?: string } | null;
+
 /**
  * A newline-delimited JSON connection on a UNIX socket, with request ids and per-request timeouts.
  * QMP and the guest agent both speak JSON lines; they differ only in how an answer names its request.
@@ -13,7 +16,7 @@ export class JsonLineChannel extends EventEmitter {
 
   private constructor(
     private readonly socket: net.Socket,
-    private readonly answerOf: (msg: Record<string, unknown>) => { id: number; ok: boolean; value: unknown; error?: string } | null,
+    private readonly answerOf: AnswerOf,
   ) {
     super();
     socket.setEncoding('utf8');
@@ -24,7 +27,7 @@ export class JsonLineChannel extends EventEmitter {
 
   static connect(
     socketPath: string,
-    answerOf: ConstructorParameters<typeof JsonLineChannel>[1],
+    answerOf: AnswerOf,
     timeoutMs = 2000,
   ): Promise<JsonLineChannel> {
     return new Promise((resolve, reject) => {

@@ -274,8 +274,11 @@ export class QemuDriver extends EventEmitter {
       stopping: false,
       exited: Promise.race([
         exitReason,
-        // An adopted QEMU is not our child: its control socket closing is how its end shows.
-        new Promise<string>((resolve) => qmpCh.once('close', () => resolve('its control socket closed'))),
+        // An adopted QEMU is not our child: its control socket closing is how its end shows. For our
+        // own child, the exit status (a signal, a code) follows a moment later and says more.
+        new Promise<void>((resolve) => qmpCh.once('close', resolve)).then(() =>
+          Promise.race([exitReason, sleep(1000).then(() => 'exited (its control socket closed)')]),
+        ),
       ]).then(async (reason) => {
         // The socket closes a moment before the process is gone; wait for that, briefly.
         for (let i = 0; i < 100 && pidAlive(pid); i++) await sleep(20);

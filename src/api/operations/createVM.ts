@@ -1,5 +1,6 @@
 import { defineOperation } from '../operation.ts';
 import { CreateVmRequest, CreateVmResponse } from '../schemas.ts';
+import { idempotencyKey } from '../idempotency.ts';
 
 export const createVM = defineOperation({
   operationId: 'createVM',
@@ -15,5 +16,9 @@ export const createVM = defineOperation({
   body: { schema: CreateVmRequest, required: true },
   success: { status: 201, schema: CreateVmResponse, description: 'Accepted for provisioning' },
   errors: ['card_required', 'card_declined', 'insufficient_credits', 'idempotency_conflict', 'unavailable'],
-  handler: async ({ services, principal, body }) => services.vms.create(principal.tenantId, body),
+  handler: async ({ c, services, principal, body }) => {
+    const key = idempotencyKey(c.req.header('idempotency-key'));
+    const result = await services.vms.create(principal.tenantId, body, key);
+    return { status: result.status, body: result.body, headers: result.replayed ? { 'Idempotent-Replayed': 'true' } : undefined };
+  },
 });

@@ -1,6 +1,7 @@
 import { defineOperation } from '../operation.ts';
 import { IdParam, SetSecretsRequest, Vm } from '../schemas.ts';
 import { ApiError } from '../../domain/errors.ts';
+import { presentVm } from '../present.ts';
 
 export const destroyVM = defineOperation({
   operationId: 'destroyVM',
@@ -12,11 +13,10 @@ export const destroyVM = defineOperation({
   extension: true,
   params: IdParam,
   success: { status: 200, schema: Vm, description: 'The VM, with status deleted' },
-  errors: ['not_found', 'unavailable'],
-  handler: async ({ services, principal, params }) => {
-    await services.vms.get(principal.tenantId, params.id);
-    throw new ApiError('unavailable', 'the VM host cannot remove disks yet', 'try again later', { 'Retry-After': '30' });
-  },
+  errors: ['not_found'],
+  handler: async ({ services, principal, params }) => ({
+    body: presentVm(await services.vms.destroy(principal.tenantId, params.id)),
+  }),
 });
 
 export const setVMSecrets = defineOperation({

@@ -1,0 +1,135 @@
+/**
+ * The VM host inside `agentvm serve`: its identity and capacity row, the guest image (built on the
+ * first start when missing), the QEMU driver and the reconciler.
+ */
+import { readFile, writeFile, statfs } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import type { Config } from './config.ts';
+import type { Services } from './domain/services.ts';
+import type { Logger } from './log.ts';
+import { newId } from './domain/ids.ts';
+import { buildImage, currentImageId, loadImage, type Image } from './image/build.ts';
+import { probeDriver, type DriverProbe } from './vmm/probe.ts';
+import { QemuDriver } from './vmm/qemu.ts';
+import { Reconciler } from './reconcile/reconciler.ts';
+
+export interface VmHost {
+  hostId: string;
+  driver: QemuDriver | null;
+  reconciler: Reconciler | null;
+  /** What /readyz reports: usable once QEMU is there and the guest image is built. */
+  probe(): Promise<DriverProbe>;
+  /** Resolves when the guest image is ready (rejects if building it failed). */
+  imageReady: Promise<Image>;
+  close(opts?: { stopVms?: boolean }): Promise<void>;
+}
+
+async function hostId(dataDir: string): Promise<string> {
+  const file = path.join(dataDir, 'host-id');
+  const saved = (await readFile(file, 'utf8').catch(() => '')).trim();
+  if (saved) return saved;
+  const id = newId('host');
+  await writeFile(file, `${id}\n`);
+  return id;
+}
+
+/**
+ * What this host offers. Defaults: 4 vCPUs per core (agents mostly wait), the machine's memory less
+ * 1 GiB for itself, and 4× the data dir's free space in disk (persist disks are sparse).
+ */
+async function capacity(config: Config) {
+  const fs = await statfs(config.dataDir);
+  const freeGib = Math.floor((fs.bavail * fs.bsize) / 2 ** 30);
+  return {
+    vcpus_total: config.hostVcpus ?? os.cpus().length * 4,
+    memory_mib_total: config.hostMemoryMib ?? Math.max(1024, Math.floor(os.totalmem() / 2 ** 20) - 1024),
+    disk_gib_total: config.hostDiskGib ?? freeGib * 4,
+  };
+}
+
+export async function startVmHost(config: Config, services: Services, log: Logger): Promise<VmHost> {
+  const id = await hostId(config.dataDir);
+  const probe = await probeDriver();
+  if (!probe.usable || !probe.accel || !probe.qemu) {
+    log.warn({ detail: probe.detail }, 'VM driver not usable: VMs cannot run here and /readyz answers 503');
+    return {
+      hostId: id,
+      driver: null,
+      reconciler: null,
+      probe: async () => probe,
+      imageReady: Promise.reject(new Error(probe.detail)),
+      close: async () => undefined,
+    };
+  }
+  log.info({ accel: probe.accel, qemu: probe.qemu }, `VM driver: ${probe.detail}`);
+
+  let image: Image | null = null;
+  let imageState = 'looking for the guest image';
+  const imageReady = (async () => {
+    const wanted = await currentImageId();
+    const found = await loadImage(config.imageDir, wanted);
+    if (found) return found;
+    imageState = `building guest image ${wanted}`;
+    log.info({ image_dir: config.imageDir }, 'no guest image yet: building it (first start only)');
+    return buildImage(config.imageDir, (msg) => {
+      imageState = msg;
+      log.info(`image: ${msg}`);
+    });
+  })();
+  imageReady.catch(() => undefined);
+
+  const driver = new QemuDriver({
+    vmsDir: path.join(config.dataDir, 'vms'),
+    qemu: probe.qemu,
+    accel: probe.accel,
+    egress: config.vmEgress,
+    bootTimeoutMs: config.bootTimeoutMs,
+    log: (msg, fields) => log.warn(fields ?? {}, msg),
+  });
+  const reconciler = new Reconciler({
+    db: services.db,
+    clock: services.clock,
+    driver,
+    billing: services.billing,
+    hosts: services.hosts,
+    hostId: id,
+    log,
+    image: async (imageId) => (imageId ? loadImage(config.imageDir, imageId) : null),
+    currentImageId: () => image?.id ?? null,
+    meterIntervalMs: config.meterIntervalMs,
+  });
+  await services.hosts.register({ host_id: id, name: os.hostname(), accel: probe.accel, image_id: null, ...(await capacity(config)) });
+  services.vms.onChange = () => reconciler.kick();
+  await reconciler.start();
+
+  imageReady.then(
+    async (img) => {
+      image = img;
+      imageState = `guest image ${img.id}`;
+      await services.hosts.heartbeat(id, img.id);
+      log.info({ image_id: img.id, kernel: img.manifest.kernel_release }, 'guest image ready');
+      reconciler.kick();
+    },
+    (err: Error) => {
+      imageState = `the guest image could not be built: ${err.message}`;
+      log.error({ err }, 'building the guest image failed; run `agentvm image build` to see why');
+    },
+  );
+
+  return {
+    hostId: id,
+    driver,
+    reconciler,
+    imageReady,
+    probe: async () =>
+      image
+        ? { ...probe, detail: `${probe.detail}; ${imageState}` }
+        : { ...probe, usable: false, detail: `${probe.detail}; ${imageState}` },
+    close: async (opts) => {
+      await reconciler.stop();
+      if (opts?.stopVms) await driver.stopAll();
+      else driver.release();
+    },
+  };
+}

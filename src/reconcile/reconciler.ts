@@ -1,0 +1,341 @@
+/**
+ * The host reconciler: a level-triggered loop that converges every VM placed on this host to its
+ * desired state. It claims a VM with a lease before acting, so that two loops never act on one VM;
+ * within this process one VM has at most one action in flight. It also meters running tier VMs and
+ * records what the driver notices (a QEMU that died).
+ */
+import type { Db } from '../store/db.ts';
+import type { Clock } from '../domain/clock.ts';
+import type { BillingService } from '../domain/billing.ts';
+import type { HostService } from '../domain/hosts.ts';
+import { meterVm, stopTierVms } from '../domain/metering.ts';
+import type { VmRow } from '../domain/vms.ts';
+import type { ExitInfo, QemuDriver, VmSpec } from '../vmm/qemu.ts';
+import type { Image } from '../image/build.ts';
+import { netOfSlot } from '../vmm/qemu.ts';
+import type { Logger } from '../log.ts';
+import { randomBase62 } from '../domain/ids.ts';
+
+export interface ReconcilerOptions {
+  db: Db;
+  clock: Clock;
+  driver: QemuDriver;
+  billing: BillingService;
+  hosts: HostService;
+  hostId: string;
+  log: Logger;
+  /** The image a VM with this id boots; null while it is not built (the VM waits). */
+  image: (imageId: string | null) => Promise<Image | null>;
+  /** The image new and reprovisioned VMs get. */
+  currentImageId: () => string | null;
+  intervalMs?: number;
+  meterIntervalMs?: number;
+  leaseMs?: number;
+  /** Boots at once; more wait their turn (TCG boots are CPU-bound). */
+  maxConcurrentBoots?: number;
+}
+
+interface Row extends VmRow {
+  reprovision_done: number;
+  restart_done: number;
+  image_id: string | null;
+  net_slot: number | null;
+  unbilled_ms: number;
+  metered_until: Date | null;
+  lease_owner: string | null;
+  disks_removed_at: Date | null;
+  deleted_at: Date | null;
+}
+
+const PLATFORM_REASONS = new Set(['preempted', 'credits_exhausted']);
+
+export class Reconciler {
+  readonly owner: string;
+  private readonly inflight = new Map<string, Promise<void>>();
+  private timer?: NodeJS.Timeout;
+  private meterTimer?: NodeJS.Timeout;
+  private heartbeatTimer?: NodeJS.Timeout;
+  private running = false;
+  private ticking?: Promise<void>;
+  private again = false;
+  private boots = 0;
+  private readonly bootQueue: Array<() => void> = [];
+
+  constructor(private readonly o: ReconcilerOptions) {
+    this.owner = `${o.hostId}:${process.pid}:${randomBase62(6)}`;
+    o.driver.on('exit', (vmId: string, info: ExitInfo) => {
+      if (!info.expected) void this.recordCrash(vmId, info.reason).catch((err) => o.log.error({ err, vm_id: vmId }, 'recording a crash failed'));
+      this.kick();
+    });
+  }
+
+  /** Takes over this host's VMs after a (re)start: leases of earlier processes of this host end, running QEMUs are adopted. */
+  async start(): Promise<void> {
+    const { db, hostId, driver, log } = this.o;
+    await db.query(`UPDATE vms SET lease_owner = NULL, lease_expires_at = NULL WHERE host_id = $1 AND lease_owner LIKE $2`, [
+      hostId,
+      `${hostId}:%`,
+    ]);
+    const rows = await db.query<Row>('SELECT * FROM vms WHERE host_id = $1 AND disks_removed_at IS NULL', [hostId]);
+    const known = new Set(rows.map((r) => r.vm_id));
+    let adopted = 0;
+    for (const row of rows) {
+      if (await driver.adopt(row.vm_id)) adopted++;
+    }
+    // A directory without a row (its create rolled back, or its row is gone): stop and remove it.
+    for (const dir of await driver.listVmDirs()) {
+      if (!known.has(dir)) {
+        log.warn({ vm_id: dir }, 'removing a VM directory that no VM row owns');
+        await driver.destroy(dir);
+      }
+    }
+    if (adopted) log.info({ adopted }, 're-adopted running VMs');
+    this.running = true;
+    this.timer = setInterval(() => this.kick(), this.o.intervalMs ?? 1000);
+    this.meterTimer = setInterval(() => void this.meterAll(), this.o.meterIntervalMs ?? 10_000);
+    this.heartbeatTimer = setInterval(
+      () => void this.o.hosts.heartbeat(hostId, this.o.currentImageId()).catch(() => undefined),
+      15_000,
+    );
+    this.kick();
+  }
+
+  /** Stops the loop and waits for actions in flight; the VMs keep running. */
+  async stop(): Promise<void> {
+    this.running = false;
+    clearInterval(this.timer);
+    clearInterval(this.meterTimer);
+    clearInterval(this.heartbeatTimer);
+    await this.ticking;
+    await Promise.allSettled([...this.inflight.values()]);
+    await this.meterAll();
+  }
+
+  /** Runs a pass soon (and another after the current one, if one is going). */
+  kick(): void {
+    if (!this.running) return;
+    if (this.ticking) {
+      this.again = true;
+      return;
+    }
+    this.ticking = this.tick()
+      .catch((err) => this.o.log.error({ err }, 'reconcile pass failed'))
+      .finally(() => {
+        this.ticking = undefined;
+        if (this.again) {
+          this.again = false;
+          this.kick();
+        }
+      });
+  }
+
+  /** Resolves when no VM of this host needs work and nothing is in flight (tests and benchmarks). */
+  async settled(timeoutMs = 120_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline) {
+      await Promise.allSettled([...this.inflight.values()]);
+      const rows = await this.o.db.query<Row>('SELECT * FROM vms WHERE host_id = $1 AND disks_removed_at IS NULL', [this.o.hostId]);
+      if (this.inflight.size === 0 && !rows.some((r) => this.needsWork(r))) return;
+      this.kick();
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    throw new Error('VMs did not settle in time');
+  }
+
+  private async tick(): Promise<void> {
+    const rows = await this.o.db.query<Row>('SELECT * FROM vms WHERE host_id = $1 AND disks_removed_at IS NULL', [this.o.hostId]);
+    for (const row of rows) {
+      if (!this.running) return;
+      if (this.inflight.has(row.vm_id) || !this.needsWork(row)) continue;
+      const p = this.converge(row.vm_id)
+        .catch((err) => this.o.log.error({ err, vm_id: row.vm_id }, 'reconcile failed'))
+        .finally(() => {
+          this.inflight.delete(row.vm_id);
+          this.kick();
+        });
+      this.inflight.set(row.vm_id, p);
+    }
+  }
+
+  needsWork(row: Row): boolean {
+    const up = this.o.driver.isRunning(row.vm_id);
+    if (row.desired_state === 'deleted') return true;
+    if (row.desired_state === 'stopped') return up || row.status !== 'stopped';
+    if (row.reprovision_requested > row.reprovision_done || row.restart_requested > row.restart_done) return true;
+    if (up) return row.status !== 'running';
+    // Not running: boot it, unless it failed (a customer start or restart brings it back).
+    return row.status !== 'failed';
+  }
+
+  private async claim(vmId: string): Promise<Row | null> {
+    const [row] = await this.o.db.query<Row>(
+      `UPDATE vms SET lease_owner = $2, lease_expires_at = $3
+       WHERE vm_id = $1 AND host_id = $4 AND (lease_owner IS NULL OR lease_owner = $2 OR lease_expires_at < $5)
+       RETURNING *`,
+      [vmId, this.owner, new Date(this.o.clock.now().getTime() + (this.o.leaseMs ?? 60_000)), this.o.hostId, this.o.clock.now()],
+    );
+    return row ?? null;
+  }
+
+  private release(vmId: string): Promise<unknown> {
+    return this.o.db.query('UPDATE vms SET lease_owner = NULL, lease_expires_at = NULL WHERE vm_id = $1 AND lease_owner = $2', [
+      vmId,
+      this.owner,
+    ]);
+  }
+
+  private async converge(vmId: string): Promise<void> {
+    const row = await this.claim(vmId);
+    if (!row) return; // another loop holds it
+    const renew = setInterval(() => void this.claim(vmId).catch(() => undefined), (this.o.leaseMs ?? 60_000) / 3);
+    try {
+      await this.act(row);
+    } finally {
+      clearInterval(renew);
+      await this.release(vmId);
+    }
+  }
+
+  private async act(row: Row): Promise<void> {
+    const { driver, db, clock } = this.o;
+    if (row.desired_state === 'deleted') {
+      await driver.destroy(row.vm_id);
+      await db.query('UPDATE vms SET disks_removed_at = $2, net_slot = NULL WHERE vm_id = $1', [row.vm_id, clock.now()]);
+      this.o.log.info({ vm_id: row.vm_id }, 'VM destroyed, disks removed');
+      return;
+    }
+    if (row.desired_state === 'stopped') {
+      if (driver.isRunning(row.vm_id) || (await driver.ownPid(row.vm_id))) {
+        await this.setStatus(row.vm_id, 'stopping', PLATFORM_REASONS.has(row.status_reason ?? '') ? row.status_reason : null, ['stopped']);
+        await driver.stop(row.vm_id);
+      }
+      await this.endMetering(row.vm_id);
+      // A platform stop keeps its reason; a failed VM stays failed.
+      await db.query(
+        `UPDATE vms SET status = 'stopped', updated_at = $2 WHERE vm_id = $1 AND desired_state = 'stopped' AND status <> 'failed'`,
+        [row.vm_id, clock.now()],
+      );
+      return;
+    }
+    const reprovision = row.reprovision_requested > row.reprovision_done;
+    const restart = row.restart_requested > row.restart_done;
+    if (!reprovision && !restart && driver.isRunning(row.vm_id)) {
+      await this.markRunning(row, row.image_id, driver.facts(row.vm_id)?.ipv4 ?? null);
+      return;
+    }
+    const imageId = reprovision || !row.image_id ? this.o.currentImageId() : row.image_id;
+    let image = await this.o.image(imageId);
+    if (!image && !reprovision && row.image_id) {
+      // The VM's own image is gone from this host: it boots on the current one.
+      image = await this.o.image(this.o.currentImageId());
+    }
+    if (!image) return; // the image is still being built; the VM waits
+    if (driver.isRunning(row.vm_id) || (await driver.ownPid(row.vm_id))) await driver.stop(row.vm_id);
+    if (row.net_slot === null) throw new Error(`${row.vm_id} has no network slot`);
+    const spec: VmSpec = {
+      vmId: row.vm_id,
+      vcpus: row.vcpus,
+      memoryMib: row.memory_mib,
+      diskGib: row.disk_gib,
+      image,
+      netSlot: row.net_slot,
+      hostname: row.vm_id.replace(/_/g, '-').toLowerCase(),
+    };
+    await this.acquireBootSlot();
+    try {
+      await driver.prepareDisks(spec, reprovision || restart);
+      const facts = await driver.start(spec);
+      await db.query(
+        `UPDATE vms SET restart_done = $2, reprovision_done = $3, boots = boots + 1, booted_at = $4 WHERE vm_id = $1`,
+        [row.vm_id, row.restart_requested, row.reprovision_requested, clock.now()],
+      );
+      await this.markRunning(row, image.id, facts.ipv4 ?? netOfSlot(row.net_slot).guest);
+      this.o.log.info({ vm_id: row.vm_id, image_id: image.id, reprovision, restart }, 'VM running');
+    } catch (err) {
+      const reason = `boot failed: ${(err as Error).message}`.slice(0, 500);
+      await db.query(
+        `UPDATE vms SET status = 'failed', status_reason = $2, restart_done = $3, reprovision_done = $4, updated_at = $5
+         WHERE vm_id = $1 AND desired_state = 'running'`,
+        [row.vm_id, reason, row.restart_requested, row.reprovision_requested, clock.now()],
+      );
+      await this.endMetering(row.vm_id);
+      this.o.log.warn({ vm_id: row.vm_id, reason }, 'VM failed to boot');
+    } finally {
+      this.releaseBootSlot();
+    }
+  }
+
+  private acquireBootSlot(): Promise<void> {
+    if (this.boots < (this.o.maxConcurrentBoots ?? 4)) {
+      this.boots++;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => this.bootQueue.push(() => (this.boots++, resolve())));
+  }
+
+  private releaseBootSlot(): void {
+    this.boots--;
+    this.bootQueue.shift()?.();
+  }
+
+  private async markRunning(row: Row, imageId: string | null, ipv4: string | null): Promise<void> {
+    const now = this.o.clock.now();
+    // Only while the customer still wants it running; metering starts now if it was not running.
+    await this.o.db.query(
+      `UPDATE vms SET status = 'running', status_reason = NULL, image_id = $2, ipv4 = coalesce($3, ipv4), updated_at = $4,
+              metered_until = CASE WHEN tier IS NULL THEN NULL ELSE coalesce(metered_until, $4) END
+       WHERE vm_id = $1 AND desired_state = 'running' AND deleted_at IS NULL`,
+      [row.vm_id, imageId, ipv4, now],
+    );
+  }
+
+  private async setStatus(vmId: string, status: string, reason: string | null, unless: string[]): Promise<void> {
+    await this.o.db.query(
+      `UPDATE vms SET status = $2, status_reason = $3, updated_at = $4 WHERE vm_id = $1 AND NOT (status = ANY($5::text[]))`,
+      [vmId, status, reason, this.o.clock.now(), unless],
+    );
+  }
+
+  /** A QEMU ended without being asked to: the VM says so, and its metering stops. */
+  private async recordCrash(vmId: string, reason: string): Promise<void> {
+    const now = this.o.clock.now();
+    await this.endMetering(vmId);
+    const rows = await this.o.db.query(
+      `UPDATE vms SET status = 'failed', status_reason = $2, updated_at = $3
+       WHERE vm_id = $1 AND desired_state = 'running' AND deleted_at IS NULL RETURNING vm_id`,
+      [vmId, `the VM stopped unexpectedly: qemu ${reason}`, now],
+    );
+    if (rows.length) this.o.log.warn({ vm_id: vmId, reason }, 'VM crashed');
+  }
+
+  private async endMetering(vmId: string): Promise<void> {
+    await this.meterOne(vmId, false);
+  }
+
+  private async meterOne(vmId: string, running: boolean): Promise<void> {
+    const { db, billing, clock } = this.o;
+    await db.transaction(async (tx) => {
+      const [vm] = await tx.query<Row>('SELECT * FROM vms WHERE vm_id = $1 FOR UPDATE', [vmId]);
+      if (!vm || !vm.tier || !vm.metered_until) return;
+      const { exhausted } = await meterVm(tx, billing, vm, clock.now(), { running });
+      if (exhausted) {
+        const n = await stopTierVms(tx, vm.tenant_id, clock.now());
+        this.o.log.warn({ tenant_id: vm.tenant_id, stopped: n }, 'prepaid credits exhausted: tier VMs stopped');
+      }
+    });
+  }
+
+  /** Draws what the running tier VMs of this host have used so far. */
+  async meterAll(): Promise<void> {
+    const rows = await this.o.db
+      .query<{ vm_id: string }>(
+        `SELECT vm_id FROM vms WHERE host_id = $1 AND tier IS NOT NULL AND metered_until IS NOT NULL AND deleted_at IS NULL`,
+        [this.o.hostId],
+      )
+      .catch(() => [] as { vm_id: string }[]);
+    for (const { vm_id } of rows) {
+      await this.meterOne(vm_id, this.o.driver.isRunning(vm_id)).catch((err) => this.o.log.error({ err, vm_id }, 'metering failed'));
+    }
+    if (rows.length) this.kick();
+  }
+}
