@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the test suite needs, when they are missing (needs root for that).
 set -euo pipefail
-packages=(postgresql)
+# postgresql: the second database backend of the tests. The rest runs VMs and builds the guest image:
+# QEMU (microvm), qemu-img, debootstrap, a static busybox and cpio for the initramfs, lz4 for the
+# kernel payload, e2fsprogs for the ext4 images.
+packages=(postgresql qemu-system-x86 qemu-utils debootstrap busybox-static cpio lz4 e2fsprogs)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

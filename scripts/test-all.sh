@@ -22,6 +22,12 @@ trap stop EXIT
 "${as_pg[@]}" "$pgbin/initdb" -D "$pgdir/data" -U postgres --auth=trust -E UTF8 >/dev/null
 "${as_pg[@]}" "$pgbin/pg_ctl" -D "$pgdir/data" -l "$pgdir/log" -w \
   -o "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$pgdir -c fsync=off" start >/dev/null
+# The guest image for the real-VM tests: built once, kept between runs outside the checkout
+# (content-addressed: rebuilt only when an input changes).
+export AGENTVM_TEST_IMAGE_DIR="${AGENTVM_TEST_IMAGE_DIR:-/var/cache/agentvm/images}"
+mkdir -p "$AGENTVM_TEST_IMAGE_DIR"
+node bin/agentvm.js image build --image-dir "$AGENTVM_TEST_IMAGE_DIR"
+
 export AGENTVM_TEST_DATABASE_URL="postgres://postgres@127.0.0.1:$port/postgres"
 echo "PostgreSQL $("$pgbin/postgres" --version | awk '{print $3}') for the tests on 127.0.0.1:$port"
 npm test

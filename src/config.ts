@@ -15,6 +15,8 @@ export interface Config {
   imageDir: string;
   /** Whether VMs may reach the network beyond their host (user-mode networking without `restrict`). */
   vmEgress: boolean;
+  /** Build the guest image on start when it is missing (else wait for `agentvm image build`). */
+  imageAutoBuild: boolean;
   bootTimeoutMs: number;
   meterIntervalMs: number;
   hostVcpus?: number;
@@ -56,6 +58,7 @@ export function loadConfig(flags: { host?: string; port?: string | number; dataD
     logLevel: process.env.AGENTVM_LOG_LEVEL || 'info',
     imageDir: path.resolve(process.env.AGENTVM_IMAGE_DIR || path.join(dataDir, 'images')),
     vmEgress: boolFromEnv('AGENTVM_VM_EGRESS'),
+    imageAutoBuild: process.env.AGENTVM_IMAGE_BUILD === undefined || process.env.AGENTVM_IMAGE_BUILD === '' ? true : boolFromEnv('AGENTVM_IMAGE_BUILD'),
     bootTimeoutMs: intFromEnv('AGENTVM_BOOT_TIMEOUT_S', 180) * 1000,
     meterIntervalMs: intFromEnv('AGENTVM_METER_INTERVAL_S', 10) * 1000,
     hostVcpus: optionalInt('AGENTVM_HOST_VCPUS'),

@@ -70,6 +70,10 @@ export async function startVmHost(config: Config, services: Services, log: Logge
     const wanted = await currentImageId();
     const found = await loadImage(config.imageDir, wanted);
     if (found) return found;
+    if (!config.imageAutoBuild) {
+      imageState = `no guest image ${wanted} in ${config.imageDir}; run \`agentvm image build\``;
+      throw new Error(imageState);
+    }
     imageState = `building guest image ${wanted}`;
     log.info({ image_dir: config.imageDir }, 'no guest image yet: building it (first start only)');
     return buildImage(config.imageDir, (msg) => {
@@ -112,6 +116,10 @@ export async function startVmHost(config: Config, services: Services, log: Logge
       reconciler.kick();
     },
     (err: Error) => {
+      if (!config.imageAutoBuild) {
+        log.warn(imageState);
+        return;
+      }
       imageState = `the guest image could not be built: ${err.message}`;
       log.error({ err }, 'building the guest image failed; run `agentvm image build` to see why');
     },

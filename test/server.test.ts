@@ -17,7 +17,7 @@ after(async () => {
 /** Starts `agentvm serve` as a real process on a free loopback port and waits for its URL in the log. */
 async function serve(dataDir: string, env: Record<string, string> = {}): Promise<{ proc: ChildProcess; url: string; log: () => string }> {
   const proc = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--data-dir', dataDir], {
-    env: { ...process.env, ...env },
+    env: { ...process.env, AGENTVM_IMAGE_BUILD: 'off', ...(process.env.AGENTVM_TEST_IMAGE_DIR ? { AGENTVM_IMAGE_DIR: process.env.AGENTVM_TEST_IMAGE_DIR } : {}), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
@@ -91,7 +91,7 @@ test('a newcomer: serve, create a tenant, card and credits with the admin CLI, t
   try {
     const whoami = await fetch(`${again.url}/v1/api/whoami`, { headers: { authorization: `Bearer ${(await readFile(path.join(dataDir, 'admin-token'), 'utf8')).trim()}` } });
     assert.equal(whoami.status, 401, 'the admin token never works on /v1/api');
-    const second = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--data-dir', dataDir], { stdio: 'pipe' });
+    const second = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--data-dir', dataDir], { stdio: 'pipe', env: { ...process.env, AGENTVM_IMAGE_BUILD: 'off' } });
     let err = '';
     second.stderr.on('data', (d) => (err += d));
     const code = await new Promise((resolve) => second.once('exit', resolve));

@@ -1,0 +1,264 @@
+/**
+ * Real microVMs, few and meaningful: the whole lifecycle through the API of a real server, a QEMU
+ * killed under it, and the server itself killed while a VM is provisioning. Needs QEMU and a built
+ * guest image: `npm run test:all` builds it into a cache outside the checkout and sets
+ * AGENTVM_TEST_IMAGE_DIR.
+ */
+import { describe, test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+import { loadConfig } from '../src/config.ts';
+import { startServer, type RunningServer } from '../src/server.ts';
+import { createLogger } from '../src/log.ts';
+import { openDb } from '../src/store/db.ts';
+
+const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;
+const skip = imageDir ? false : 'set AGENTVM_TEST_IMAGE_DIR to a built image dir (npm run test:all does)';
+const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
+const BOOT_MS = 180_000;
+
+/** Pids of QEMU processes whose command line names this directory. */
+async function qemuPidsUnder(dir: string): Promise<number[]> {
+  const pids: number[] = [];
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const cmd = await readFile(`/proc/${entry}/cmdline`, 'utf8').catch(() => '');
+    if (cmd.startsWith('qemu-system') || cmd.includes('/qemu-system')) {
+      if (cmd.includes(dir)) {
+        const stat = await readFile(`/proc/${entry}/stat`, 'utf8').catch(() => '');
+        if (!/\) Z /.test(stat)) pids.push(Number(entry));
+      }
+    }
+  }
+  return pids;
+}
+
+async function killQemusUnder(dir: string): Promise<void> {
+  for (const pid of await qemuPidsUnder(dir)) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // gone
+    }
+  }
+}
+
+function client(base: string, key: string) {
+  return async (method: string, p: string, body?: unknown, headers: Record<string, string> = {}) => {
+    const res = await fetch(`${base}${p}`, {
+      method,
+      headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await res.text();
+    return { status: res.status, body: text ? JSON.parse(text) : undefined, headers: res.headers };
+  };
+}
+
+async function until<T>(what: string, fn: () => Promise<T | undefined | false>, ms = BOOT_MS): Promise<T> {
+  const deadline = Date.now() + ms;
+  let last: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const v = await fn();
+      if (v) return v;
+    } catch (err) {
+      last = err;
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
+}
+
+describe('real microVMs', { skip }, () => {
+  let dataDir: string;
+  let server: RunningServer;
+  let api: ReturnType<typeof client>;
+  let admin: ReturnType<typeof client>;
+  const logs: string[] = [];
+
+  before(async () => {
+    dataDir = await mkdtemp(path.join(os.tmpdir(), 'agentvm-vm-'));
+    process.env.AGENTVM_ADMIN_TOKEN = 'avm_admin_test_token_0123456789abcdefghijkl';
+    const config = { ...loadConfig({ host: '127.0.0.1', port: 0, dataDir }), imageDir: imageDir! };
+    delete process.env.AGENTVM_ADMIN_TOKEN;
+    const sink = new Writable({ write: (c, _e, cb) => (logs.push(c.toString()), cb()) });
+    server = await startServer(config, createLogger('info', sink));
+    await server.host.imageReady;
+    admin = client(server.url, config.adminToken!);
+    const tenant = await admin('POST', '/v1/admin/tenants', { email: 'real@example.com' });
+    await admin('PUT', `/v1/admin/tenants/${tenant.body.tenant_id}/card`, { brand: 'visa', last4: '4242' });
+    api = client(server.url, tenant.body.api_key);
+  });
+
+  after(async () => {
+    await server?.close({ stopVms: true });
+    await killQemusUnder(dataDir);
+    await rm(dataDir, { recursive: true, force: true });
+  });
+
+  const exec = (vmId: string, argv: string[]) => server.host.driver!.exec(vmId, { argv }, 30_000);
+  const status = async (vmId: string) => (await api('GET', `/v1/api/vms/${vmId}`)).body;
+  const runningVm = (vmId: string) => until(`${vmId} running`, async () => {
+    const vm = await status(vmId);
+    if (vm.status === 'failed') throw new Error(`failed: ${vm.status_reason}`);
+    return vm.status === 'running' && server.host.driver!.isRunning(vmId) && vm;
+  });
+
+  test('create (idempotent), run, restart, stop, start, reprovision, crash, destroy', { timeout: 15 * 60_000 }, async () => {
+    const creates = await Promise.all(
+      Array.from({ length: 20 }, () => api('POST', '/v1/api/vms', { harness: 'echo' }, { 'idempotency-key': 'real-once' })),
+    );
+    assert.deepEqual(new Set(creates.map((c) => c.status)), new Set([201]));
+    const ids = new Set(creates.map((c) => c.body.vm_id));
+    assert.equal(ids.size, 1);
+    const vmId = creates[0].body.vm_id as string;
+    assert.equal((await api('GET', '/v1/api/vms')).body.total, 1);
+
+    const vm = await runningVm(vmId);
+    assert.match(vm.ipv4, /^10\.\d+\.\d+\.15$/);
+    assert.equal(vm.vcpus, 1);
+    assert.equal(vm.memory_mib, 1024);
+    const facts = server.host.driver!.facts(vmId)!;
+    assert.equal(facts.persist.mounted, true);
+    assert.equal(facts.ipv4, vm.ipv4);
+
+    // A file on the persist disk and one on the root filesystem.
+    const write = await exec(vmId, ['sh', '-c', 'echo kept > /persist/keep.txt && echo gone > /var/tmp/root-marker && cat /proc/sys/kernel/random/boot_id']);
+    assert.equal(write.exit_code, 0, write.stderr);
+    const bootBefore = write.stdout.trim();
+
+    // Restart: a fresh root, the same persist disk.
+    const restarting = await api('POST', `/v1/api/vms/${vmId}/restart`);
+    assert.equal(restarting.body.status, 'restarting');
+    await until('a new boot', async () => {
+      await runningVm(vmId);
+      const r = await exec(vmId, ['cat', '/proc/sys/kernel/random/boot_id']);
+      return r.stdout.trim() !== bootBefore;
+    });
+    const after = await exec(vmId, ['sh', '-c', 'cat /persist/keep.txt; test -e /var/tmp/root-marker && echo root-kept || echo root-fresh']);
+    assert.equal(after.stdout, 'kept\nroot-fresh\n');
+
+    // Stop: no QEMU left; start: the disk is still there.
+    assert.equal((await api('POST', `/v1/api/vms/${vmId}/stop`)).body.status, 'stopping');
+    await until('stopped', async () => (await status(vmId)).status === 'stopped');
+    assert.deepEqual(await qemuPidsUnder(path.join(dataDir, 'vms', vmId)), []);
+    assert.equal((await api('POST', `/v1/api/vms/${vmId}/stop`)).status, 200); // a no-op
+    assert.equal((await api('POST', `/v1/api/vms/${vmId}/start`)).body.status, 'starting');
+    await runningVm(vmId);
+    assert.equal((await exec(vmId, ['cat', '/persist/keep.txt'])).stdout, 'kept\n');
+
+    // Reprovision: the guest is rebuilt from the current image, the persist disk stays.
+    await exec(vmId, ['sh', '-c', 'echo again > /var/tmp/root-marker']);
+    assert.equal((await api('POST', `/v1/api/vms/${vmId}/reprovision`)).body.status, 'reprovisioning');
+    await until('reprovisioned', async () => {
+      const v = await runningVm(vmId);
+      const r = await exec(vmId, ['sh', '-c', 'cat /etc/agentvm-image; cat /persist/keep.txt; test -e /var/tmp/root-marker || echo root-fresh']);
+      return v && r.stdout === `${(await server.host.imageReady).id}\nkept\nroot-fresh\n`;
+    });
+
+    // kill -9 of the QEMU: the VM says so within seconds.
+    const [pid] = await qemuPidsUnder(path.join(dataDir, 'vms', vmId));
+    assert.ok(pid);
+    process.kill(pid, 'SIGKILL');
+    const failed = await until('failed', async () => {
+      const v = await status(vmId);
+      return v.status === 'failed' && v;
+    }, 10_000);
+    assert.match(failed.status_reason, /SIGKILL/);
+    await api('POST', `/v1/api/vms/${vmId}/start`);
+    await runningVm(vmId);
+
+    // Destroy: gone from the API, disks removed, no process.
+    const destroyed = await api('DELETE', `/v1/api/vms/${vmId}`);
+    assert.equal(destroyed.status, 200);
+    assert.equal(destroyed.body.status, 'deleted');
+    assert.equal((await api('GET', `/v1/api/vms/${vmId}`)).status, 404);
+    await until('disks removed', async () => !existsSync(path.join(dataDir, 'vms', vmId)), 20_000);
+    assert.deepEqual(await qemuPidsUnder(path.join(dataDir, 'vms', vmId)), []);
+
+    const charges = await server.services.db.query<{ amount_cents: number }>(`SELECT amount_cents FROM ledger WHERE kind = 'card_charge'`);
+    assert.deepEqual(charges, [{ amount_cents: 1900 }]);
+  });
+});
+
+describe('a server killed while a VM is provisioning', { skip }, () => {
+  let dataDir: string;
+  let child: ChildProcess | undefined;
+  const adminToken = 'avm_admin_test_token_killed_0123456789abcdef';
+
+  async function freePort(): Promise<number> {
+    return new Promise((resolve) => {
+      const s = net.createServer().listen(0, '127.0.0.1', () => {
+        const port = (s.address() as net.AddressInfo).port;
+        s.close(() => resolve(port));
+      });
+    });
+  }
+
+  async function serve(port: number): Promise<ChildProcess> {
+    const proc = spawn(process.execPath, [path.join(root, 'bin/agentvm.js'), 'serve', '--port', String(port), '--data-dir', dataDir], {
+      env: { ...process.env, AGENTVM_ADMIN_TOKEN: adminToken, AGENTVM_IMAGE_DIR: imageDir, AGENTVM_LOG_LEVEL: 'warn', DATABASE_URL: '' },
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
+    await until('the server', async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200, 60_000);
+    return proc;
+  }
+
+  before(async () => {
+    dataDir = await mkdtemp(path.join(os.tmpdir(), 'agentvm-kill-'));
+  });
+
+  after(async () => {
+    if (child && child.exitCode === null) {
+      child.kill('SIGTERM');
+      await new Promise((r) => child!.once('exit', r));
+    }
+    await killQemusUnder(dataDir);
+    await rm(dataDir, { recursive: true, force: true });
+  });
+
+  test('after kill -9 and a new start the VM runs once, charged once, no orphan QEMU', { timeout: 10 * 60_000 }, async () => {
+    const port = await freePort();
+    const base = `http://127.0.0.1:${port}`;
+    child = await serve(port);
+    const admin = client(base, adminToken);
+    const tenant = await admin('POST', '/v1/admin/tenants', { email: 'killed@example.com' });
+    await admin('PUT', `/v1/admin/tenants/${tenant.body.tenant_id}/card`, { brand: 'visa', last4: '4242' });
+    const api = client(base, tenant.body.api_key);
+    const created = await api('POST', '/v1/api/vms', { harness: 'echo' }, { 'idempotency-key': 'k1' });
+    assert.equal(created.status, 201);
+    const vmId = created.body.vm_id as string;
+    // Kill the server as soon as its QEMU exists, before the guest has answered.
+    await until('qemu started', async () => (await qemuPidsUnder(path.join(dataDir, 'vms', vmId))).length > 0, 30_000);
+    assert.equal((await api('GET', `/v1/api/vms/${vmId}`)).body.status, 'provisioning');
+    child.kill('SIGKILL');
+    await new Promise((r) => child!.once('exit', r));
+
+    child = await serve(port);
+    const retried = await api('POST', '/v1/api/vms', { harness: 'echo' }, { 'idempotency-key': 'k1' });
+    assert.equal(retried.body.vm_id, vmId); // the client's retry after the crash is a replay
+    await until('running', async () => (await api('GET', `/v1/api/vms/${vmId}`)).body.status === 'running');
+    const list = await api('GET', '/v1/api/vms');
+    assert.equal(list.body.total, 1);
+    assert.equal((await qemuPidsUnder(path.join(dataDir, 'vms', vmId))).length, 1);
+
+    assert.equal((await api('DELETE', `/v1/api/vms/${vmId}`)).status, 200);
+    await until('no qemu', async () => (await qemuPidsUnder(dataDir)).length === 0, 20_000);
+    child.kill('SIGTERM');
+    await new Promise((r) => child!.once('exit', r));
+    const db = await openDb({ pgliteDir: path.join(dataDir, 'db') });
+    try {
+      const charges = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM ledger WHERE kind = 'card_charge'`);
+      assert.equal(charges[0].n, 1);
+    } finally {
+      await db.close();
+    }
+  });
+});
