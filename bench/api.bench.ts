@@ -37,6 +37,7 @@ try {
   const api = await start(['bin/agentvm.js', 'serve', '--port', '0', '--data-dir', dataDir], path.join(dataDir, 'server.log'), {
     AGENTVM_RATE_LIMIT: '1000000',
     AGENTVM_RATE_BURST: '1000000',
+    AGENTVM_IMAGE_BUILD: 'off',
   });
   procs.push(api.proc);
   // The server logs every request at info, as it does in production: that cost is part of the figure.

@@ -97,13 +97,17 @@ export class KeyService {
       if (this.cache.size >= AUTH_CACHE_MAX) this.cache.clear();
       this.cache.set(hash, { principal, until: nowMs + AUTH_CACHE_MS });
     }
-    if (principal) await this.touch(principal, nowMs);
+    if (principal && this.touchDue(principal, nowMs)) await this.touch(principal, nowMs);
     return principal;
   }
 
-  private async touch(principal: Principal, nowMs: number): Promise<void> {
+  /** Whether last_used_at is due a write (at most every LAST_USED_WRITE_MS per key); the hot path stays synchronous. */
+  private touchDue(principal: Principal, nowMs: number): boolean {
     const last = this.lastUsedWritten.get(principal.keyId);
-    if (last !== undefined && nowMs - last < LAST_USED_WRITE_MS) return;
+    return last === undefined || nowMs - last >= LAST_USED_WRITE_MS;
+  }
+
+  private async touch(principal: Principal, nowMs: number): Promise<void> {
     this.lastUsedWritten.set(principal.keyId, nowMs);
     await this.db.query('UPDATE api_keys SET last_used_at = $2 WHERE key_id = $1 AND tenant_id = $3', [
       principal.keyId,

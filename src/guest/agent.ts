@@ -190,6 +190,7 @@ function serve(device: string): Promise<never> {
   const send = (msg: AgentResponse) => write(fd, `${JSON.stringify(msg)}\n`, () => undefined);
   const buf = Buffer.alloc(64 * 1024);
   let buffered = '';
+  let idle = 0;
   const onLine = (line: string) => {
     let req: AgentRequest;
     try {
@@ -207,7 +208,12 @@ function serve(device: string): Promise<never> {
     const readMore = () =>
       read(fd, buf, 0, buf.length, null, (err, n) => {
         if (err && err.code !== 'EAGAIN') return reject(err);
-        if (!n) return setTimeout(readMore, 50);
+        if (!n) {
+          // No host on the other end: look again soon, then less often (an idle guest stays idle).
+          idle = Math.min(idle ? idle * 2 : 25, 1000);
+          return setTimeout(readMore, idle);
+        }
+        idle = 0;
         buffered += buf.toString('utf8', 0, n);
         let nl: number;
         while ((nl = buffered.indexOf('\n')) >= 0) {

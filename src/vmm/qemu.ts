@@ -147,7 +147,8 @@ export class QemuDriver extends EventEmitter {
     }
   }
 
-  private async args(spec: VmSpec): Promise<string[]> {
+  /** The QEMU command line of a VM (its disks must exist). */
+  async commandLine(spec: VmSpec): Promise<string[]> {
     const f = this.files(spec.vmId);
     const net = netOfSlot(spec.netSlot);
     const cmdline = [
@@ -202,7 +203,7 @@ export class QemuDriver extends EventEmitter {
     const f = this.files(spec.vmId);
     for (const p of [f.qmp, f.agent, f.pid, f.console]) await rm(p, { force: true });
     const logFd = openSync(f.log, 'a');
-    const child = spawn(this.opts.qemu, await this.args(spec), { detached: true, stdio: ['ignore', logFd, logFd] });
+    const child = spawn(this.opts.qemu, await this.commandLine(spec), { detached: true, stdio: ['ignore', logFd, logFd] });
     closeSync(logFd);
     let exitInfo: { code: number | null; signal: NodeJS.Signals | null } | undefined;
     const childExit = new Promise<void>((resolve) => {
