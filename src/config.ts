@@ -19,6 +19,12 @@ export interface Config {
   imageAutoBuild: boolean;
   bootTimeoutMs: number;
   meterIntervalMs: number;
+  /** A run longer than this is killed (its whole process group) and answers timed_out. */
+  runTimeoutMs: number;
+  /** Bytes of stdout and of stderr a run keeps. */
+  runOutputMaxBytes: number;
+  /** Runs that may wait per VM behind the one running. */
+  runQueueMax: number;
   hostVcpus?: number;
   hostMemoryMib?: number;
   hostDiskGib?: number;
@@ -61,6 +67,9 @@ export function loadConfig(flags: { host?: string; port?: string | number; dataD
     imageAutoBuild: process.env.AGENTVM_IMAGE_BUILD === undefined || process.env.AGENTVM_IMAGE_BUILD === '' ? true : boolFromEnv('AGENTVM_IMAGE_BUILD'),
     bootTimeoutMs: intFromEnv('AGENTVM_BOOT_TIMEOUT_S', 180) * 1000,
     meterIntervalMs: intFromEnv('AGENTVM_METER_INTERVAL_S', 10) * 1000,
+    runTimeoutMs: intFromEnv('AGENTVM_RUN_TIMEOUT_S', 1800) * 1000,
+    runOutputMaxBytes: intFromEnv('AGENTVM_RUN_OUTPUT_MAX_BYTES', 4 * 1024 * 1024),
+    runQueueMax: intFromEnv('AGENTVM_RUN_QUEUE_MAX', 16),
     hostVcpus: optionalInt('AGENTVM_HOST_VCPUS'),
     hostMemoryMib: optionalInt('AGENTVM_HOST_MEMORY_MIB'),
     hostDiskGib: optionalInt('AGENTVM_HOST_DISK_GIB'),

@@ -13,6 +13,7 @@ import { buildImage, currentImageId, loadImage, type Image } from './image/build
 import { probeDriver, type DriverProbe } from './vmm/probe.ts';
 import { QemuDriver } from './vmm/qemu.ts';
 import { Reconciler } from './reconcile/reconciler.ts';
+import type { ExecResult } from './guest/protocol.ts';
 
 export interface VmHost {
   hostId: string;
@@ -105,6 +106,11 @@ export async function startVmHost(config: Config, services: Services, log: Logge
   });
   await services.hosts.register({ host_id: id, name: os.hostname(), accel: probe.accel, image_id: null, ...(await capacity(config)) });
   services.vms.onChange = () => reconciler.kick();
+  services.runs.executor = {
+    harnesses: (vmId) => driver.facts(vmId)?.harnesses ?? null,
+    run: (vmId, args, timeoutMs) => driver.request<ExecResult>(vmId, 'run', args, timeoutMs),
+    setSecrets: async (vmId, set) => (await driver.request<{ names: string[] }>(vmId, 'secrets', { set }, 30_000)).names,
+  };
   await reconciler.start();
 
   imageReady.then(

@@ -76,6 +76,7 @@ export async function startServer(config: Config, log: Logger = createLogger(con
   let host: VmHost | undefined;
   const services = buildServices(db, {
     driver: () => host?.probe() ?? Promise.resolve({ usable: false, accel: null, qemu: null, detail: 'starting' }),
+    runLimits: { timeoutMs: config.runTimeoutMs, maxOutputBytes: config.runOutputMaxBytes, maxQueued: config.runQueueMax },
   });
   host = await startVmHost(config, services, log);
   const adminToken = await resolveAdminToken(config, log);

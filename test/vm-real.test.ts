@@ -186,6 +186,89 @@ describe('real microVMs', { skip }, () => {
     const charges = await server.services.db.query<{ amount_cents: number }>(`SELECT amount_cents FROM ledger WHERE kind = 'card_charge'`);
     assert.deepEqual(charges, [{ amount_cents: 1900 }]);
   });
+  test('echo runs: literal tasks, counters across restart and reprovision, secrets, run limits', { timeout: 15 * 60_000 }, async () => {
+    const created = await api('POST', '/v1/api/vms', { harness: 'echo' });
+    const vmId = created.body.vm_id as string;
+    await runningVm(vmId);
+    const image = await server.host.imageReady;
+    const run = async (task: string, extra: object = {}) => api('POST', `/v1/api/vms/${vmId}/run`, { task, ...extra });
+
+    const first = await run('hello');
+    assert.equal(first.status, 200, JSON.stringify(first.body));
+    assert.equal(first.body.exit_code, 0, first.body.stderr);
+    assert.equal(first.body.harness, 'echo');
+    assert.equal(first.body.timed_out, false);
+    assert.deepEqual(JSON.parse(first.body.stdout), {
+      task: 'hello',
+      hostname: vmId.replace(/_/g, '-').toLowerCase(),
+      kernel: image.manifest.kernel_release,
+      persist_runs: 1,
+      rootfs_runs: 1,
+    });
+
+    // Tasks reach the harness as one argument, literally.
+    const nasty = [
+      `$(touch /tmp/pwned); echo "double" 'single' \`tick\` | cat; && > /etc/passwd\nsecond line\ttab \\ end`,
+      '--help -rf',
+      'é 😀 ünïcödé',
+      'x'.repeat(65_536),
+    ];
+    for (const task of nasty) {
+      const r = await run(task);
+      assert.equal(r.status, 200);
+      assert.equal(JSON.parse(r.body.stdout).task, task);
+    }
+    assert.equal((await exec(vmId, ['sh', '-c', 'test -e /tmp/pwned && echo yes || echo no'])).stdout, 'no\n');
+    assert.equal((await run('a\u0000b')).status, 400);
+    assert.equal((await run('x'.repeat(65_537))).status, 400);
+    assert.equal((await run('t', { provider: 'openai' })).status, 400);
+    assert.equal(JSON.parse((await run('count')).body.stdout).persist_runs, 6);
+
+    // Restart and reprovision: rootfs_runs starts again, persist_runs keeps counting.
+    await api('POST', `/v1/api/vms/${vmId}/restart`);
+    await until('restarted', async () => (await status(vmId)).status === 'restarting' ? false : runningVm(vmId));
+    assert.deepEqual(JSON.parse((await run('after restart')).body.stdout).persist_runs, 7);
+    assert.deepEqual(JSON.parse((await run('again')).body.stdout).rootfs_runs, 2);
+    await api('POST', `/v1/api/vms/${vmId}/reprovision`);
+    await until('reprovisioned', async () => (await status(vmId)).status === 'reprovisioning' ? false : runningVm(vmId));
+    const afterRepro = JSON.parse((await run('after reprovision')).body.stdout);
+    assert.equal(afterRepro.persist_runs, 9);
+    assert.equal(afterRepro.rootfs_runs, 1);
+
+    // Secrets: write-only, in the harness environment, nowhere else.
+    const value = 'sk-ant-api03-SecretValueForTheTest0123456789';
+    const set = await api('PUT', `/v1/api/vms/${vmId}/secrets`, { ANTHROPIC_API_KEY: value, OTHER_TOKEN: 'x' });
+    assert.equal(set.status, 200);
+    assert.deepEqual(set.body.secret_names, ['ANTHROPIC_API_KEY', 'OTHER_TOKEN']);
+    assert.ok(!JSON.stringify((await api('GET', `/v1/api/vms/${vmId}`)).body).includes(value));
+    const driver = server.host.driver!;
+    const envRun = await driver.request<any>(vmId, 'run', { argv: ['sh', '-c', 'printf %s "$ANTHROPIC_API_KEY"; id -u'], timeout_ms: 10_000, max_output_bytes: 1024 }, 20_000);
+    assert.equal(envRun.stdout, `${value}1000\n`);
+    const file = await exec(vmId, ['stat', '-c', '%a %U', '/persist/.agentvm/secrets.json']);
+    assert.equal(file.stdout, '600 root\n');
+    const peek = await driver.request<any>(vmId, 'run', { argv: ['cat', '/persist/.agentvm/secrets.json'], timeout_ms: 10_000, max_output_bytes: 1024 }, 20_000);
+    assert.notEqual(peek.exit_code, 0);
+    const removed = await api('PUT', `/v1/api/vms/${vmId}/secrets`, { OTHER_TOKEN: null });
+    assert.deepEqual(removed.body.secret_names, ['ANTHROPIC_API_KEY']);
+    const dump = await server.services.db.query('SELECT row_to_json(v)::text AS j FROM vms v');
+    assert.ok(!JSON.stringify(dump).includes(value));
+    assert.ok(!logs.join('').includes(value));
+
+    // A run past its deadline: its whole process group dies. A flood of output: capped and said so.
+    const slow = await driver.request<any>(vmId, 'run', { argv: ['sh', '-c', 'sleep 300 & sleep 300'], timeout_ms: 1500, max_output_bytes: 1024 }, 20_000);
+    assert.equal(slow.timed_out, true);
+    assert.equal((await exec(vmId, ['sh', '-c', 'pgrep -c -x sleep || true'])).stdout.trim(), '0');
+    const flood = await driver.request<any>(vmId, 'run', { argv: ['sh', '-c', 'head -c 104857600 /dev/zero | tr "\\000" a'], timeout_ms: 120_000, max_output_bytes: 4 * 1024 * 1024 }, 180_000);
+    assert.equal(flood.stdout.length, 4 * 1024 * 1024);
+    assert.equal(flood.stdout_truncated_bytes, 100 * 1024 * 1024 - 4 * 1024 * 1024);
+    assert.equal((await run('still answers')).status, 200);
+
+    await api('POST', `/v1/api/vms/${vmId}/stop`);
+    const stopped = await run('nobody home');
+    assert.equal(stopped.status, 409);
+    assert.equal(stopped.body.error, 'vm_not_running');
+    await api('DELETE', `/v1/api/vms/${vmId}`);
+  });
 });
 
 describe('a server killed while a VM is provisioning', { skip }, () => {

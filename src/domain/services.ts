@@ -6,9 +6,12 @@ import { BillingService } from './billing.ts';
 import { UsageService } from './usage.ts';
 import { VmService } from './vms.ts';
 import { HostService } from './hosts.ts';
+import { RunService, type RunLimits } from './runs.ts';
 import { TemplateService } from './templates.ts';
 import { LedgerPaymentProvider, type PaymentProvider } from './payments.ts';
 import type { DriverProbe } from '../vmm/probe.ts';
+
+export const DEFAULT_RUN_LIMITS: RunLimits = { timeoutMs: 30 * 60_000, maxOutputBytes: 4 * 1024 * 1024, maxQueued: 16 };
 
 /** The domain, wired: what handlers call. */
 export interface Services {
@@ -20,18 +23,20 @@ export interface Services {
   usage: UsageService;
   vms: VmService;
   hosts: HostService;
+  runs: RunService;
   templates: TemplateService;
   driver: () => Promise<DriverProbe>;
 }
 
 export function buildServices(
   db: Db,
-  opts: { clock?: Clock; payments?: PaymentProvider; driver: () => Promise<DriverProbe> },
+  opts: { clock?: Clock; payments?: PaymentProvider; driver: () => Promise<DriverProbe>; runLimits?: RunLimits },
 ): Services {
   const clock = opts.clock ?? systemClock;
   const keys = new KeyService(db, clock);
   const billing = new BillingService(db, clock, opts.payments ?? new LedgerPaymentProvider());
   const hosts = new HostService(db, clock);
+  const vms = new VmService(db, clock, billing, hosts);
   return {
     db,
     hosts,
@@ -40,7 +45,8 @@ export function buildServices(
     tenants: new TenantService(db, clock, keys),
     billing,
     usage: new UsageService(db, clock),
-    vms: new VmService(db, clock, billing, hosts),
+    vms,
+    runs: new RunService(db, clock, vms, opts.runLimits ?? DEFAULT_RUN_LIMITS),
     templates: new TemplateService(db, clock),
     driver: opts.driver,
   };

@@ -4,13 +4,20 @@
  * Only Node built-ins here: this file is bundled alone into the guest image.
  */
 import { execFile, spawn } from 'node:child_process';
-import { promises as fsp, openSync, read, write } from 'node:fs';
+import { promises as fsp, constants as fsConstants, openSync, read, write } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import {
   AGENT_PORT_NAME,
   AGENT_PROTOCOL_VERSION,
+  HARNESS_HOME,
+  HARNESS_PROGRAMS,
+  HARNESS_USER,
+  SECRETS_FILE,
+  WORKSPACE,
+  type RunArgs,
+  type SecretsArgs,
   PERSIST_MOUNT,
   PERSIST_SERIAL,
   type AgentRequest,
@@ -64,10 +71,91 @@ async function mountPersist(): Promise<void> {
     await fsp.mkdir(PERSIST_MOUNT, { recursive: true });
     await run('mount', ['-t', 'ext4', '-o', 'noatime', device, PERSIST_MOUNT]);
     persist.mounted = true;
+    await preparePersist();
   } catch (err) {
     persist.error = (err as Error).message;
     log(`persist disk: ${persist.error}`);
   }
+}
+
+/** The workspace and home of the harness user, and the root-only place for secrets. */
+async function preparePersist(): Promise<void> {
+  for (const dir of [WORKSPACE, HARNESS_HOME]) {
+    await fsp.mkdir(dir, { recursive: true });
+    const st = await fsp.stat(dir);
+    if (st.uid !== HARNESS_USER.uid) await fsp.chown(dir, HARNESS_USER.uid, HARNESS_USER.gid);
+  }
+  await fsp.chmod(HARNESS_HOME, 0o700);
+  await fsp.mkdir(path.dirname(SECRETS_FILE), { recursive: true, mode: 0o700 });
+  await fsp.chmod(path.dirname(SECRETS_FILE), 0o700);
+}
+
+async function readSecrets(): Promise<Record<string, string>> {
+  try {
+    return JSON.parse(await fsp.readFile(SECRETS_FILE, 'utf8')) as Record<string, string>;
+  } catch {
+    return {};
+  }
+}
+
+/** Sets and removes secrets; the file is replaced whole (write, fsync, rename), mode 0600. */
+async function setSecrets(args: SecretsArgs): Promise<{ names: string[] }> {
+  if (!persist.mounted) throw new Error('the persist disk is not mounted');
+  const secrets = await readSecrets();
+  for (const [name, value] of Object.entries(args?.set ?? {})) {
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) throw new Error(`bad variable name ${name}`);
+    if (value === null) delete secrets[name];
+    else secrets[name] = String(value);
+  }
+  const tmp = `${SECRETS_FILE}.tmp`;
+  const fh = await fsp.open(tmp, 'w', 0o600);
+  try {
+    await fh.writeFile(JSON.stringify(secrets));
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+  await fsp.chmod(tmp, 0o600);
+  await fsp.rename(tmp, SECRETS_FILE);
+  return { names: Object.keys(secrets).sort() };
+}
+
+/** A harness task: the harness user, the workspace, a plain environment plus the VM's secrets. */
+async function runHarness(args: RunArgs): Promise<ExecResult> {
+  if (!persist.mounted) throw new Error('the persist disk is not mounted');
+  const env: Record<string, string> = {
+    PATH: '/usr/local/bin:/usr/bin:/bin',
+    HOME: HARNESS_HOME,
+    USER: HARNESS_USER.name,
+    LOGNAME: HARNESS_USER.name,
+    LANG: 'C.UTF-8',
+    TERM: 'dumb',
+    CI: '1',
+    ...(args.env ?? {}),
+    ...(await readSecrets()),
+  };
+  return exec({
+    argv: args.argv,
+    cwd: WORKSPACE,
+    env,
+    uid: HARNESS_USER.uid,
+    gid: HARNESS_USER.gid,
+    timeout_ms: args.timeout_ms,
+    max_output_bytes: args.max_output_bytes,
+  });
+}
+
+async function installedHarnesses(): Promise<string[]> {
+  const found: string[] = [];
+  for (const [id, program] of Object.entries(HARNESS_PROGRAMS)) {
+    for (const dir of ['/usr/local/bin', '/usr/bin']) {
+      if (await fsp.access(path.join(dir, program), fsConstants.X_OK).then(() => true, () => false)) {
+        found.push(id);
+        break;
+      }
+    }
+  }
+  return found;
 }
 
 function ipv4(): string | null {
@@ -89,6 +177,7 @@ async function hello(): Promise<HelloFacts> {
     uptime_s: os.uptime(),
     ipv4: ipv4(),
     persist,
+    harnesses: await installedHarnesses(),
   };
 }
 
@@ -166,6 +255,10 @@ async function handle(req: AgentRequest): Promise<unknown> {
       return { synced: true };
     case 'exec':
       return exec(req.args as ExecArgs);
+    case 'run':
+      return runHarness(req.args as RunArgs);
+    case 'secrets':
+      return setSecrets(req.args as SecretsArgs);
     default:
       throw new Error(`unknown op "${req.op}"`);
   }

@@ -8,7 +8,23 @@ export const AGENT_PORT_NAME = 'agentvm.0';
 export const PERSIST_MOUNT = '/persist';
 export const PERSIST_SERIAL = 'persist';
 export const ROOT_SERIAL = 'root';
-export const AGENT_PROTOCOL_VERSION = 1;
+export const AGENT_PROTOCOL_VERSION = 2;
+/** Where harness runs happen, on the persist disk, owned by the harness user. */
+export const WORKSPACE = '/persist/workspace';
+/** The harness user's home, on the persist disk: logins and tool settings survive restarts. */
+export const HARNESS_HOME = '/persist/home';
+/** Harness credentials (bring-your-own-key variables): a JSON object, mode 0600, root only. */
+export const SECRETS_FILE = '/persist/.agentvm/secrets.json';
+export const HARNESS_USER = { name: 'agent', uid: 1000, gid: 1000 };
+/** The program each harness runs; the guest reports which of them its image has. */
+export const HARNESS_PROGRAMS: Record<string, string> = {
+  'claude-code': 'claude',
+  codex: 'codex',
+  'gemini-cli': 'gemini',
+  opencode: 'opencode',
+  aider: 'aider',
+  echo: 'agentvm-echo',
+};
 
 export interface AgentRequest {
   id: number;
@@ -32,6 +48,22 @@ export interface HelloFacts {
   uptime_s: number;
   ipv4: string | null;
   persist: { path: string; device: string | null; mounted: boolean; formatted_now: boolean; error?: string };
+  /** Ids of the harnesses whose program this guest has. */
+  harnesses: string[];
+}
+
+/** `run`: one harness task as the harness user in the workspace, with the VM's secrets in its environment. */
+export interface RunArgs {
+  argv: string[];
+  /** Extra non-secret variables the harness needs (provider switches and the like). */
+  env?: Record<string, string>;
+  timeout_ms: number;
+  max_output_bytes: number;
+}
+
+/** `secrets`: set (string) or remove (null) variables; answers the names now set. */
+export interface SecretsArgs {
+  set: Record<string, string | null>;
 }
 
 export interface ExecArgs {

@@ -7,7 +7,7 @@
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream, existsSync } from 'node:fs';
-import { chmod, copyFile, link, mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, chown, copyFile, link, mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { fileURLToPath } from 'node:url';
@@ -56,6 +56,7 @@ interface Inputs {
   mirror: string;
   agentBundle: string;
   initScript: string;
+  echoHarness: string;
 }
 
 function sha256(...parts: string[]): string {
@@ -123,13 +124,14 @@ export async function bundleAgent(): Promise<string> {
 }
 
 async function inputs(): Promise<Inputs> {
-  const [kernel, mirror, agentBundle, initScript] = await Promise.all([
+  const [kernel, mirror, agentBundle, initScript, echoHarness] = await Promise.all([
     resolveKernelPackage(),
     debianMirror(),
     bundleAgent(),
     readFile(path.join(here, 'files/init.sh'), 'utf8'),
+    readFile(path.join(here, 'files/agentvm-echo'), 'utf8'),
   ]);
-  return { kernelPackage: kernel.name, kernelVersion: kernel.version, mirror, agentBundle, initScript };
+  return { kernelPackage: kernel.name, kernelVersion: kernel.version, mirror, agentBundle, initScript, echoHarness };
 }
 
 function rootfsBaseKey(i: Inputs): string {
@@ -137,7 +139,7 @@ function rootfsBaseKey(i: Inputs): string {
 }
 
 function imageIdOf(i: Inputs): string {
-  return sha256(String(BUILDER_VERSION), i.kernelPackage, i.kernelVersion, rootfsBaseKey(i), i.agentBundle, i.initScript, GUEST_MODULES.join(','), ROOTFS_SIZE).slice(0, 20);
+  return sha256(String(BUILDER_VERSION), i.kernelPackage, i.kernelVersion, rootfsBaseKey(i), i.agentBundle, i.initScript, i.echoHarness, GUEST_MODULES.join(','), ROOTFS_SIZE).slice(0, 20);
 }
 
 /** The id the current inputs make, whether or not it is built. */
@@ -330,6 +332,10 @@ export async function buildImage(imageDir: string, progress: Progress = () => un
   await mkdir(path.join(staging, 'opt/agentvm'), { recursive: true });
   await writeFile(path.join(staging, 'opt/agentvm/agent.mjs'), i.agentBundle);
   await writeFile(path.join(staging, 'etc/agentvm-image'), `${id}\n`);
+  // The echo harness, and its counter on the root filesystem (the harness user writes it).
+  await writeFile(path.join(staging, 'usr/local/bin/agentvm-echo'), i.echoHarness, { mode: 0o755 });
+  await mkdir(path.join(staging, 'var/lib/agentvm-echo'), { recursive: true });
+  await chown(path.join(staging, 'var/lib/agentvm-echo'), GUEST_USER.uid, GUEST_USER.gid);
   await runTool('mkfs.ext4', ['-q', '-F', '-L', 'root', '-d', staging, path.join(work, 'rootfs.ext4'), ROOTFS_SIZE]);
   await rm(staging, { recursive: true, force: true });
   progress('initramfs: busybox, the virtio modules and our init');

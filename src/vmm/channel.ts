@@ -10,6 +10,7 @@ type AnswerOf = (msg: Record<string, unknown>) => { id: number; ok: boolean; val
  */
 export class JsonLineChannel extends EventEmitter {
   private buffered = '';
+  private parts: string[] = [];
   private closed = false;
   private readonly pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void; timer: NodeJS.Timeout }>();
   private nextId = 1;
@@ -49,7 +50,15 @@ export class JsonLineChannel extends EventEmitter {
   }
 
   private onData(chunk: string): void {
-    this.buffered += chunk;
+    // A large answer (a run's output) arrives in many chunks: look for the end of line in the new
+    // chunk only, and join the parts once.
+    if (!chunk.includes('\n')) {
+      this.parts.push(chunk);
+      return;
+    }
+    this.parts.push(chunk);
+    this.buffered = this.parts.join('');
+    this.parts = [];
     let nl: number;
     while ((nl = this.buffered.indexOf('\n')) >= 0) {
       const line = this.buffered.slice(0, nl).trim();
@@ -72,6 +81,8 @@ export class JsonLineChannel extends EventEmitter {
         this.emit('message', msg);
       }
     }
+    if (this.buffered) this.parts.push(this.buffered);
+    this.buffered = '';
   }
 
   private onClose(): void {

@@ -336,6 +336,13 @@ export class QemuDriver extends EventEmitter {
     for (let i = 0; i < 250 && pidAlive(pid); i++) await sleep(20);
   }
 
+  /** One request to the VM's guest agent. */
+  async request<T>(vmId: string, op: string, args: unknown, timeoutMs: number): Promise<T> {
+    const h = this.handles.get(vmId);
+    if (!h) throw new Error(`${vmId} is not running`);
+    return agentRequest<T>(h.agent, op, args, timeoutMs);
+  }
+
   async exec(vmId: string, args: ExecArgs, timeoutMs: number): Promise<ExecResult> {
     const h = this.handles.get(vmId);
     if (!h) throw new Error(`${vmId} is not running`);

@@ -1,6 +1,5 @@
 import { defineOperation } from '../operation.ts';
 import { IdParam, SetSecretsRequest, Vm } from '../schemas.ts';
-import { ApiError } from '../../domain/errors.ts';
 import { presentVm } from '../present.ts';
 
 export const destroyVM = defineOperation({
@@ -32,8 +31,7 @@ export const setVMSecrets = defineOperation({
   body: { schema: SetSecretsRequest, required: true },
   success: { status: 200, schema: Vm, description: 'The VM with its secret names' },
   errors: ['not_found', 'vm_not_running', 'unavailable'],
-  handler: async ({ services, principal, params }) => {
-    await services.vms.get(principal.tenantId, params.id);
-    throw new ApiError('unavailable', 'the VM host cannot store secrets yet', 'try again later', { 'Retry-After': '30' });
-  },
+  handler: async ({ services, principal, params, body }) => ({
+    body: presentVm(await services.runs.setSecrets(principal.tenantId, params.id, body)),
+  }),
 });

@@ -1,6 +1,5 @@
 import { defineOperation } from '../operation.ts';
 import { IdParam, RunTaskRequest, RunTaskResult } from '../schemas.ts';
-import { ApiError } from '../../domain/errors.ts';
 
 export const runVMTask = defineOperation({
   operationId: 'runVMTask',
@@ -14,11 +13,8 @@ export const runVMTask = defineOperation({
   body: { schema: RunTaskRequest, required: true },
   success: { status: 200, schema: RunTaskResult, description: 'The finished run' },
   errors: ['not_found', 'vm_not_running', 'unavailable'],
-  handler: async ({ services, principal, params }) => {
-    const vm = await services.vms.get(principal.tenantId, params.id);
-    if (vm.status !== 'running') {
-      throw new ApiError('vm_not_running', `the VM is ${vm.status}`, 'start the VM and wait until it is running');
-    }
-    throw new ApiError('unavailable', 'the VM host cannot run tasks yet', 'try again later', { 'Retry-After': '30' });
+  handler: async ({ services, principal, params, body }) => {
+    const r = await services.runs.run(principal.tenantId, params.id, body);
+    return { body: { ...r, started_at: r.started_at.toISOString(), finished_at: r.finished_at.toISOString() } };
   },
 });

@@ -1,0 +1,65 @@
+// Echo run round trip: POST /v1/api/vms/{id}/run through a real server, next to the same harness
+// command sent straight to the guest agent, taken in turns in one run. Target: the platform adds at
+// most 50 ms at p50. Needs QEMU and a built image: AGENTVM_IMAGE_DIR (default /var/cache/agentvm/images).
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+import { loadConfig } from '../src/config.ts';
+import { startServer } from '../src/server.ts';
+import { createLogger } from '../src/log.ts';
+import { buildInvocation } from '../src/harness/invoke.ts';
+
+const N = Number(process.env.BENCH_RUNS ?? 40);
+const imageDir = process.env.AGENTVM_IMAGE_DIR ?? '/var/cache/agentvm/images';
+const dataDir = await mkdtemp(path.join(os.tmpdir(), 'agentvm-runbench-'));
+const config = { ...loadConfig({ host: '127.0.0.1', port: 0, dataDir }), imageDir, adminToken: 'avm_admin_bench_0123456789abcdefghijklmnop' };
+const server = await startServer(config, createLogger('warn', new Writable({ write: (_c, _e, cb) => cb() })));
+const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.ceil((p / 100) * xs.length) - 1)];
+try {
+  await server.host.imageReady;
+  const base = server.url;
+  const adminH = { authorization: `Bearer ${config.adminToken}`, 'content-type': 'application/json' };
+  const tenant = await (await fetch(`${base}/v1/admin/tenants`, { method: 'POST', headers: adminH, body: JSON.stringify({ email: 'runbench@example.com' }) })).json();
+  await fetch(`${base}/v1/admin/tenants/${tenant.tenant_id}/card`, { method: 'PUT', headers: adminH, body: JSON.stringify({ brand: 'visa', last4: '4242' }) });
+  const h = { authorization: `Bearer ${tenant.api_key}`, 'content-type': 'application/json' };
+  const { vm_id: vmId } = await (await fetch(`${base}/v1/api/vms`, { method: 'POST', headers: h, body: JSON.stringify({ harness: 'echo' }) })).json();
+  for (;;) {
+    const vm = await (await fetch(`${base}/v1/api/vms/${vmId}`, { headers: h })).json();
+    if (vm.status === 'running') break;
+    if (vm.status === 'failed') throw new Error(vm.status_reason);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const driver = server.host.driver!;
+  const inv = buildInvocation('echo', { task: 'bench' });
+  const direct: number[] = [];
+  const viaApi: number[] = [];
+  for (let i = 0; i < N + 3; i++) {
+    let t = performance.now();
+    const d = await driver.request<{ exit_code: number }>(vmId, 'run', { argv: inv.argv, env: inv.env, timeout_ms: 60_000, max_output_bytes: 4 << 20 }, 70_000);
+    const directMs = performance.now() - t;
+    t = performance.now();
+    const res = await fetch(`${base}/v1/api/vms/${vmId}/run`, { method: 'POST', headers: h, body: JSON.stringify({ task: 'bench' }) });
+    const body = await res.json();
+    const apiMs = performance.now() - t;
+    if (res.status !== 200 || body.exit_code !== 0 || d.exit_code !== 0) throw new Error(`run failed: ${JSON.stringify(body)}`);
+    if (i >= 3) {
+      // the first runs warm the guest's caches
+      direct.push(directMs);
+      viaApi.push(apiMs);
+    }
+  }
+  const p50d = pct(direct, 50);
+  const p50a = pct(viaApi, 50);
+  console.log(`\nEcho run round trip (${N} runs each, accel ${driver.opts.accel})`);
+  console.log('| path | p50 ms | p95 ms |');
+  console.log('|---|---|---|');
+  console.log(`| guest agent directly (same argv, same user) | ${p50d.toFixed(1)} | ${pct(direct, 95).toFixed(1)} |`);
+  console.log(`| POST /v1/api/vms/{id}/run | ${p50a.toFixed(1)} | ${pct(viaApi, 95).toFixed(1)} |`);
+  console.log(`platform adds ${(p50a - p50d).toFixed(1)} ms at p50 (target: at most 50 ms)`);
+  await fetch(`${base}/v1/api/vms/${vmId}`, { method: 'DELETE', headers: h });
+  await server.host.reconciler!.settled();
+} finally {
+  await server.close({ stopVms: true });
+  await rm(dataDir, { recursive: true, force: true });
+}

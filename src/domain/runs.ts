@@ -1,0 +1,130 @@
+import type { Clock } from './clock.ts';
+import type { Db } from '../store/db.ts';
+import { ApiError, invalid } from './errors.ts';
+import type { VmService, VmRow } from './vms.ts';
+import { buildInvocation, type TaskInput } from '../harness/invoke.ts';
+import type { ExecResult, RunArgs } from '../guest/protocol.ts';
+
+/** What runs things inside a VM: the host's driver (in this process, or later on another host). */
+export interface VmExecutor {
+  /** Ids of the harnesses installed in the VM's guest; null when the VM is not up on this host. */
+  harnesses(vmId: string): string[] | null;
+  run(vmId: string, args: RunArgs, timeoutMs: number): Promise<ExecResult>;
+  /** Sets (string) or removes (null) secrets inside the guest; answers the names now set. */
+  setSecrets(vmId: string, set: Record<string, string | null>): Promise<string[]>;
+}
+
+export interface RunLimits {
+  timeoutMs: number;
+  maxOutputBytes: number;
+  /** Runs waiting behind the one running, per VM. */
+  maxQueued: number;
+}
+
+export interface RunResult {
+  vm_id: string;
+  harness: string;
+  model: string | null;
+  provider: string | null;
+  exit_code: number | null;
+  stdout: string;
+  stderr: string;
+  timed_out: boolean;
+  duration_ms: number;
+  started_at: Date;
+  finished_at: Date;
+}
+
+const notRunning = (vm: { status: string }) =>
+  new ApiError('vm_not_running', `the VM is ${vm.status}`, 'start the VM and wait until it is running');
+
+/** Runs one harness task in a VM; runs on one VM go one at a time, in the order they came. */
+export class RunService {
+  executor: VmExecutor | null = null;
+  private readonly queues = new Map<string, { waiting: number; tail: Promise<unknown> }>();
+
+  constructor(
+    private readonly db: Db,
+    private readonly clock: Clock,
+    private readonly vms: VmService,
+    private readonly limits: RunLimits,
+  ) {}
+
+  private async runningVm(tenantId: string, vmId: string): Promise<{ vm: VmRow; executor: VmExecutor; installed: string[] }> {
+    const vm = await this.vms.get(tenantId, vmId);
+    if (vm.status !== 'running') throw notRunning(vm);
+    const executor = this.executor;
+    if (!executor) throw new ApiError('unavailable', 'no VM host is attached to this server', 'try again later', { 'Retry-After': '30' });
+    const installed = executor.harnesses(vmId);
+    if (!installed) throw notRunning({ status: 'not reachable on its host' });
+    return { vm, executor, installed };
+  }
+
+  async run(tenantId: string, vmId: string, input: TaskInput): Promise<RunResult> {
+    const { vm, executor, installed } = await this.runningVm(tenantId, vmId);
+    const inv = buildInvocation(vm.harness, input);
+    if (!installed.includes(vm.harness)) {
+      throw invalid('harness', `harness ${vm.harness} is not installed in this VM's guest image, so it cannot run here`);
+    }
+    const queue = this.queues.get(vmId) ?? { waiting: 0, tail: Promise.resolve() };
+    if (queue.waiting > this.limits.maxQueued) {
+      throw new ApiError('rate_limited', `this VM already has ${queue.waiting - 1} runs waiting behind the one running`, 'retry when a run has finished', {
+        'Retry-After': '5',
+      });
+    }
+    queue.waiting++;
+    this.queues.set(vmId, queue);
+    const mine = queue.tail.catch(() => undefined).then(() => this.runNow(vm, executor, inv, input));
+    queue.tail = mine;
+    try {
+      return await mine;
+    } finally {
+      queue.waiting--;
+      if (queue.waiting === 0 && this.queues.get(vmId) === queue) this.queues.delete(vmId);
+    }
+  }
+
+  private async runNow(vm: VmRow, executor: VmExecutor, inv: { argv: string[]; env: Record<string, string> }, input: TaskInput): Promise<RunResult> {
+    const startedAt = this.clock.now();
+    let result: ExecResult;
+    try {
+      result = await executor.run(
+        vm.vm_id,
+        { argv: inv.argv, env: inv.env, timeout_ms: this.limits.timeoutMs, max_output_bytes: this.limits.maxOutputBytes },
+        this.limits.timeoutMs + 60_000,
+      );
+    } catch (err) {
+      // The guest went away under the run (stopped, restarted, crashed).
+      const [now] = await this.db.query<{ status: string }>('SELECT status FROM vms WHERE vm_id = $1', [vm.vm_id]);
+      if (!now || now.status !== 'running' || executor.harnesses(vm.vm_id) === null) {
+        throw new ApiError('vm_not_running', 'the VM stopped while the task ran', 'start the VM and run the task again');
+      }
+      throw err;
+    }
+    const note = (bytes: number) => (bytes > 0 ? `\n[agentvm: output truncated: ${bytes} more bytes were not kept]\n` : '');
+    return {
+      vm_id: vm.vm_id,
+      harness: vm.harness,
+      model: input.model ?? null,
+      provider: input.provider ?? null,
+      exit_code: result.exit_code,
+      stdout: result.stdout + note(result.stdout_truncated_bytes),
+      stderr: result.stderr + note(result.stderr_truncated_bytes),
+      timed_out: result.timed_out,
+      duration_ms: result.duration_ms,
+      started_at: startedAt,
+      finished_at: this.clock.now(),
+    };
+  }
+
+  /** Sets or removes the VM's harness credentials inside its guest; the VM keeps only their names. */
+  async setSecrets(tenantId: string, vmId: string, set: Record<string, string | null>): Promise<VmRow> {
+    const { executor } = await this.runningVm(tenantId, vmId);
+    const names = await executor.setSecrets(vmId, set);
+    const [row] = await this.db.query<VmRow>(
+      'UPDATE vms SET secret_names = $3, updated_at = $4 WHERE tenant_id = $1 AND vm_id = $2 RETURNING *',
+      [tenantId, vmId, names, this.clock.now()],
+    );
+    return row;
+  }
+}

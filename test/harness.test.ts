@@ -1,0 +1,49 @@
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import fc from 'fast-check';
+import { buildInvocation } from '../src/harness/invoke.ts';
+import { listHarnesses } from '../src/harness/catalogue.ts';
+import { HARNESS_PROGRAMS } from '../src/guest/protocol.ts';
+import { ApiError } from '../src/domain/errors.ts';
+
+describe('harness invocations', () => {
+  test('every harness in the catalogue has its program and an invocation', () => {
+    for (const h of listHarnesses()) {
+      const inv = buildInvocation(h.id, { task: 'hello' });
+      assert.equal(inv.argv[0], HARNESS_PROGRAMS[h.id], h.id);
+    }
+  });
+
+  test('any task is one argument, literally, after the options: never split, never a flag', () => {
+    fc.assert(
+      fc.property(fc.constantFrom(...listHarnesses().map((h) => h.id)), fc.string({ minLength: 1, maxLength: 300, unit: 'binary' }), (id, task) => {
+        const { argv } = buildInvocation(id, { task });
+        const holders = argv.filter((a) => a === task || a.endsWith(`=${task}`));
+        assert.ok(holders.length >= 1, `${id}: ${JSON.stringify(argv)}`);
+        const last = argv[argv.length - 1];
+        // The task is the last argument: after `--`, or glued to its option with `=`, or alone (echo).
+        assert.ok(last === task || last.endsWith(`=${task}`));
+        if (last === task && id !== 'echo') assert.equal(argv[argv.length - 2], '--', id);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  test('model and provider: passed as options; a provider the harness does not support is 400 naming it', () => {
+    assert.deepEqual(buildInvocation('claude-code', { task: 't', model: 'claude-sonnet-4', provider: 'bedrock' }), {
+      argv: ['claude', '-p', '--output-format', 'text', '--dangerously-skip-permissions', '--model', 'claude-sonnet-4', '--', 't'],
+      env: { CLAUDE_CODE_USE_BEDROCK: '1' },
+    });
+    assert.deepEqual(buildInvocation('opencode', { task: 't', model: 'gpt-5', provider: 'openai' }).argv, ['opencode', 'run', '--model', 'openai/gpt-5', '--', 't']);
+    assert.deepEqual(buildInvocation('gemini-cli', { task: '-rf', provider: 'vertex' }), {
+      argv: ['gemini', '--yolo', '--prompt=-rf'],
+      env: { GOOGLE_GENAI_USE_VERTEXAI: 'true' },
+    });
+    for (const [id, provider] of [['codex', 'anthropic'], ['echo', 'openai'], ['claude-code', 'openai']] as const) {
+      assert.throws(
+        () => buildInvocation(id, { task: 't', provider }),
+        (err: unknown) => err instanceof ApiError && err.code === 'invalid_request' && err.message.startsWith('provider: '),
+      );
+    }
+  });
+});
