@@ -32,9 +32,9 @@ const BUILDERS: Record<string, Builder> = {
     argv: ['claude', '-p', '--output-format', 'text', '--dangerously-skip-permissions', ...(model ? ['--model', model] : []), '--', task],
     env: providerEnv(provider, { bedrock: ['CLAUDE_CODE_USE_BEDROCK', '1'], vertex: ['CLAUDE_CODE_USE_VERTEX', '1'] }),
   }),
-  // codex exec: non-interactive; the VM is the sandbox, edits are approved.
+  // codex exec: non-interactive. The VM is the sandbox: codex's own approvals and sandbox are off.
   codex: ({ task, model }) => ({
-    argv: ['codex', 'exec', '--full-auto', '--skip-git-repo-check', ...(model ? ['--model', model] : []), '--', task],
+    argv: ['codex', 'exec', '--dangerously-bypass-approvals-and-sandbox', '--skip-git-repo-check', '--color', 'never', ...(model ? ['--model', model] : []), '--', task],
     env: {},
   }),
   // gemini -p: one prompt, non-interactive; --yolo approves tool calls.

@@ -22,7 +22,37 @@ const KERNEL_META_PACKAGE = 'linux-image-cloud-amd64';
 const GUEST_PACKAGES = ['nodejs', 'tini', 'iproute2', 'e2fsprogs', 'ca-certificates', 'procps', 'util-linux'];
 /** Loaded by the initramfs, dependencies first (the builder also reads each module's own `depends=`). */
 const GUEST_MODULES = ['virtio_ring', 'virtio', 'virtio_mmio', 'virtio_blk', 'virtio_console', 'failover', 'net_failover', 'virtio_net', 'virtio-rng'];
-const ROOTFS_SIZE = '2G';
+const ROOTFS_SIZE = '4G';
+
+/**
+ * Harness programs put into the image, pinned. Each is a native build for Linux x86-64 that the
+ * npm registry ships inside a platform package; the image takes the program itself, not Node glue.
+ */
+const HARNESS_PACKAGES: { id: string; packages: string[]; programs: Record<string, string> }[] = [
+  {
+    id: 'claude-code',
+    packages: ['@anthropic-ai/claude-code@2.1.330', '@anthropic-ai/claude-code-linux-x64@2.1.330'],
+    programs: { claude: '@anthropic-ai/claude-code-linux-x64/claude' },
+  },
+  {
+    id: 'codex',
+    packages: ['@openai/codex@0.169.0'],
+    programs: {
+      codex: '@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex',
+      rg: '@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/codex-path/rg',
+    },
+  },
+  {
+    id: 'opencode',
+    packages: ['opencode-ai@1.18.33'],
+    programs: { opencode: 'opencode-linux-x64/bin/opencode' },
+  },
+];
+/** Harnesses this image cannot carry, and why (listed in the manifest). */
+const UNINSTALLABLE: Record<string, string> = {
+  'gemini-cli': "needs Node 20 or newer; the guest's Debian 12 has Node 18",
+  aider: 'a Python package, and the Python package index is not reachable from the image build',
+};
 /** The unprivileged user that runs harnesses (uid 1000). */
 export const GUEST_USER = { name: 'agent', uid: 1000, gid: 1000, home: '/home/agent' };
 
@@ -46,6 +76,10 @@ export interface ImageManifest {
   packages: string[];
   built_at: string;
   rootfs_bytes: number;
+  /** Harness id → the pinned packages its program came from. */
+  harnesses: Record<string, string[]>;
+  /** Harness id → why the image does not carry it. */
+  unavailable: Record<string, string>;
 }
 
 export type Progress = (message: string) => void;
@@ -138,8 +172,12 @@ function rootfsBaseKey(i: Inputs): string {
   return sha256(String(BUILDER_VERSION), SUITE, i.mirror, GUEST_PACKAGES.join(','), JSON.stringify(GUEST_USER)).slice(0, 16);
 }
 
+function harnessesKey(): string {
+  return sha256(String(BUILDER_VERSION), JSON.stringify(HARNESS_PACKAGES)).slice(0, 16);
+}
+
 function imageIdOf(i: Inputs): string {
-  return sha256(String(BUILDER_VERSION), i.kernelPackage, i.kernelVersion, rootfsBaseKey(i), i.agentBundle, i.initScript, i.echoHarness, GUEST_MODULES.join(','), ROOTFS_SIZE).slice(0, 20);
+  return sha256(String(BUILDER_VERSION), harnessesKey(), i.kernelPackage, i.kernelVersion, rootfsBaseKey(i), i.agentBundle, i.initScript, i.echoHarness, GUEST_MODULES.join(','), ROOTFS_SIZE).slice(0, 20);
 }
 
 /** The id the current inputs make, whether or not it is built. */
@@ -279,6 +317,43 @@ async function buildRootfsBase(cacheDir: string, i: Inputs, progress: Progress):
   return path.join(dir, 'tree');
 }
 
+/**
+ * The harness programs, from the npm registry (install scripts off: the programs are plain files in
+ * the platform packages). A harness that cannot be fetched is left out and named in `unavailable`.
+ */
+async function buildHarnesses(cacheDir: string, progress: Progress): Promise<{ bin: string; installed: Record<string, string[]>; unavailable: Record<string, string> }> {
+  const dir = path.join(cacheDir, 'harnesses', harnessesKey());
+  if (await done(dir)) return JSON.parse(await readFile(path.join(dir, 'result.json'), 'utf8'));
+  const work = `${dir}.work`;
+  await rm(work, { recursive: true, force: true });
+  await mkdir(path.join(work, 'bin'), { recursive: true });
+  const installed: Record<string, string[]> = {};
+  const unavailable: Record<string, string> = { ...UNINSTALLABLE };
+  for (const h of HARNESS_PACKAGES) {
+    progress(`harnesses: ${h.id} (${h.packages.join(', ')})`);
+    const prefix = path.join(work, 'npm', h.id);
+    try {
+      await mkdir(prefix, { recursive: true });
+      await runTool('npm', ['install', '--prefix', prefix, '--ignore-scripts', '--no-audit', '--no-fund', '--no-save', ...h.packages]);
+      for (const [program, rel] of Object.entries(h.programs)) {
+        await copyFile(path.join(prefix, 'node_modules', rel), path.join(work, 'bin', program));
+        await chmod(path.join(work, 'bin', program), 0o755);
+      }
+      installed[h.id] = h.packages;
+    } catch (err) {
+      unavailable[h.id] = `could not be fetched: ${(err as Error).message.split('\n')[0].slice(0, 200)}`;
+      progress(`harnesses: ${h.id} is unavailable: ${unavailable[h.id]}`);
+    }
+    await rm(prefix, { recursive: true, force: true });
+  }
+  const result = { bin: path.join(dir, 'bin'), installed, unavailable };
+  await writeFile(path.join(work, 'result.json'), JSON.stringify(result));
+  await writeFile(path.join(work, '.complete'), '');
+  await rm(dir, { recursive: true, force: true });
+  await rename(work, dir);
+  return result;
+}
+
 async function listTree(root: string, rel = '.'): Promise<string[]> {
   const out = [rel];
   for (const entry of await readdir(path.join(root, rel), { withFileTypes: true })) {
@@ -322,6 +397,7 @@ export async function buildImage(imageDir: string, progress: Progress = () => un
   await mkdir(cacheDir, { recursive: true });
   const kernel = await buildKernel(cacheDir, i, progress);
   const baseTree = await buildRootfsBase(cacheDir, i, progress);
+  const harnesses = await buildHarnesses(cacheDir, progress);
 
   const work = path.join(imageDir, `${id}.work`);
   await rm(work, { recursive: true, force: true });
@@ -336,6 +412,10 @@ export async function buildImage(imageDir: string, progress: Progress = () => un
   await writeFile(path.join(staging, 'usr/local/bin/agentvm-echo'), i.echoHarness, { mode: 0o755 });
   await mkdir(path.join(staging, 'var/lib/agentvm-echo'), { recursive: true });
   await chown(path.join(staging, 'var/lib/agentvm-echo'), GUEST_USER.uid, GUEST_USER.gid);
+  for (const program of await readdir(harnesses.bin)) {
+    await copyFile(path.join(harnesses.bin, program), path.join(staging, 'usr/local/bin', program));
+    await chmod(path.join(staging, 'usr/local/bin', program), 0o755);
+  }
   await runTool('mkfs.ext4', ['-q', '-F', '-L', 'root', '-d', staging, path.join(work, 'rootfs.ext4'), ROOTFS_SIZE]);
   await rm(staging, { recursive: true, force: true });
   progress('initramfs: busybox, the virtio modules and our init');
@@ -350,6 +430,8 @@ export async function buildImage(imageDir: string, progress: Progress = () => un
     packages: GUEST_PACKAGES,
     built_at: new Date().toISOString(),
     rootfs_bytes: (await stat(path.join(work, 'rootfs.ext4'))).size,
+    harnesses: { ...harnesses.installed, echo: ['agentvm-echo (in this repository)'] },
+    unavailable: harnesses.unavailable,
   };
   await writeFile(path.join(work, 'manifest.json'), `${JSON.stringify(manifest, null, 2)}\n`);
   await rename(work, path.join(imageDir, id));
