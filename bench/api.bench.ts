@@ -20,6 +20,7 @@ async function start(args: string[], logFile: string, env: Record<string, string
     if (m) return { proc, url: m[1] };
     await new Promise((r) => setTimeout(r, 100));
   }
+  proc.kill('SIGTERM');
   throw new Error(`no URL in ${logFile}`);
 }
 
