@@ -25,6 +25,9 @@ export interface Config {
   runOutputMaxBytes: number;
   /** Runs that may wait per VM behind the one running. */
   runQueueMax: number;
+  /** SMTP for login codes; without it the server log carries them. */
+  smtpUrl?: string;
+  mailFrom: string;
   hostVcpus?: number;
   hostMemoryMib?: number;
   hostDiskGib?: number;
@@ -70,6 +73,8 @@ export function loadConfig(flags: { host?: string; port?: string | number; dataD
     runTimeoutMs: intFromEnv('AGENTVM_RUN_TIMEOUT_S', 1800) * 1000,
     runOutputMaxBytes: intFromEnv('AGENTVM_RUN_OUTPUT_MAX_BYTES', 4 * 1024 * 1024),
     runQueueMax: intFromEnv('AGENTVM_RUN_QUEUE_MAX', 16),
+    smtpUrl: process.env.AGENTVM_SMTP_URL || undefined,
+    mailFrom: process.env.AGENTVM_MAIL_FROM || 'agentvm <noreply@localhost>',
     hostVcpus: optionalInt('AGENTVM_HOST_VCPUS'),
     hostMemoryMib: optionalInt('AGENTVM_HOST_MEMORY_MIB'),
     hostDiskGib: optionalInt('AGENTVM_HOST_DISK_GIB'),

@@ -7,6 +7,7 @@ import { buildServices, type Services } from './domain/services.ts';
 import { buildApp } from './api/app.ts';
 import { createLogger, type Logger } from './log.ts';
 import { startVmHost, type VmHost } from './host.ts';
+import { createMailer } from './mail.ts';
 import { randomBase62 } from './domain/ids.ts';
 
 export interface RunningServer {
@@ -76,6 +77,7 @@ export async function startServer(config: Config, log: Logger = createLogger(con
   let host: VmHost | undefined;
   const services = buildServices(db, {
     driver: () => host?.probe() ?? Promise.resolve({ usable: false, accel: null, qemu: null, detail: 'starting' }),
+    mailer: createMailer(config.smtpUrl, config.mailFrom, log),
     runLimits: { timeoutMs: config.runTimeoutMs, maxOutputBytes: config.runOutputMaxBytes, maxQueued: config.runQueueMax },
   });
   host = await startVmHost(config, services, log);

@@ -4,6 +4,7 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import type { ValidateFunction } from 'ajv';
 import { openDb, type Db } from '../src/store/db.ts';
+import type { Mailer } from '../src/domain/login.ts';
 import { buildServices, type Services } from '../src/domain/services.ts';
 import { buildApp } from '../src/api/app.ts';
 import { createLogger } from '../src/log.ts';
@@ -71,7 +72,7 @@ export interface TestApp {
 
 export async function createTestApp(
   backend: { name: string; url?: string },
-  opts: { clock?: Clock; rateLimit?: { perSecond: number; burst: number }; driver?: () => Promise<DriverProbe> } = {},
+  opts: { clock?: Clock; rateLimit?: { perSecond: number; burst: number }; driver?: () => Promise<DriverProbe>; mailer?: Mailer } = {},
 ): Promise<TestApp> {
   const { db, drop } = await freshDb(backend);
   const logs: string[] = [];
@@ -81,7 +82,7 @@ export async function createTestApp(
       cb();
     },
   });
-  const services = buildServices(db, { clock: opts.clock, driver: opts.driver ?? usableDriver });
+  const services = buildServices(db, { clock: opts.clock, driver: opts.driver ?? usableDriver, mailer: opts.mailer });
   const adminToken = `avm_admin_${randomBase62(40)}`;
   const app = buildApp({
     services,

@@ -11,6 +11,9 @@ import { runOperation, type Operation } from './operation.ts';
 import { ADMIN_OPERATIONS, CUSTOMER_OPERATIONS } from './routes.ts';
 import { buildOpenApiDocument } from './openapi.ts';
 import { RateLimiter } from './rateLimit.ts';
+import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
+import { createMcpServer } from '../mcp/server.ts';
+import { apiClient } from '../client/client.ts';
 
 export interface AppOptions {
   services: Services;
@@ -23,6 +26,7 @@ type Env = { Variables: { principal: unknown; requestId: string } };
 
 const SAFE_REQUEST_ID = /^[A-Za-z0-9._-]{8,64}$/;
 const OPENAPI_PATH = '/v1/api/openapi.json';
+const MCP_PATH = '/v1/mcp';
 
 /** Method and path pattern of every route, for 405 answers with an Allow header. */
 function routeTable(operations: Operation[]) {
@@ -35,6 +39,7 @@ function routeTable(operations: Operation[]) {
   };
   for (const op of operations) add(op.path, op.method.toUpperCase());
   for (const p of ['/healthz', '/readyz', OPENAPI_PATH, '/docs', '/v1/admin/openapi.json']) add(p, 'GET');
+  for (const m of ['GET', 'POST', 'DELETE']) add(MCP_PATH, m);
   return [...table.values()];
 }
 
@@ -60,22 +65,31 @@ export function bearerToken(c: Context): string | null {
   return match ? match[1] : null;
 }
 
+/** The customer contract as served at /v1/api/openapi.json (and what the typed client is generated from). */
+export function customerOpenApiDocument() {
+  return buildOpenApiDocument(CUSTOMER_OPERATIONS, {
+    title: 'agentvm customer API',
+    description:
+      'Tenant-scoped REST API that gives every AI coding agent its own isolated microVM. Operations marked ' +
+      '`x-agentvm-extension` go beyond the 19 of the contract; `x-agentvm-charges-money` marks money operations.',
+  });
+}
+
+export function adminOpenApiDocument() {
+  return buildOpenApiDocument(ADMIN_OPERATIONS, {
+    title: 'agentvm operator API',
+    description: 'Operator API, not part of the customer contract. Bearer: the admin token.',
+  });
+}
+
 export function buildApp(opts: AppOptions): Hono<Env> {
   const { services, log } = opts;
   const app = new Hono<Env>();
   const limiter = new RateLimiter(opts.rateLimit.perSecond, opts.rateLimit.burst, () => services.clock.now().getTime());
   const adminDigest = digest(opts.adminToken);
   const routes = routeTable([...CUSTOMER_OPERATIONS, ...ADMIN_OPERATIONS]);
-  const customerDoc = buildOpenApiDocument(CUSTOMER_OPERATIONS, {
-    title: 'agentvm customer API',
-    description:
-      'Tenant-scoped REST API that gives every AI coding agent its own isolated microVM. Operations marked ' +
-      '`x-agentvm-extension` go beyond the 19 of the contract; `x-agentvm-charges-money` marks money operations.',
-  });
-  const adminDoc = buildOpenApiDocument(ADMIN_OPERATIONS, {
-    title: 'agentvm operator API',
-    description: 'Operator API, not part of the customer contract. Bearer: the admin token.',
-  });
+  const customerDoc = customerOpenApiDocument();
+  const adminDoc = adminOpenApiDocument();
 
   const reqLog = requestLogger(log);
   const logRequest = (c: Context, requestId: string, status: number, started: number) =>
@@ -101,7 +115,7 @@ export function buildApp(opts: AppOptions): Hono<Env> {
     c.header('X-Request-Id', requestId);
     const p = c.req.path;
     try {
-      if (p.startsWith('/v1/api/') && p !== OPENAPI_PATH) await authenticateCustomer(c);
+      if ((p.startsWith('/v1/api/') && p !== OPENAPI_PATH) || p === MCP_PATH) await authenticateCustomer(c);
       else if (p.startsWith('/v1/admin/') && p !== '/v1/admin/openapi.json') authenticateAdmin(c);
     } catch (err) {
       const res = handleError(err as Error, c);
@@ -167,6 +181,16 @@ export function buildApp(opts: AppOptions): Hono<Env> {
       });
     }
   }
+
+  // MCP over streamable HTTP, stateless: each request gets a server whose tools call this API in
+  // process with the caller's own key, so every rule (scope, tenancy, money) applies unchanged.
+  app.on(['GET', 'POST', 'DELETE'], MCP_PATH, async (c) => {
+    const key = bearerToken(c)!;
+    const server = createMcpServer(() => apiClient('http://agentvm.internal', key, (req) => app.fetch(req)));
+    const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    await server.connect(transport);
+    return transport.handleRequest(c.req.raw);
+  });
 
   for (const op of [...CUSTOMER_OPERATIONS, ...ADMIN_OPERATIONS]) {
     app.on(op.method.toUpperCase(), op.path.replace(/\{([^}]+)\}/g, ':$1'), (c) => runOperation(op, c, services));

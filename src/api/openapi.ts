@@ -77,7 +77,7 @@ function toRoute(op: Operation): RouteConfig {
     },
     responses: responsesFor(op),
   };
-  if (op.audience !== 'public') route.security = [{ [op.audience === 'admin' ? 'adminToken' : 'bearerAuth']: [] }];
+  route.security = op.audience === 'public' ? [] : [{ [op.audience === 'admin' ? 'adminToken' : 'bearerAuth']: [] }];
   if (op.extension) route['x-agentvm-extension'] = true;
   if (op.money) route['x-agentvm-charges-money'] = true;
   return route;

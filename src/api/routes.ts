@@ -15,6 +15,7 @@ import { getBilling } from './operations/getBilling.ts';
 import { getUsage } from './operations/getUsage.ts';
 import { listKeys, issueKey, revokeKey } from './operations/keys.ts';
 import { destroyVM, setVMSecrets } from './operations/extensions.ts';
+import { loginStart, loginComplete } from './operations/login.ts';
 import { createTenant, setCard, removeCard, addCredits } from './admin/tenants.ts';
 
 /** Every customer operation: the 19 of the contract, then the extensions. */
@@ -41,6 +42,8 @@ export const CUSTOMER_OPERATIONS: Operation[] = [
   revokeKey,
   destroyVM,
   setVMSecrets,
+  loginStart,
+  loginComplete,
 ];
 
 export const ADMIN_OPERATIONS: Operation[] = [createTenant, setCard, removeCard, addCredits];

@@ -235,6 +235,18 @@ export const SetSecretsRequest = z
   .record(z.string().regex(SECRET_NAME), text().max(16384).nullable())
   .meta({ id: 'SetSecretsRequest', description: 'NAME: value sets a variable, NAME: null removes it' });
 
+export const LoginStartRequest = z.strictObject({ email: z.email().max(254) }).meta({ id: 'LoginStartRequest' });
+export const LoginStartResponse = z
+  .object({ sent: z.literal(true), expires_in_s: z.int() })
+  .meta({ id: 'LoginStartResponse', description: 'Always the same answer, whether or not the email has an account' });
+export const LoginCompleteRequest = z
+  .strictObject({
+    email: z.email().max(254),
+    code: z.string().regex(/^[0-9]{6}$/),
+    label: text().max(100).optional(),
+  })
+  .meta({ id: 'LoginCompleteRequest' });
+
 // Operator API (not part of the customer contract).
 export const CreateTenantRequest = z.strictObject({ email: z.email().max(254) });
 export const CreateTenantResponse = z.object({ tenant_id: z.string(), email: z.string(), api_key: z.string() });

@@ -2,6 +2,11 @@ import { Command, Option } from 'commander';
 import { loadConfig } from '../config.ts';
 import { startServer } from '../server.ts';
 import { adminCommands } from './admin.ts';
+import { customerCommands } from './customer.ts';
+import { bashCompletion } from './completion.ts';
+import { createMcpServer } from '../mcp/server.ts';
+import { apiClient, resolveCredentials } from '../client/client.ts';
+import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { buildImage } from '../image/build.ts';
 import path from 'node:path';
 
@@ -45,7 +50,26 @@ export async function main(argv: string[]): Promise<void> {
       else process.stdout.write(`guest image ${image.id} at ${image.dir} (kernel ${image.manifest.kernel_release})\n`);
     });
 
+  customerCommands(program);
   program.addCommand(adminCommands());
+  program
+    .command('mcp')
+    .description('the MCP server on stdio, for agents and desktop clients (uses your login or AGENTVM_API_KEY)')
+    .addHelpText('after', '\nExample (a desktop client\'s config):\n  {"command": "npx", "args": ["agentvm", "mcp"], "env": {"AGENTVM_API_KEY": "avm_live_…"}}')
+    .action(async () => {
+      const { baseUrl, key } = await resolveCredentials();
+      const server = createMcpServer(() => apiClient(baseUrl, key));
+      await server.connect(new StdioServerTransport());
+    });
+  program
+    .command('completion')
+    .description('print a shell completion script (bash; zsh with bashcompinit)')
+    .argument('[shell]', 'bash or zsh', 'bash')
+    .addHelpText('after', '\nExample:\n  source <(npx agentvm completion bash)')
+    .action((shell: string) => {
+      const script = bashCompletion(program);
+      process.stdout.write(shell === 'zsh' ? `autoload -U +X bashcompinit && bashcompinit\n${script}` : script);
+    });
   try {
     await program.parseAsync(argv);
   } catch (err) {

@@ -7,6 +7,7 @@ import { UsageService } from './usage.ts';
 import { VmService } from './vms.ts';
 import { HostService } from './hosts.ts';
 import { RunService, type RunLimits } from './runs.ts';
+import { LoginService, type Mailer } from './login.ts';
 import { TemplateService } from './templates.ts';
 import { LedgerPaymentProvider, type PaymentProvider } from './payments.ts';
 import type { DriverProbe } from '../vmm/probe.ts';
@@ -24,13 +25,14 @@ export interface Services {
   vms: VmService;
   hosts: HostService;
   runs: RunService;
+  login: LoginService;
   templates: TemplateService;
   driver: () => Promise<DriverProbe>;
 }
 
 export function buildServices(
   db: Db,
-  opts: { clock?: Clock; payments?: PaymentProvider; driver: () => Promise<DriverProbe>; runLimits?: RunLimits },
+  opts: { clock?: Clock; payments?: PaymentProvider; driver: () => Promise<DriverProbe>; runLimits?: RunLimits; mailer?: Mailer },
 ): Services {
   const clock = opts.clock ?? systemClock;
   const keys = new KeyService(db, clock);
@@ -47,6 +49,7 @@ export function buildServices(
     usage: new UsageService(db, clock),
     vms,
     runs: new RunService(db, clock, vms, opts.runLimits ?? DEFAULT_RUN_LIMITS),
+    login: new LoginService(db, clock, keys, opts.mailer ?? { send: async () => undefined }),
     templates: new TemplateService(db, clock),
     driver: opts.driver,
   };

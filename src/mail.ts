@@ -1,0 +1,24 @@
+import nodemailer from 'nodemailer';
+import type { Logger } from './log.ts';
+import type { Mailer } from './domain/login.ts';
+
+/**
+ * Login codes go by SMTP when AGENTVM_SMTP_URL is set (for example smtp://user:pass@mail.example:587),
+ * else into the server log, for a self-hosted install without mail.
+ */
+export function createMailer(smtpUrl: string | undefined, from: string, log: Logger): Mailer {
+  if (smtpUrl) {
+    const transport = nodemailer.createTransport(smtpUrl);
+    return {
+      async send(to, subject, text) {
+        await transport.sendMail({ from, to, subject, text });
+        log.info({ to }, 'login code sent by mail');
+      },
+    };
+  }
+  return {
+    async send(to, _subject, text) {
+      log.info({ to }, `login code (no SMTP configured, so it is here): ${text}`);
+    },
+  };
+}

@@ -1,0 +1,124 @@
+/**
+ * The MCP server: one tool per customer operation, its input schema made from the same zod schemas
+ * that validate the API, each call made through the typed client with the caller's own key. Served
+ * on stdio (`agentvm mcp`) and over streamable HTTP at /v1/mcp.
+ */
+import { z } from 'zod';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import type { ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
+import { CUSTOMER_OPERATIONS } from '../api/routes.ts';
+import { isWrite, type Operation } from '../api/operation.ts';
+import { call, ClientError, type ApiClient } from '../client/client.ts';
+
+/** Tool names: the contract's table for the seven it lists, the same style for the rest. */
+export const TOOL_NAMES: Record<string, string> = {
+  whoami: 'whoami',
+  listHarnesses: 'harnesses_list',
+  getHarness: 'harness_get',
+  listVMs: 'vms_list',
+  createVM: 'vm_provision',
+  getVM: 'vm_get',
+  stopVM: 'vm_stop',
+  startVM: 'vm_start',
+  restartVM: 'vm_restart',
+  reprovisionVM: 'vm_reprovision',
+  runVMTask: 'vm_run',
+  destroyVM: 'vm_destroy',
+  setVMSecrets: 'vm_secrets_set',
+  listTemplates: 'templates_list',
+  getTemplate: 'template_get',
+  forkTemplate: 'template_fork',
+  captureTemplate: 'template_capture',
+  getBilling: 'billing_get',
+  getUsage: 'usage_get',
+  listKeys: 'keys_list',
+  issueKey: 'key_issue',
+  revokeKey: 'key_revoke',
+};
+
+const DESTRUCTIVE = new Set(['destroyVM', 'revokeKey', 'restartVM', 'reprovisionVM', 'stopVM']);
+const IDEMPOTENT = new Set(['stopVM', 'startVM', 'setVMSecrets', 'revokeKey', 'destroyVM']);
+/** A body that is not an object of fields (the secrets map) goes under this argument. */
+const WHOLE_BODY: Record<string, string> = { setVMSecrets: 'secrets' };
+
+type Shape = Record<string, z.ZodType>;
+const shapeOf = (schema: unknown): Shape => ((schema as { shape?: Shape } | undefined)?.shape ?? {});
+
+function inputSchema(op: Operation): z.ZodObject {
+  const shape: Shape = { ...shapeOf(op.params), ...shapeOf(op.query) };
+  if (op.money) {
+    shape.idempotency_key = z
+      .string()
+      .regex(/^[\x21-\x7e]{1,255}$/)
+      .optional()
+      .meta({ description: 'Retry safely: the first answer for this key is replayed and the charge happens once' });
+  }
+  if (op.body) {
+    const whole = WHOLE_BODY[op.operationId];
+    if (whole) shape[whole] = op.body.schema as z.ZodType;
+    else for (const [k, v] of Object.entries(shapeOf(op.body.schema))) shape[k] = v;
+  }
+  return z.object(shape);
+}
+
+function annotations(op: Operation): ToolAnnotations {
+  const readOnly = !isWrite(op);
+  return {
+    title: op.summary,
+    readOnlyHint: readOnly,
+    destructiveHint: readOnly ? false : DESTRUCTIVE.has(op.operationId),
+    idempotentHint: readOnly || IDEMPOTENT.has(op.operationId),
+    openWorldHint: false,
+  };
+}
+
+/** Splits the tool's arguments back into the operation's path, query and body. */
+function request(op: Operation, args: Record<string, unknown>) {
+  const path: Record<string, unknown> = {};
+  const query: Record<string, unknown> = {};
+  const header: Record<string, string> = {};
+  let body: Record<string, unknown> | undefined = op.body ? {} : undefined;
+  for (const [k, v] of Object.entries(args)) {
+    if (k === 'idempotency_key' && op.money) header['Idempotency-Key'] = String(v);
+    else if (k in shapeOf(op.params)) path[k] = v;
+    else if (k in shapeOf(op.query)) query[k] = v;
+    else if (WHOLE_BODY[op.operationId] === k) body = v as Record<string, unknown>;
+    else if (body) body[k] = v;
+  }
+  return { params: { path, query, header }, body };
+}
+
+export function toolOperations(): Operation[] {
+  return CUSTOMER_OPERATIONS.filter((op) => op.audience === 'customer' && TOOL_NAMES[op.operationId]);
+}
+
+/** An MCP server whose tools call the API with `client` (which carries the caller's key). */
+export function createMcpServer(client: () => Promise<ApiClient> | ApiClient): McpServer {
+  const server = new McpServer({ name: 'agentvm', version: '1.0.0' });
+  for (const op of toolOperations()) {
+    const money = op.money ? ' This tool charges money: the card on file for a plan, prepaid credits for a tier.' : '';
+    server.registerTool(
+      TOOL_NAMES[op.operationId],
+      {
+        title: op.summary,
+        description: `${op.summary}.${op.description ? ` ${op.description}` : ''}${money}`,
+        inputSchema: inputSchema(op),
+        annotations: annotations(op),
+      },
+      async (args: Record<string, unknown>) => {
+        const api = await client();
+        const method = op.method.toUpperCase() as 'GET';
+        try {
+          const data = await call((api[method] as (p: string, init: unknown) => Promise<{ data?: unknown; error?: unknown; response: Response }>)(op.path, request(op, args ?? {})));
+          return { content: [{ type: 'text' as const, text: JSON.stringify(data, null, 2) }], structuredContent: data as Record<string, unknown> };
+        } catch (err) {
+          if (!(err instanceof ClientError)) throw err;
+          const payload: Record<string, string> = { error: err.code, message: err.message };
+          if (err.hint) payload.hint = err.hint;
+          return { isError: true, content: [{ type: 'text' as const, text: JSON.stringify(payload) }] };
+        }
+      },
+    );
+  }
+  return server;
+}

@@ -1,0 +1,233 @@
+/**
+ * The customer CLI and the MCP server as a person and an agent use them: real processes against a
+ * real server process. Login reads its code from where the server put it (its log, without SMTP).
+ */
+import { describe, test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, execFile, type ChildProcess } from 'node:child_process';
+import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+
+const run = promisify(execFile);
+const BIN = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../bin/agentvm.js');
+const ADMIN = 'avm_admin_cli_test_0123456789abcdefghijklmno';
+const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;
+
+let server: ChildProcess;
+let url: string;
+let dataDir: string;
+let configHome: string;
+let logText = '';
+
+async function cli(args: string[], env: Record<string, string> = {}, input?: string): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [BIN, ...args], {
+      env: { ...process.env, AGENTVM_BASE_URL: url, XDG_CONFIG_HOME: configHome, AGENTVM_API_KEY: '', ...env },
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c) => (stdout += c));
+    child.stderr.on('data', (c) => (stderr += c));
+    if (input !== undefined) child.stdin.end(input);
+    else child.stdin.end();
+    child.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
+  });
+}
+
+async function adminCall(method: string, p: string, body: unknown) {
+  const res = await fetch(`${url}${p}`, { method, headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  return res.json();
+}
+
+/** The newest login code the server logged for `email` after `since` characters of its log. */
+async function codeFromLog(email: string, since: number): Promise<string> {
+  for (let i = 0; i < 100; i++) {
+    const lines = logText.slice(since).split('\n').filter((l) => l.includes(email) && l.includes('login code'));
+    const m = lines.length ? /login code is (\d{6})/.exec(lines[lines.length - 1]) : null;
+    if (m) return m[1];
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error('no login code in the server log');
+}
+
+describe('the CLI and the MCP server against a real server', () => {
+  let tenant: { tenant_id: string; api_key: string };
+
+  before(async () => {
+    dataDir = await mkdtemp(path.join(os.tmpdir(), 'agentvm-cli-'));
+    configHome = await mkdtemp(path.join(os.tmpdir(), 'agentvm-cfg-'));
+    server = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--data-dir', dataDir], {
+      env: {
+        ...process.env,
+        AGENTVM_ADMIN_TOKEN: ADMIN,
+        AGENTVM_IMAGE_BUILD: 'off',
+        DATABASE_URL: '',
+        ...(imageDir ? { AGENTVM_IMAGE_DIR: imageDir } : {}),
+      },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    server.stdout!.on('data', (c) => (logText += c));
+    for (let i = 0; i < 300 && !url; i++) {
+      const m = /"url":"(http:\/\/[^"]+)"/.exec(logText);
+      if (m) url = m[1];
+      else await new Promise((r) => setTimeout(r, 50));
+    }
+    tenant = await adminCall('POST', '/v1/admin/tenants', { email: 'cli-user@example.com' });
+    await adminCall('PUT', `/v1/admin/tenants/${tenant.tenant_id}/card`, { brand: 'visa', last4: '4242' });
+  });
+
+  after(async () => {
+    server.kill('SIGTERM');
+    await new Promise((r) => server.once('exit', r));
+    await rm(dataDir, { recursive: true, force: true });
+    await rm(configHome, { recursive: true, force: true });
+  });
+
+  test('login with the emailed code saves a 0600 key that works; a wrong code and a bad key fail with exit 3', async () => {
+    const since = logText.length;
+    const child = spawn(process.execPath, [BIN, 'login', '--email', 'cli-user@example.com'], {
+      env: { ...process.env, AGENTVM_BASE_URL: url, XDG_CONFIG_HOME: configHome, AGENTVM_API_KEY: '' },
+    });
+    let out = '';
+    child.stdout.on('data', (c) => (out += c));
+    child.stdin.write(`${await codeFromLog('cli-user@example.com', since)}\n`);
+    const code = await new Promise((r) => child.on('close', r));
+    assert.equal(code, 0, out);
+    assert.match(out, /logged in as cli-user@example.com/);
+    const file = path.join(configHome, 'agentvm', 'config.json');
+    assert.equal((await stat(file)).mode & 0o777, 0o600);
+    const saved = JSON.parse(await readFile(file, 'utf8'));
+    assert.match(saved.api_key, /^avm_live_/);
+
+    const me = await cli(['whoami', '--json']);
+    assert.equal(me.code, 0, me.stderr);
+    assert.equal(JSON.parse(me.stdout).email, 'cli-user@example.com');
+    assert.equal(JSON.parse(me.stdout).scope, 'readwrite');
+    assert.match(JSON.parse(me.stdout).key_label, /^cli on /);
+
+    const wrong = await cli(['login', '--email', 'cli-user@example.com', '--code', '000000'], { XDG_CONFIG_HOME: await mkdtemp(path.join(os.tmpdir(), 'agentvm-cfg-')) });
+    // A one-in-a-million chance that 000000 is the code just sent; then this login succeeds instead.
+    if (wrong.code !== 0) {
+      assert.equal(wrong.code, 3);
+      assert.match(wrong.stderr, /^error: unauthorized: the code is wrong/m);
+    }
+    const bad = await cli(['whoami'], { AGENTVM_API_KEY: 'avm_live_notarealkeynotarealkeynotarealkey00' });
+    assert.equal(bad.code, 3);
+    assert.match(bad.stderr, /error: unauthorized\nhint: /);
+  });
+
+  test('every kind of failure has its exit code, with code, message and hint on stderr', async () => {
+    const read = JSON.parse((await cli(['keys', 'issue', '--label', 'ci', '--json'])).stdout);
+    assert.equal(read.scope, 'read');
+    const readOnly = await cli(['vms', 'create'], { AGENTVM_API_KEY: read.key });
+    assert.equal(readOnly.code, 3);
+    assert.match(readOnly.stderr, /^error: read_only_key: /);
+    assert.equal((await cli(['vms', 'get', 'vm_doesnotexist'])).code, 6);
+    const invalid = await cli(['vms', 'create', '--plan', 'gold']);
+    assert.equal(invalid.code, 4);
+    assert.match(invalid.stderr, /plan/);
+    const poor = await adminCall('POST', '/v1/admin/tenants', { email: 'no-card@example.com' });
+    const payment = await cli(['vms', 'create'], { AGENTVM_API_KEY: poor.api_key });
+    assert.equal(payment.code, 5);
+    assert.match(payment.stderr, /^error: card_required: .*\nhint: /);
+    const gone = await cli(['whoami'], { AGENTVM_BASE_URL: 'http://127.0.0.1:9' });
+    assert.equal(gone.code, 7);
+    assert.equal((await cli(['vms', 'frobnicate'])).code !== 0, true);
+  });
+
+  test('reads print tables for people and JSON for scripts; help has examples; completion', async () => {
+    const list = await cli(['harnesses', 'list']);
+    assert.equal(list.code, 0);
+    assert.match(list.stdout, /claude-code.*yes/);
+    const json = JSON.parse((await cli(['harnesses', 'list', '--json'])).stdout);
+    assert.equal(json.default, 'claude-code');
+    for (const args of [['billing', '--json'], ['usage', '--json'], ['templates', 'list', '--json'], ['keys', 'list', '--json'], ['vms', 'list', '--json']]) {
+      const r = await cli(args);
+      assert.equal(r.code, 0, `${args.join(' ')}: ${r.stderr}`);
+      JSON.parse(r.stdout);
+    }
+    for (const args of [['vms', 'create'], ['vms', 'run'], ['templates', 'fork'], ['keys', 'issue'], ['login'], ['billing']]) {
+      const help = await cli([...args, '--help']);
+      assert.match(help.stdout, /Example/, args.join(' '));
+    }
+    const completion = await cli(['completion', 'bash']);
+    assert.match(completion.stdout, /complete -F _agentvm agentvm/);
+    assert.match(completion.stdout, /"vms"\) words="[^"]*create/);
+  });
+
+  test('MCP over streamable HTTP: the tools, read tools answer, a money tool with a read key is read_only_key', async () => {
+    const read = JSON.parse((await cli(['keys', 'issue', '--json'])).stdout).key;
+    const connect = async (key: string) => {
+      const c = new Client({ name: 'test', version: '1.0.0' });
+      await c.connect(new StreamableHTTPClientTransport(new URL(`${url}/v1/mcp`), { requestInit: { headers: { authorization: `Bearer ${key}` } } }));
+      return c;
+    };
+    const rw = await connect(tenant.api_key);
+    const { tools } = await rw.listTools();
+    const names = tools.map((t) => t.name);
+    for (const n of ['whoami', 'harnesses_list', 'vm_provision', 'vms_list', 'vm_run', 'templates_list', 'template_fork']) assert.ok(names.includes(n), n);
+    const provision = tools.find((t) => t.name === 'vm_provision')!;
+    assert.match(provision.description!, /charges money/);
+    assert.equal(provision.annotations?.readOnlyHint, false);
+    assert.equal(tools.find((t) => t.name === 'vm_destroy')!.annotations?.destructiveHint, true);
+    for (const t of tools.filter((x) => x.annotations?.readOnlyHint)) {
+      const args: Record<string, string> = t.name === 'harness_get' ? { name: 'echo' } : t.name === 'vm_get' ? { id: 'vm_missing' } : t.name === 'template_get' ? { id: 'tpl_missing' } : {};
+      const r = (await rw.callTool({ name: t.name, arguments: args })) as { isError?: boolean; content: { text: string }[] };
+      if (t.name === 'vm_get' || t.name === 'template_get') {
+        assert.equal(r.isError, true);
+        assert.equal(JSON.parse(r.content[0].text).error, 'not_found');
+      } else {
+        assert.ok(!r.isError, `${t.name}: ${r.content[0].text}`);
+      }
+    }
+    const ro = await connect(read);
+    const denied = (await ro.callTool({ name: 'vm_provision', arguments: { harness: 'echo' } })) as { isError?: boolean; content: { text: string }[] };
+    assert.equal(denied.isError, true);
+    assert.equal(JSON.parse(denied.content[0].text).error, 'read_only_key');
+    await rw.close();
+    await ro.close();
+    const anonymous = await fetch(`${url}/v1/mcp`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    assert.equal(anonymous.status, 401);
+  });
+
+  test('MCP on stdio (`agentvm mcp`) with the same key', async () => {
+    const transport = new StdioClientTransport({
+      command: process.execPath,
+      args: [BIN, 'mcp'],
+      env: { ...(process.env as Record<string, string>), AGENTVM_BASE_URL: url, AGENTVM_API_KEY: tenant.api_key },
+    });
+    const c = new Client({ name: 'stdio-test', version: '1.0.0' });
+    await c.connect(transport);
+    const r = (await c.callTool({ name: 'whoami', arguments: {} })) as { content: { text: string }[] };
+    assert.equal(JSON.parse(r.content[0].text).tenant_id, tenant.tenant_id);
+    const bad = (await c.callTool({ name: 'harness_get', arguments: { name: 'nope' } })) as { isError?: boolean; content: { text: string }[] };
+    assert.equal(bad.isError, true);
+    await c.close();
+  });
+
+  test('a VM with --wait, a run, destroy; then logout revokes the saved key', { skip: imageDir ? false : 'needs AGENTVM_TEST_IMAGE_DIR', timeout: 5 * 60_000 }, async () => {
+    const created = await cli(['vms', 'create', '--harness', 'echo', '--wait', '--json']);
+    assert.equal(created.code, 0, created.stderr);
+    const vm = JSON.parse(created.stdout);
+    assert.equal(vm.status, 'running');
+    assert.match(created.stderr, /running after [\d.]+ s/);
+    const ran = await cli(['vms', 'run', vm.vm_id, 'hello', 'from', 'the', 'cli']);
+    assert.equal(ran.code, 0, ran.stderr);
+    assert.equal(JSON.parse(ran.stdout).task, 'hello from the cli');
+    assert.equal((await cli(['vms', 'destroy', vm.vm_id])).code, 0);
+  });
+
+  test('logout revokes the saved key and forgets it', async () => {
+    const saved = JSON.parse(await readFile(path.join(configHome, 'agentvm', 'config.json'), 'utf8'));
+    const out = await cli(['logout']);
+    assert.equal(out.code, 0, out.stderr);
+    await assert.rejects(stat(path.join(configHome, 'agentvm', 'config.json')));
+    await new Promise((r) => setTimeout(r, 600)); // the auth cache's lifetime
+    assert.equal((await cli(['whoami'], { AGENTVM_API_KEY: saved.api_key })).code, 3);
+  });
+});

@@ -1,0 +1,65 @@
+import { describe, test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
+import { backends, createTestApp, type TestApp } from './helpers.ts';
+import { CLIENT_TYPES_PATH, generateClientTypes } from '../src/client/generate.ts';
+import type { Clock } from '../src/domain/clock.ts';
+
+test('the typed client is generated from the served document and is current (npm run gen:client)', async () => {
+  assert.equal(await readFile(CLIENT_TYPES_PATH, 'utf8'), await generateClientTypes());
+});
+
+for (const backend of backends()) {
+  describe(`CLI login codes on ${backend.name}`, () => {
+    let t: TestApp;
+    const clock: Clock & { t: number } = { t: Date.parse('2026-11-01T00:00:00Z'), now() { return new Date(this.t); } };
+    const mail: { to: string; text: string }[] = [];
+    const codeFor = (email: string) => /code is (\d{6})/.exec(mail.filter((m) => m.to === email).at(-1)!.text)![1];
+    before(async () => {
+      t = await createTestApp(backend, { clock, mailer: { send: async (to, _s, text) => void mail.push({ to, text }) } });
+    });
+    after(() => t.close());
+
+    test('a code works once, for ten minutes, and only the newest; unknown emails get the same answer', async () => {
+      const { email } = await t.tenant();
+      const unknown = await t.request('POST', '/v1/auth/login/start', { body: { email: 'nobody@example.com' } });
+      const known = await t.request('POST', '/v1/auth/login/start', { body: { email } });
+      assert.deepEqual(unknown.body, known.body);
+      assert.equal(mail.filter((m) => m.to === 'nobody@example.com').length, 0);
+      const first = codeFor(email);
+      await t.request('POST', '/v1/auth/login/start', { body: { email } });
+      const second = codeFor(email);
+      if (first !== second) {
+        const old = await t.request('POST', '/v1/auth/login/complete', { body: { email, code: first } });
+        assert.equal(old.status, 401);
+      }
+      const ok = await t.request('POST', '/v1/auth/login/complete', { body: { email, code: second, label: 'laptop' } });
+      assert.equal(ok.status, 201);
+      assert.equal(ok.body.scope, 'readwrite');
+      assert.equal(ok.body.label, 'laptop');
+      assert.equal((await t.request('GET', '/v1/api/whoami', { key: ok.body.key })).status, 200);
+      assert.equal((await t.request('POST', '/v1/auth/login/complete', { body: { email, code: second } })).status, 401);
+
+      clock.t += 16 * 60_000;
+      await t.request('POST', '/v1/auth/login/start', { body: { email } });
+      clock.t += 10 * 60_000 + 1;
+      assert.equal((await t.request('POST', '/v1/auth/login/complete', { body: { email, code: codeFor(email) } })).status, 401);
+    });
+
+    test('five wrong guesses spend a code; more than five codes in 15 minutes is 429; bad input is 400', async () => {
+      clock.t += 60 * 60_000;
+      const { email } = await t.tenant();
+      await t.request('POST', '/v1/auth/login/start', { body: { email } });
+      const code = codeFor(email);
+      const wrong = code === '123456' ? '654321' : '123456';
+      for (let i = 0; i < 5; i++) assert.equal((await t.request('POST', '/v1/auth/login/complete', { body: { email, code: wrong } })).status, 401);
+      assert.equal((await t.request('POST', '/v1/auth/login/complete', { body: { email, code } })).status, 401);
+      for (let i = 0; i < 4; i++) assert.equal((await t.request('POST', '/v1/auth/login/start', { body: { email } })).status, 200);
+      const limited = await t.request('POST', '/v1/auth/login/start', { body: { email } });
+      assert.equal(limited.status, 429);
+      assert.ok(limited.headers.get('retry-after'));
+      assert.equal((await t.request('POST', '/v1/auth/login/start', { body: { email: 'not-an-email' } })).status, 400);
+      assert.equal((await t.request('POST', '/v1/auth/login/complete', { body: { email, code: '12ab56' } })).status, 400);
+    });
+  });
+}
