@@ -13,12 +13,14 @@ import { buildImage, currentImageId, loadImage, type Image } from './image/build
 import { probeDriver, type DriverProbe } from './vmm/probe.ts';
 import { QemuDriver } from './vmm/qemu.ts';
 import { Reconciler } from './reconcile/reconciler.ts';
+import { Capturer } from './reconcile/capture.ts';
 import type { ExecResult } from './guest/protocol.ts';
 
 export interface VmHost {
   hostId: string;
   driver: QemuDriver | null;
   reconciler: Reconciler | null;
+  capturer?: Capturer;
   /** What /readyz reports: usable once QEMU is there and the guest image is built. */
   probe(): Promise<DriverProbe>;
   /** Resolves when the guest image is ready (rejects if building it failed). */
@@ -111,6 +113,18 @@ export async function startVmHost(config: Config, services: Services, log: Logge
     run: (vmId, args, timeoutMs) => driver.request<ExecResult>(vmId, 'run', args, timeoutMs),
     setSecrets: async (vmId, set) => (await driver.request<{ names: string[] }>(vmId, 'secrets', { set }, 30_000)).names,
   };
+  const capturer = new Capturer({
+    db: services.db,
+    clock: services.clock,
+    driver,
+    hostId: id,
+    templatesDir: path.join(config.dataDir, 'templates'),
+    scrubDir: path.join(config.dataDir, 'scrub'),
+    log,
+    image: () => image,
+  });
+  await capturer.failInterrupted();
+  services.templates.capturer = (templateId) => capturer.start(templateId);
   await reconciler.start();
 
   imageReady.then(
@@ -140,7 +154,9 @@ export async function startVmHost(config: Config, services: Services, log: Logge
       image
         ? { ...probe, detail: `${probe.detail}; ${imageState}` }
         : { ...probe, usable: false, detail: `${probe.detail}; ${imageState}` },
+    capturer,
     close: async (opts) => {
+      await capturer.settled();
       await reconciler.stop();
       if (opts?.stopVms) await driver.stopAll();
       else driver.release();

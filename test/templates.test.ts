@@ -30,16 +30,19 @@ for (const backend of backends()) {
       for (let i = 0; i < 7; i++) {
         pub.push(await insertTemplate(t, b.tenantId, { slug: `public-${i}`, visibility: 'public', name: i % 2 ? `Python service ${i}` : `Rust crate ${i}`, forks: i, harness: i % 2 ? 'codex' : 'echo', tags: i % 2 ? ['python'] : ['rust'] }));
       }
+      // A fresh install's gallery already has the platform's starter templates.
+      const starters = (await t.db.query<{ template_id: string }>('SELECT template_id FROM templates WHERE tenant_id IS NULL')).map((r) => r.template_id);
+      assert.ok(starters.length >= 4);
       const seen: string[] = [];
       let offset: number | null = 0;
       while (offset !== null) {
         const page: any = await t.request('GET', `/v1/api/templates?limit=3&offset=${offset}&sort=new`, { key: a.key });
-        assert.equal(page.body.total, 8);
+        assert.equal(page.body.total, 8 + starters.length);
         seen.push(...page.body.data.map((x: any) => x.template_id));
         offset = page.body.next_offset;
         assert.equal(page.body.has_more, offset !== null);
       }
-      assert.deepEqual([...seen].sort(), [mine, ...pub].sort());
+      assert.deepEqual([...seen].sort(), [mine, ...pub, ...starters].sort());
       assert.ok(!seen.includes(theirsPrivate));
 
       const search = await t.request('GET', '/v1/api/templates?q=python', { key: a.key });

@@ -269,6 +269,91 @@ describe('real microVMs', { skip }, () => {
     assert.equal(stopped.body.error, 'vm_not_running');
     await api('DELETE', `/v1/api/vms/${vmId}`);
   });
+  test('capture, scrub and fork: a public template keeps ordinary files and no secret; a private one keeps all', { timeout: 15 * 60_000 }, async () => {
+    const created = await api('POST', '/v1/api/vms', { harness: 'echo' });
+    const vmId = created.body.vm_id as string;
+    await runningVm(vmId);
+    assert.equal((await api('POST', `/v1/api/vms/${vmId}/run`, { task: 'one' })).status, 200);
+    assert.equal((await api('PUT', `/v1/api/vms/${vmId}/secrets`, { ANTHROPIC_API_KEY: 'sk-ant-api03-PlantedSecretValue0123456789abcdef' })).status, 200);
+    // One secret of every kind, as the harness user would leave them, and ordinary files beside them.
+    const plant = [
+      'set -e; cd /persist/home',
+      'mkdir -p .ssh .claude .codex .gemini .local/share/opencode .aws .config/gcloud proj/.git /persist/workspace/app',
+      'printf -- "-----BEGIN OPENSSH PRIVATE KEY-----\\nb3BlbnNzaC1rZXk=\\n-----END OPENSSH PRIVATE KEY-----\\n" > .ssh/id_ed25519',
+      'echo "ssh-ed25519 AAAA user@host" > .ssh/id_ed25519.pub',
+      'echo \'{"claudeAiOauth":{"accessToken":"x"}}\' > .claude/.credentials.json',
+      'echo \'{"OPENAI_API_KEY":"sk-proj-x"}\' > .codex/auth.json',
+      'echo "{}" > .gemini/oauth_creds.json',
+      'echo "{}" > .local/share/opencode/auth.json',
+      'printf "[default]\\naws_access_key_id = AKIAABCDEFGHIJKLMNOP\\n" > .aws/credentials',
+      'echo "{}" > .config/gcloud/application_default_credentials.json',
+      'echo "https://user:ghp_abcdefghijklmnopqrstuvwxyz0123456789@github.com" > .git-credentials',
+      'echo "git push --token ghp_abcdefghijklmnopqrstuvwxyz0123456789" > .bash_history',
+      'printf "[remote \\"origin\\"]\\n\\turl = https://bot:tok3n@git.example.com/r.git\\n" > proj/.git/config',
+      'echo "DATABASE_URL=postgres://u:p@db/x" > /persist/workspace/app/.env',
+      'echo "DATABASE_URL=" > /persist/workspace/app/.env.example',
+      'printf "const key = \\"sk-ant-api03-AnotherPlantedKey0123456789abcdef\\";\\nconsole.log(1);\\n" > /persist/workspace/app/main.js',
+      'echo "hello" > /persist/workspace/app/README.md',
+      'chown -R 1000:1000 /persist/home /persist/workspace',
+    ].join('; ');
+    const planted = await exec(vmId, ['sh', '-c', plant]);
+    assert.equal(planted.exit_code, 0, planted.stderr);
+
+    const waitReady = (id: string) =>
+      until(`${id} ready`, async () => {
+        const t = (await api('GET', `/v1/api/templates/${id}`)).body;
+        if (t.status === 'failed') {
+          const [row] = await server.services.db.query<{ status_reason: string }>('SELECT status_reason FROM templates WHERE template_id = $1', [id]);
+          throw new Error(`capture failed: ${row?.status_reason}`);
+        }
+        return t.status === 'ready' && t;
+      });
+    const pub = await api('POST', `/v1/api/vms/${vmId}/capture`, { visibility: 'public', name: 'Scrub Test Workspace' });
+    assert.equal(pub.status, 201, JSON.stringify(pub.body));
+    assert.equal(pub.body.status, 'capturing');
+    assert.equal(pub.body.slug, 'scrub-test-workspace');
+    const priv = await api('POST', `/v1/api/vms/${vmId}/capture`, { name: 'Scrub Test Workspace' });
+    assert.equal(priv.body.slug, 'scrub-test-workspace-2');
+    const pubReady = await waitReady(pub.body.template_id);
+    await waitReady(priv.body.template_id);
+    const report = pubReady.scrub_report;
+    for (const p of ['home/.ssh/id_ed25519', 'home/.claude/.credentials.json', 'home/.codex/auth.json', 'home/.gemini/oauth_creds.json',
+      'home/.local/share/opencode/auth.json', 'home/.aws/credentials', 'home/.config/gcloud/application_default_credentials.json',
+      'home/.git-credentials', 'home/.bash_history', 'workspace/app/.env', '.agentvm/secrets.json']) {
+      assert.ok(report.removed.includes(p), `${p} not in ${JSON.stringify(report.removed)}`);
+    }
+    assert.deepEqual(report.redacted.map((r: { path: string }) => r.path).sort(), ['home/proj/.git/config', 'workspace/app/main.js']);
+    // The VM keeps running, its disk untouched.
+    assert.equal((await exec(vmId, ['cat', '/persist/home/.aws/credentials'])).exit_code, 0);
+
+    const check = 'cd /persist; for f in home/.ssh/id_ed25519 home/.claude/.credentials.json home/.codex/auth.json home/.aws/credentials home/.git-credentials home/.bash_history workspace/app/.env .agentvm/secrets.json; do test -e $f && echo "KEPT $f"; done; cat workspace/app/README.md workspace/app/main.js home/proj/.git/config; ls home/.ssh; test -e workspace/app/.env.example && echo example-kept; grep -rl "PlantedSecret\\|AnotherPlantedKey\\|AKIAABCDEF\\|ghp_abc\\|tok3n" /persist 2>/dev/null || true';
+    const forkAndLook = async (templateId: string) => {
+      const fork = await api('POST', `/v1/api/templates/${templateId}/fork`, {});
+      assert.equal(fork.status, 201, JSON.stringify(fork.body));
+      assert.equal(fork.body.template_id, templateId);
+      await runningVm(fork.body.vm_id);
+      const echo = JSON.parse((await api('POST', `/v1/api/vms/${fork.body.vm_id}/run`, { task: 'forked' })).body.stdout);
+      const look = await exec(fork.body.vm_id, ['sh', '-c', check]);
+      await api('DELETE', `/v1/api/vms/${fork.body.vm_id}`);
+      return { echo, out: look.stdout };
+    };
+    const fromPublic = await forkAndLook(pub.body.template_id);
+    assert.equal(fromPublic.echo.persist_runs, 2); // the template's run, then this one
+    assert.doesNotMatch(fromPublic.out, /KEPT|PlantedSecret|AnotherPlantedKey|AKIAABCDEF|ghp_abc|tok3n/);
+    assert.match(fromPublic.out, /hello\n/);
+    assert.match(fromPublic.out, /\[REDACTED\]/);
+    assert.match(fromPublic.out, /url = https:\/\/git\.example\.com/);
+    assert.match(fromPublic.out, /id_ed25519\.pub/);
+    assert.match(fromPublic.out, /example-kept/);
+    const fromPrivate = await forkAndLook(priv.body.template_id);
+    assert.match(fromPrivate.out, /KEPT home\/\.ssh\/id_ed25519/);
+    assert.match(fromPrivate.out, /KEPT \.agentvm\/secrets\.json/);
+    assert.match(fromPrivate.out, /AnotherPlantedKey/);
+
+    const t = (await api('GET', `/v1/api/templates/${pub.body.template_id}`)).body;
+    assert.equal(t.forks, 1);
+    await api('DELETE', `/v1/api/vms/${vmId}`);
+  });
 });
 
 describe('a server killed while a VM is provisioning', { skip }, () => {

@@ -228,5 +228,44 @@ for (const backend of backends()) {
       assert.equal(foreign.status, 404);
       assert.equal((await t.request('GET', `/v1/api/vms/${vm.body.vm_id}`, { key: owner.key })).body.status, 'provisioning');
     });
+  
+    test('templates: fork charges like a create and counts; tenancy and state rules of fork and capture', async () => {
+      await t.services.hosts.register(host);
+      const owner = await t.tenant({ card: '4242' });
+      const other = await t.tenant({ card: '4242' });
+      const fork = await t.request('POST', '/v1/api/templates/echo-workspace/fork', { key: owner.key, body: {}, headers: { 'idempotency-key': 'fork-1' } });
+      assert.equal(fork.status, 201, fork.text);
+      assert.equal(fork.body.template_id, 'tpl_starterecho00000000000');
+      const again = await t.request('POST', '/v1/api/templates/echo-workspace/fork', { key: owner.key, body: {}, headers: { 'idempotency-key': 'fork-1' } });
+      assert.equal(again.body.vm_id, fork.body.vm_id);
+      assert.deepEqual(await ledger(owner.tenantId), [{ kind: 'card_charge', amount_cents: 1900, vm_id: fork.body.vm_id }]);
+      const vm = await t.request('GET', `/v1/api/vms/${fork.body.vm_id}`, { key: owner.key });
+      assert.equal(vm.body.template_id, 'tpl_starterecho00000000000');
+      assert.equal(vm.body.harness, 'echo');
+      assert.equal((await t.request('GET', '/v1/api/templates/echo-workspace', { key: other.key })).body.forks, 1);
+
+      // A private template of another tenant: 404 by id and by slug, for get and fork.
+      await t.db.query(
+        `INSERT INTO templates (template_id, tenant_id, slug, name, harness, visibility, status) VALUES ('tpl_ownersprivate000000000', $1, 'owners-lab', 'Lab', 'echo', 'private', 'ready')`,
+        [owner.tenantId],
+      );
+      for (const ref of ['tpl_ownersprivate000000000', 'owners-lab']) {
+        assert.equal((await t.request('GET', `/v1/api/templates/${ref}`, { key: other.key })).status, 404);
+        assert.equal((await t.request('POST', `/v1/api/templates/${ref}/fork`, { key: other.key, body: {} })).status, 404);
+      }
+      assert.equal((await ledger(other.tenantId)).length, 0);
+      const noCard = await t.tenant();
+      assert.equal((await t.request('POST', '/v1/api/templates/echo-workspace/fork', { key: noCard.key, body: {} })).body.error, 'card_required');
+
+      // Capture: another tenant's VM is 404; a provisioning VM is 409; a read key is 403; no row is left.
+      assert.equal((await t.request('POST', `/v1/api/vms/${fork.body.vm_id}/capture`, { key: other.key, body: {} })).status, 404);
+      const provisioning = await t.request('POST', `/v1/api/vms/${fork.body.vm_id}/capture`, { key: owner.key, body: {} });
+      assert.equal(provisioning.status, 409);
+      assert.match(provisioning.body.message, /provisioning/);
+      const read = await t.request('POST', '/v1/api/keys', { key: owner.key, body: { scope: 'read' } });
+      assert.equal((await t.request('POST', `/v1/api/vms/${fork.body.vm_id}/capture`, { key: read.body.key, body: {} })).status, 403);
+      const rows = await t.db.query('SELECT 1 FROM templates WHERE source_vm_id = $1', [fork.body.vm_id]);
+      assert.equal(rows.length, 0);
+    });
   });
 }

@@ -38,7 +38,8 @@ export function buildServices(
   const keys = new KeyService(db, clock);
   const billing = new BillingService(db, clock, opts.payments ?? new LedgerPaymentProvider());
   const hosts = new HostService(db, clock);
-  const vms = new VmService(db, clock, billing, hosts);
+  const templates = new TemplateService(db, clock);
+  const vms = new VmService(db, clock, billing, hosts, templates);
   return {
     db,
     hosts,
@@ -50,7 +51,7 @@ export function buildServices(
     vms,
     runs: new RunService(db, clock, vms, opts.runLimits ?? DEFAULT_RUN_LIMITS),
     login: new LoginService(db, clock, keys, opts.mailer ?? { send: async () => undefined }),
-    templates: new TemplateService(db, clock),
+    templates,
     driver: opts.driver,
   };
 }

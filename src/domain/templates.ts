@@ -1,6 +1,7 @@
-import type { Db } from '../store/db.ts';
+import type { Db, Queryable } from '../store/db.ts';
 import type { Clock } from './clock.ts';
-import { notFound } from './errors.ts';
+import { ApiError, notFound } from './errors.ts';
+import { newId } from './ids.ts';
 
 export interface TemplateRow {
   template_id: string;
@@ -45,11 +46,67 @@ const ORDER: Record<TemplateSort, string> = {
   stars: 'stars DESC, created_at DESC',
 };
 
+/** Lowercase `[a-z0-9-]` from a name, at most 60 characters. */
+export function slugify(name: string): string {
+  const slug = name
+    .normalize('NFKD')
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '-')
+    .replace(/^-+|-+$/g, '')
+    .slice(0, 60)
+    .replace(/-+$/, '');
+  return slug || 'template';
+}
+
 export class TemplateService {
   constructor(
     private readonly db: Db,
     private readonly clock: Clock,
   ) {}
+
+  /** Set by the VM host: makes the template's disk image (copy, scrub when public) in the background. */
+  capturer: ((templateId: string) => void) | null = null;
+
+  /**
+   * Starts a capture of a VM's persist disk: a template row in status `capturing`, then the host
+   * copies (and for a public capture scrubs) the disk. The VM must be running or stopped.
+   */
+  async capture(tenantId: string, vmId: string, input: { visibility?: 'public' | 'private'; name?: string }): Promise<TemplateRow> {
+    const capturer = this.capturer;
+    const row = await this.db.transaction(async (tx) => {
+      const [vm] = await tx.query<{ vm_id: string; status: string; harness: string; plan: string | null }>(
+        'SELECT vm_id, status, harness, plan FROM vms WHERE tenant_id = $1 AND vm_id = $2 AND deleted_at IS NULL FOR UPDATE',
+        [tenantId, vmId],
+      );
+      if (!vm) throw notFound('VM');
+      if (vm.status !== 'running' && vm.status !== 'stopped') {
+        throw new ApiError('vm_not_running', `the VM is ${vm.status}; a capture needs it running or stopped`, 'wait until it is running or stopped');
+      }
+      if (!capturer) throw new ApiError('unavailable', 'no VM host is attached to this server', 'try again later', { 'Retry-After': '30' });
+      const visibility = input.visibility ?? 'private';
+      const name = input.name ?? `${vm.harness} workspace from ${vm.vm_id}`;
+      const base = slugify(name);
+      // Unique per owner, and among public templates for a public one.
+      const taken = new Set(
+        (
+          await tx.query<{ slug: string }>(
+            `SELECT slug FROM templates WHERE (tenant_id = $1 OR ($2 AND visibility = 'public')) AND slug LIKE $3`,
+            [tenantId, visibility === 'public', `${base}%`],
+          )
+        ).map((r) => r.slug),
+      );
+      let slug = base;
+      for (let n = 2; taken.has(slug); n++) slug = `${base.slice(0, 55)}-${n}`;
+      const [inserted] = await tx.query<TemplateRow>(
+        `INSERT INTO templates (template_id, tenant_id, slug, name, description, harness, plan, visibility, tags, status, source_vm_id, created_at)
+         VALUES ($1, $2, $3, $4, '', $5, $6, $7, $8, 'capturing', $9, $10) RETURNING ${COLUMNS}`,
+        [newId('tpl'), tenantId, slug, name, vm.harness, vm.plan, visibility, [vm.harness], vm.vm_id, this.clock.now()],
+      );
+      return inserted;
+    });
+    capturer!(row.template_id);
+    return row;
+  }
 
   /** The caller's own templates merged with the public gallery; the owner also sees capturing and failed ones. */
   async list(tenantId: string, query: TemplateQuery): Promise<{ rows: TemplateRow[]; total: number }> {
@@ -85,8 +142,8 @@ export class TemplateService {
   }
 
   /** By `tpl_` id, the caller's own slug, or a public slug, in that order. */
-  async get(tenantId: string, idOrSlug: string): Promise<TemplateRow> {
-    const [row] = await this.db.query<TemplateRow>(
+  async get(tenantId: string, idOrSlug: string, q: Queryable = this.db): Promise<TemplateRow> {
+    const [row] = await q.query<TemplateRow>(
       `SELECT ${COLUMNS} FROM templates
        WHERE (tenant_id = $1 OR (visibility = 'public' AND status = 'ready'))
          AND (template_id = $2 OR slug = $2)

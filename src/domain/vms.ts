@@ -5,6 +5,7 @@ import { getHarness, DEFAULT_HARNESS } from '../harness/catalogue.ts';
 import { PLANS, TIERS, planPriceCents, type Cycle, type PlanId, type TierId } from './plans.ts';
 import type { Queryable } from '../store/db.ts';
 import type { HostService } from './hosts.ts';
+import type { TemplateService } from './templates.ts';
 import { onceForKey, requestHash, type StoredResponse } from './idempotency.ts';
 import { meterVm, type MeteredVm } from './metering.ts';
 import { newId } from './ids.ts';
@@ -49,6 +50,12 @@ export interface VmOrder {
   disk_gib: number;
 }
 
+export interface ForkResult {
+  vm_id: string;
+  status: 'provisioning';
+  template_id: string;
+}
+
 export interface CreateVmResult {
   vm_id: string;
   status: 'provisioning';
@@ -81,6 +88,7 @@ export class VmService {
     private readonly clock: Clock,
     private readonly billing: BillingService,
     private readonly hosts: HostService,
+    private readonly templates: TemplateService,
   ) {}
 
   /** Called after every change a reconciler should act on (the local one wakes at once). */
@@ -131,6 +139,37 @@ export class VmService {
         if (order.tier) body.tier = order.tier;
         if (order.count > 1) body.vm_ids = ids;
         return { status: 201, body };
+      }),
+    );
+    this.onChange();
+    return result;
+  }
+
+  /**
+   * Forks a template into a new VM: charged like a create (card, Idempotency-Key), its persist disk a
+   * copy-on-write child of the template's image. Counts the fork.
+   */
+  async fork(tenantId: string, idOrSlug: string, input: { plan?: PlanId }, idempotencyKey?: string): Promise<StoredResponse<ForkResult>> {
+    const result = await this.db.transaction((tx) =>
+      onceForKey(tx, tenantId, idempotencyKey, 'forkTemplate', requestHash('forkTemplate', idOrSlug, input), async () => {
+        const template = await this.templates.get(tenantId, idOrSlug, tx);
+        if (template.status === 'capturing') {
+          throw new ApiError('unavailable', 'the template is still being captured', 'try again in a little while', { 'Retry-After': '10' });
+        }
+        if (template.status !== 'ready') throw invalid('id', 'the capture of this template failed, so it cannot be forked');
+        const plan = input.plan ?? (template.plan as PlanId | null) ?? 'starter';
+        const order = resolveOrder({ plan, harness: template.harness });
+        await this.billing.requireCard(tx, tenantId);
+        const [vmId] = await this.insertVms(tx, tenantId, order, template.template_id);
+        await this.billing.chargeCard(tx, tenantId, planPriceCents(plan, 'monthly'), {
+          description: `${plan} plan VM (monthly), fork of ${template.slug}`,
+          vmId,
+          templateId: template.template_id,
+          plan,
+          cycle: 'monthly',
+        });
+        await tx.query('UPDATE templates SET forks = forks + 1 WHERE template_id = $1', [template.template_id]);
+        return { status: 201, body: { vm_id: vmId, status: 'provisioning' as const, template_id: template.template_id } };
       }),
     );
     this.onChange();

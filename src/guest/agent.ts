@@ -8,6 +8,7 @@ import { promises as fsp, constants as fsConstants, openSync, read, write } from
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { scrubTree } from './scrub.ts';
 import {
   AGENT_PORT_NAME,
   AGENT_PROTOCOL_VERSION,
@@ -259,6 +260,22 @@ async function handle(req: AgentRequest): Promise<unknown> {
       return runHarness(req.args as RunArgs);
     case 'secrets':
       return setSecrets(req.args as SecretsArgs);
+    case 'freeze':
+      // A consistent persist disk for a capture: flush, then hold writes until thaw.
+      await run('sync', []);
+      await run('fsfreeze', ['--freeze', PERSIST_MOUNT]);
+      return { frozen: true };
+    case 'thaw':
+      await run('fsfreeze', ['--unfreeze', PERSIST_MOUNT]).catch(() => undefined);
+      return { frozen: false };
+    case 'scrub': {
+      if (!persist.mounted) throw new Error('the persist disk is not mounted');
+      const report = await scrubTree(PERSIST_MOUNT);
+      await run('sync', []);
+      // Freed blocks go back to the image (discard), so nothing removed survives in it.
+      await run('fstrim', [PERSIST_MOUNT]);
+      return report;
+    }
     default:
       throw new Error(`unknown op "${req.op}"`);
   }

@@ -240,6 +240,9 @@ export class Reconciler {
       image,
       netSlot: row.net_slot,
       hostname: row.vm_id.replace(/_/g, '-').toLowerCase(),
+      persistBacking: row.template_id
+        ? ((await db.query<{ image_path: string | null }>('SELECT image_path FROM templates WHERE template_id = $1', [row.template_id]))[0]?.image_path ?? null)
+        : null,
     };
     await this.acquireBootSlot();
     try {

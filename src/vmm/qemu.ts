@@ -22,6 +22,8 @@ export interface VmSpec {
   /** Picks the VM's private network; distinct per VM on a host. */
   netSlot: number;
   hostname: string;
+  /** A template's disk image: the persist disk starts as its copy-on-write child. */
+  persistBacking?: string | null;
 }
 
 export interface ExitInfo {
@@ -58,7 +60,7 @@ export function netOfSlot(slot: number): { net: string; guest: string; gateway: 
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-function runQemuImg(args: string[]): Promise<void> {
+export function runQemuImg(args: string[]): Promise<void> {
   return new Promise((resolve, reject) => {
     const child = spawn('qemu-img', args, { stdio: ['ignore', 'ignore', 'pipe'] });
     let err = '';
@@ -137,7 +139,8 @@ export class QemuDriver extends EventEmitter {
     const f = this.files(spec.vmId);
     await mkdir(f.dir, { recursive: true, mode: 0o700 });
     if (!existsSync(f.persist)) {
-      await runQemuImg(['create', '-q', '-f', 'qcow2', `${f.persist}.tmp`, `${spec.diskGib}G`]);
+      const backing = spec.persistBacking ? ['-F', 'qcow2', '-b', spec.persistBacking] : [];
+      await runQemuImg(['create', '-q', '-f', 'qcow2', ...backing, `${f.persist}.tmp`, `${spec.diskGib}G`]);
       await rm(f.persist, { force: true });
       await rename(`${f.persist}.tmp`, f.persist);
     }
@@ -380,6 +383,11 @@ export class QemuDriver extends EventEmitter {
   async destroy(vmId: string): Promise<void> {
     await this.stop(vmId, { graceful: false });
     await rm(this.vmDir(vmId), { recursive: true, force: true });
+  }
+
+  /** Where the VM's persist disk is (a capture copies it). */
+  persistPath(vmId: string): string {
+    return this.files(vmId).persist;
   }
 
   /** Bytes the VM's disks take on the host. */

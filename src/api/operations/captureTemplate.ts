@@ -1,6 +1,6 @@
 import { defineOperation } from '../operation.ts';
 import { CaptureRequest, IdParam, Template } from '../schemas.ts';
-import { ApiError } from '../../domain/errors.ts';
+import { presentTemplate } from '../present.ts';
 
 export const captureTemplate = defineOperation({
   operationId: 'captureTemplate',
@@ -14,8 +14,8 @@ export const captureTemplate = defineOperation({
   body: { schema: CaptureRequest, required: false },
   success: { status: 201, schema: Template, description: 'The new template, capturing' },
   errors: ['not_found', 'vm_not_running', 'unavailable'],
-  handler: async ({ services, principal, params }) => {
-    await services.vms.get(principal.tenantId, params.id);
-    throw new ApiError('unavailable', 'the VM host cannot capture disks yet', 'try again later', { 'Retry-After': '30' });
-  },
+  handler: async ({ services, principal, params, body }) => ({
+    status: 201,
+    body: presentTemplate(await services.templates.capture(principal.tenantId, params.id, body ?? {}), principal.tenantId),
+  }),
 });

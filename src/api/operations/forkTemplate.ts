@@ -1,7 +1,7 @@
 import { defineOperation } from '../operation.ts';
 import { ForkRequest, ForkResponse } from '../schemas.ts';
 import { TemplateIdParam } from './getTemplate.ts';
-import { ApiError } from '../../domain/errors.ts';
+import { idempotencyKey } from '../idempotency.ts';
 
 export const forkTemplate = defineOperation({
   operationId: 'forkTemplate',
@@ -16,9 +16,9 @@ export const forkTemplate = defineOperation({
   body: { schema: ForkRequest, required: false },
   success: { status: 201, schema: ForkResponse, description: 'The new VM, seeded from the template' },
   errors: ['not_found', 'card_required', 'card_declined', 'idempotency_conflict', 'unavailable'],
-  handler: async ({ services, principal, params }) => {
-    await services.templates.get(principal.tenantId, params.id);
-    await services.db.transaction((tx) => services.billing.requireCard(tx, principal.tenantId));
-    throw new ApiError('unavailable', 'no VM host has room for this VM right now', 'try again later', { 'Retry-After': '30' });
+  handler: async ({ c, services, principal, params, body }) => {
+    const key = idempotencyKey(c.req.header('idempotency-key'));
+    const result = await services.vms.fork(principal.tenantId, params.id, body ?? {}, key);
+    return { status: result.status, body: result.body, headers: result.replayed ? { 'Idempotent-Replayed': 'true' } : undefined };
   },
 });
