@@ -352,6 +352,12 @@ describe('real microVMs', { skip }, () => {
 
     const t = (await api('GET', `/v1/api/templates/${pub.body.template_id}`)).body;
     assert.equal(t.forks, 1);
+    // A stopped VM captures too (its disk at rest).
+    await api('POST', `/v1/api/vms/${vmId}/stop`);
+    await until('stopped', async () => (await status(vmId)).status === 'stopped');
+    const atRest = await api('POST', `/v1/api/vms/${vmId}/capture`, {});
+    assert.equal(atRest.status, 201);
+    assert.ok((await waitReady(atRest.body.template_id)).size_bytes > 0);
     await api('DELETE', `/v1/api/vms/${vmId}`);
   });
 });
