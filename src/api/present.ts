@@ -50,6 +50,12 @@ export function presentTemplate(t: TemplateRow, tenantId: string): z.input<typeo
   };
 }
 
+/** A newly issued key: its metadata (never used yet) and, this once, its plaintext. */
+export function presentIssuedKey(k: KeyRow, key: string) {
+  const { last_used_at: _unused, ...meta } = presentKey(k);
+  return { ...meta, key };
+}
+
 export function presentKey(k: KeyRow): z.input<typeof KeyRecord> {
   return {
     key_id: k.key_id,

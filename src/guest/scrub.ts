@@ -76,11 +76,16 @@ function isEnvFile(name: string): boolean {
 }
 
 async function isPrivateKeyFile(file: string, name: string): Promise<boolean> {
-  if (/^id_[a-z0-9_]+$/.test(name) || /\.(pem|key|p12|pfx)$/.test(name)) {
-    const head = await fsp.readFile(file, { encoding: 'latin1' }).then((s) => s.slice(0, 4096), () => '');
-    return /PRIVATE KEY|^\x30\x82/.test(head) || /^id_[a-z0-9_]+$/.test(name);
+  if (/^id_[a-z0-9_]+$/.test(name)) return true;
+  if (!/\.(pem|key|p12|pfx)$/.test(name)) return false;
+  const fh = await fsp.open(file, 'r').catch(() => null);
+  if (!fh) return false;
+  try {
+    const { buffer, bytesRead } = await fh.read(Buffer.alloc(4096), 0, 4096, 0);
+    return /PRIVATE KEY|^\x30\x82/.test(buffer.toString('latin1', 0, bytesRead));
+  } finally {
+    await fh.close();
   }
-  return false;
 }
 
 function looksText(buf: Buffer): boolean {

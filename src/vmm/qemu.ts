@@ -346,17 +346,13 @@ export class QemuDriver extends EventEmitter {
     return agentRequest<T>(h.agent, op, args, timeoutMs);
   }
 
-  async exec(vmId: string, args: ExecArgs, timeoutMs: number): Promise<ExecResult> {
-    const h = this.handles.get(vmId);
-    if (!h) throw new Error(`${vmId} is not running`);
-    return agentRequest<ExecResult>(h.agent, 'exec', args, timeoutMs);
+  exec(vmId: string, args: ExecArgs, timeoutMs: number): Promise<ExecResult> {
+    return this.request<ExecResult>(vmId, 'exec', args, timeoutMs);
   }
 
   async ping(vmId: string): Promise<number> {
-    const h = this.handles.get(vmId);
-    if (!h) throw new Error(`${vmId} is not running`);
     const t = process.hrtime.bigint();
-    await agentRequest(h.agent, 'ping', undefined, 5000);
+    await this.request(vmId, 'ping', undefined, 5000);
     return Number(process.hrtime.bigint() - t) / 1e6;
   }
 

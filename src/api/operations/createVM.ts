@@ -1,6 +1,6 @@
 import { defineOperation } from '../operation.ts';
 import { CreateVmRequest, CreateVmResponse } from '../schemas.ts';
-import { idempotencyKey } from '../idempotency.ts';
+import { idempotencyKey, replayable } from '../idempotency.ts';
 
 export const createVM = defineOperation({
   operationId: 'createVM',
@@ -18,7 +18,6 @@ export const createVM = defineOperation({
   errors: ['card_required', 'card_declined', 'insufficient_credits', 'idempotency_conflict', 'unavailable'],
   handler: async ({ c, services, principal, body }) => {
     const key = idempotencyKey(c.req.header('idempotency-key'));
-    const result = await services.vms.create(principal.tenantId, body, key);
-    return { status: result.status, body: result.body, headers: result.replayed ? { 'Idempotent-Replayed': 'true' } : undefined };
+    return replayable(await services.vms.create(principal.tenantId, body, key));
   },
 });

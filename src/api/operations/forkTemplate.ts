@@ -1,7 +1,7 @@
 import { defineOperation } from '../operation.ts';
 import { ForkRequest, ForkResponse } from '../schemas.ts';
 import { TemplateIdParam } from './getTemplate.ts';
-import { idempotencyKey } from '../idempotency.ts';
+import { idempotencyKey, replayable } from '../idempotency.ts';
 
 export const forkTemplate = defineOperation({
   operationId: 'forkTemplate',
@@ -18,7 +18,6 @@ export const forkTemplate = defineOperation({
   errors: ['not_found', 'card_required', 'card_declined', 'idempotency_conflict', 'unavailable'],
   handler: async ({ c, services, principal, params, body }) => {
     const key = idempotencyKey(c.req.header('idempotency-key'));
-    const result = await services.vms.fork(principal.tenantId, params.id, body ?? {}, key);
-    return { status: result.status, body: result.body, headers: result.replayed ? { 'Idempotent-Replayed': 'true' } : undefined };
+    return replayable(await services.vms.fork(principal.tenantId, params.id, body ?? {}, key));
   },
 });

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { defineOperation } from '../operation.ts';
 import { idParam, IssuedKey, IssueKeyRequest, KeyList, RevokedKey } from '../schemas.ts';
-import { iso, presentKey } from '../present.ts';
+import { iso, presentIssuedKey, presentKey } from '../present.ts';
 import { notFound } from '../../domain/errors.ts';
 
 export const listKeys = defineOperation({
@@ -33,8 +33,7 @@ export const issueKey = defineOperation({
       label: body.label ?? '',
       scope: body.scope ?? 'read',
     });
-    const { last_used_at: _unused, ...meta } = presentKey(record);
-    return { body: { ...meta, key } };
+    return { body: presentIssuedKey(record, key) };
   },
 });
 

@@ -1,6 +1,6 @@
 import { defineOperation } from '../operation.ts';
 import { IssuedKey, LoginCompleteRequest, LoginStartRequest, LoginStartResponse } from '../schemas.ts';
-import { presentKey } from '../present.ts';
+import { presentIssuedKey } from '../present.ts';
 
 export const loginStart = defineOperation({
   operationId: 'loginStart',
@@ -33,7 +33,6 @@ export const loginComplete = defineOperation({
   errors: ['unauthorized'],
   handler: async ({ services, body }) => {
     const { key, record } = await services.login.complete(body.email, body.code, body.label ?? 'cli');
-    const { last_used_at: _unused, ...meta } = presentKey(record);
-    return { status: 201, body: { ...meta, key } };
+    return { status: 201, body: presentIssuedKey(record, key) };
   },
 });
