@@ -110,7 +110,9 @@ describe('the CLI and the MCP server against a real server', () => {
     assert.equal(JSON.parse(me.stdout).scope, 'readwrite');
     assert.match(JSON.parse(me.stdout).key_label, /^cli on /);
 
-    const wrong = await cli(['login', '--email', 'cli-user@example.com', '--code', '000000'], { XDG_CONFIG_HOME: await mkdtemp(path.join(os.tmpdir(), 'agentvm-cfg-')) });
+    const elsewhere = await mkdtemp(path.join(os.tmpdir(), 'agentvm-cfg-'));
+    const wrong = await cli(['login', '--email', 'cli-user@example.com', '--code', '000000'], { XDG_CONFIG_HOME: elsewhere });
+    await rm(elsewhere, { recursive: true, force: true });
     // A one-in-a-million chance that 000000 is the code just sent; then this login succeeds instead.
     if (wrong.code !== 0) {
       assert.equal(wrong.code, 3);
