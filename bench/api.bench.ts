@@ -5,6 +5,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, open, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { report, row } from './report.ts';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 10);
 const CONNECTIONS = 50;
@@ -58,19 +59,11 @@ try {
   const whoami = await load(`${api.url}/v1/api/whoami`, auth);
   const harnesses = await load(`${api.url}/v1/api/harnesses`, auth);
 
-  const rows = [
-    ['bare hello route (baseline)', bare, 1],
-    ['whoami', whoami, whoami.rps / bare.rps],
-    ['listHarnesses', harnesses, harnesses.rps / bare.rps],
-  ] as const;
-  console.log(`\nAPI throughput, ${CONNECTIONS} connections, ${DURATION} s each, embedded database`);
-  console.log('| route | req/s | p50 ms | p99 ms | req/s vs bare |');
-  console.log('|---|---|---|---|---|');
-  for (const [name, r, ratio] of rows) {
-    console.log(`| ${name} | ${Math.round(r.rps)} | ${r.p50} | ${r.p99} | ${(ratio * 100).toFixed(0)}% |`);
-  }
-  const ok = whoami.rps / bare.rps >= 0.5;
-  console.log(`\ntarget: whoami at least 50% of the bare route: ${ok ? 'met' : 'NOT met'} (${((whoami.rps / bare.rps) * 100).toFixed(0)}%)`);
+  const ratio = whoami.rps / bare.rps;
+  await report(`API throughput, ${CONNECTIONS} connections, ${DURATION} s each, embedded database`, [
+    row('api', 'whoami req/s (p99 ms)', `${Math.round(whoami.rps)} (${whoami.p99})`, `${Math.round(bare.rps)} (${bare.p99}) bare hello route`, ratio, '≥ 50%', ratio >= 0.5),
+    row('api', 'listHarnesses req/s (p99 ms)', `${Math.round(harnesses.rps)} (${harnesses.p99})`, `${Math.round(bare.rps)} bare hello route`, harnesses.rps / bare.rps),
+  ]);
 } finally {
   for (const p of procs) p.kill('SIGTERM');
   await new Promise((r) => setTimeout(r, 500));

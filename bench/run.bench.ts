@@ -9,13 +9,13 @@ import { loadConfig } from '../src/config.ts';
 import { startServer } from '../src/server.ts';
 import { createLogger } from '../src/log.ts';
 import { buildInvocation } from '../src/harness/invoke.ts';
+import { pct, report, row } from './report.ts';
 
 const N = Number(process.env.BENCH_RUNS ?? 40);
 const imageDir = process.env.AGENTVM_IMAGE_DIR ?? '/var/cache/agentvm/images';
 const dataDir = await mkdtemp(path.join(os.tmpdir(), 'agentvm-runbench-'));
 const config = { ...loadConfig({ host: '127.0.0.1', port: 0, dataDir }), imageDir, adminToken: 'avm_admin_bench_0123456789abcdefghijklmnop' };
 const server = await startServer(config, createLogger('warn', new Writable({ write: (_c, _e, cb) => cb() })));
-const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.ceil((p / 100) * xs.length) - 1)];
 try {
   await server.host.imageReady;
   const base = server.url;
@@ -51,12 +51,11 @@ try {
   }
   const p50d = pct(direct, 50);
   const p50a = pct(viaApi, 50);
-  console.log(`\nEcho run round trip (${N} runs each, accel ${driver.opts.accel})`);
-  console.log('| path | p50 ms | p95 ms |');
-  console.log('|---|---|---|');
-  console.log(`| guest agent directly (same argv, same user) | ${p50d.toFixed(1)} | ${pct(direct, 95).toFixed(1)} |`);
-  console.log(`| POST /v1/api/vms/{id}/run | ${p50a.toFixed(1)} | ${pct(viaApi, 95).toFixed(1)} |`);
-  console.log(`platform adds ${(p50a - p50d).toFixed(1)} ms at p50 (target: at most 50 ms)`);
+  const added = p50a - p50d;
+  await report(`Echo run round trip (${N} runs each, accel ${driver.opts.accel})`, [
+    row('run', 'echo run via POST /run, p50 ms (added)', `${p50a.toFixed(1)} (+${added.toFixed(1)})`, `${p50d.toFixed(1)} guest agent directly`, p50a / p50d, 'adds ≤ 50 ms', added <= 50),
+    row('run', 'same, p95 ms', pct(viaApi, 95).toFixed(1), pct(direct, 95).toFixed(1), pct(viaApi, 95) / pct(direct, 95)),
+  ]);
   await fetch(`${base}/v1/api/vms/${vmId}`, { method: 'DELETE', headers: h });
   await server.host.reconciler!.settled();
 } finally {

@@ -17,6 +17,8 @@ export interface Config {
   vmEgress: boolean;
   /** Build the guest image on start when it is missing (else wait for `agentvm image build`). */
   imageAutoBuild: boolean;
+  /** Start VMs from golden snapshots (off: every start is a cold boot). */
+  snapshots: boolean;
   bootTimeoutMs: number;
   meterIntervalMs: number;
   /** A run longer than this is killed (its whole process group) and answers timed_out. */
@@ -68,6 +70,7 @@ export function loadConfig(flags: { host?: string; port?: string | number; dataD
     imageDir: path.resolve(process.env.AGENTVM_IMAGE_DIR || path.join(dataDir, 'images')),
     vmEgress: boolFromEnv('AGENTVM_VM_EGRESS'),
     imageAutoBuild: process.env.AGENTVM_IMAGE_BUILD === undefined || process.env.AGENTVM_IMAGE_BUILD === '' ? true : boolFromEnv('AGENTVM_IMAGE_BUILD'),
+    snapshots: process.env.AGENTVM_SNAPSHOTS === undefined || process.env.AGENTVM_SNAPSHOTS === '' ? true : boolFromEnv('AGENTVM_SNAPSHOTS'),
     bootTimeoutMs: intFromEnv('AGENTVM_BOOT_TIMEOUT_S', 180) * 1000,
     meterIntervalMs: intFromEnv('AGENTVM_METER_INTERVAL_S', 10) * 1000,
     runTimeoutMs: intFromEnv('AGENTVM_RUN_TIMEOUT_S', 1800) * 1000,

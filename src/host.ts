@@ -12,6 +12,8 @@ import { newId } from './domain/ids.ts';
 import { buildImage, currentImageId, loadImage, type Image } from './image/build.ts';
 import { probeDriver, type DriverProbe } from './vmm/probe.ts';
 import { QemuDriver } from './vmm/qemu.ts';
+import { SnapshotStore } from './vmm/snapshot.ts';
+import { PLANS } from './domain/plans.ts';
 import { Reconciler } from './reconcile/reconciler.ts';
 import { Capturer } from './reconcile/capture.ts';
 import type { ExecResult } from './guest/protocol.ts';
@@ -21,6 +23,7 @@ export interface VmHost {
   driver: QemuDriver | null;
   reconciler: Reconciler | null;
   capturer?: Capturer;
+  snapshots?: SnapshotStore | null;
   /** What /readyz reports: usable once QEMU is there and the guest image is built. */
   probe(): Promise<DriverProbe>;
   /** Resolves when the guest image is ready (rejects if building it failed). */
@@ -88,6 +91,7 @@ export async function startVmHost(config: Config, services: Services, log: Logge
 
   const driver = new QemuDriver({
     vmsDir: path.join(config.dataDir, 'vms'),
+    blankDir: path.join(config.dataDir, 'blank'),
     qemu: probe.qemu,
     accel: probe.accel,
     egress: config.vmEgress,
@@ -127,8 +131,18 @@ export async function startVmHost(config: Config, services: Services, log: Logge
   services.templates.capturer = (templateId) => capturer.start(templateId);
   await reconciler.start();
 
+  const snapshots = config.snapshots
+    ? new SnapshotStore({ dir: path.join(config.dataDir, 'snapshots'), driver, log: (msg, fields) => log.info(fields ?? {}, msg) })
+    : null;
   imageReady.then(
     async (img) => {
+      if (snapshots) {
+        // Snapshots of other images go; the starter shape (also the tiers') is made ahead of need.
+        await snapshots.init(img.id).catch((err) => log.warn({ err }, 'reading the snapshots failed'));
+        driver.snapshots = snapshots;
+        const starter = PLANS.starter;
+        snapshots.want({ vmId: 'golden', vcpus: starter.vcpus, memoryMib: starter.memory_mib, diskGib: starter.disk_gib, image: img, netSlot: 0, hostname: 'agentvm' });
+      }
       image = img;
       imageState = `guest image ${img.id}`;
       await services.hosts.heartbeat(id, img.id);
@@ -155,8 +169,10 @@ export async function startVmHost(config: Config, services: Services, log: Logge
         ? { ...probe, detail: `${probe.detail}; ${imageState}` }
         : { ...probe, usable: false, detail: `${probe.detail}; ${imageState}` },
     capturer,
+    snapshots,
     close: async (opts) => {
       await capturer.settled();
+      await snapshots?.settled();
       await reconciler.stop();
       if (opts?.stopVms) await driver.stopAll();
       else driver.release();

@@ -8,7 +8,7 @@ import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -111,6 +111,56 @@ describe('real microVMs', { skip }, () => {
     return vm.status === 'running' && server.host.driver!.isRunning(vmId) && vm;
   });
 
+  test('snapshot clones: each VM its own identity, disks and randomness; a broken snapshot falls back to a cold boot', { timeout: 10 * 60_000 }, async () => {
+    const driver = server.host.driver!;
+    const snapshots = server.host.snapshots!;
+    await snapshots.settled(); // the starter shape's golden VM, made when the image was ready
+    const other = await admin('POST', '/v1/admin/tenants', { email: 'clones@example.com' });
+    await admin('PUT', `/v1/admin/tenants/${other.body.tenant_id}/card`, { brand: 'visa', last4: '4242' });
+    const api = client(server.url, other.body.api_key);
+    const status = async (vmId: string) => (await api('GET', `/v1/api/vms/${vmId}`)).body;
+    const runningVm = (vmId: string) => until(`${vmId} running`, async () => {
+      const vm = await status(vmId);
+      if (vm.status === 'failed') throw new Error(`failed: ${vm.status_reason}`);
+      return vm.status === 'running' && driver.isRunning(vmId) && vm;
+    });
+    const vms: string[] = [];
+    for (let i = 0; i < 2; i++) vms.push((await api('POST', '/v1/api/vms', { harness: 'echo' })).body.vm_id);
+    const seen = new Map<string, Set<string>>();
+    for (const vmId of vms) {
+      const vm = await runningVm(vmId);
+      assert.equal(driver.startedFrom(vmId), 'snapshot', `${vmId} resumed from the snapshot`);
+      const r = await exec(vmId, ['sh', '-c', 'hostname; cat /etc/machine-id /run/agentvm/instance; ip -4 -o addr show eth0; od -An -N16 -tx1 /dev/urandom; date +%s; findmnt -no SOURCE /persist; touch /persist/w /w']);
+      assert.equal(r.exit_code, 0, r.stderr);
+      const [hostname, machineId, instance, addr, random, date, persistDev] = r.stdout.trim().split('\n');
+      assert.equal(hostname, vmId.replace(/_/g, '-').toLowerCase());
+      assert.match(addr, new RegExp(`inet ${vm.ipv4.replace(/\./g, '\\.')}/24`));
+      assert.ok(Math.abs(Number(date) - Date.now() / 1000) < 60, `guest clock ${date} is the host's`);
+      assert.match(persistDev, /^\/dev\/sd/);
+      for (const [k, v] of Object.entries({ machineId, instance, random, addr })) {
+        if (!seen.has(k)) seen.set(k, new Set());
+        seen.get(k)!.add(v);
+      }
+    }
+    for (const [k, values] of seen) assert.equal(values.size, 2, `${k} differs between clones`);
+    // Restart resumes again: a fresh root layer, the same persist disk.
+    const vmId = vms[0];
+    await api('POST', `/v1/api/vms/${vmId}/restart`);
+    await until('restarted', async () => (await exec(vmId, ['sh', '-c', 'test -e /persist/w && ! test -e /w'])).exit_code === 0);
+    assert.equal(driver.startedFrom(vmId), 'snapshot');
+
+    // A snapshot whose state is damaged: the next VM boots cold, the snapshot is dropped and made again.
+    const stateDir = path.join(dataDir, 'snapshots');
+    const [key] = (await readdir(stateDir)).filter((n) => !n.endsWith('.work'));
+    await writeFile(path.join(stateDir, key, 'state'), 'not a migration stream');
+    const cold = (await api('POST', '/v1/api/vms', { harness: 'echo' })).body.vm_id as string;
+    await runningVm(cold);
+    assert.equal(driver.startedFrom(cold), 'cold');
+    assert.ok(logs.some((l) => l.includes('resuming from the snapshot failed; booting cold') && l.includes(cold)));
+    assert.equal(existsSync(path.join(stateDir, key)), false);
+    for (const id of [...vms, cold]) await api('DELETE', `/v1/api/vms/${id}`);
+  });
+
   test('create (idempotent), run, restart, stop, start, reprovision, crash, destroy', { timeout: 15 * 60_000 }, async () => {
     const creates = await Promise.all(
       Array.from({ length: 20 }, () => api('POST', '/v1/api/vms', { harness: 'echo' }, { 'idempotency-key': 'real-once' })),
@@ -130,29 +180,31 @@ describe('real microVMs', { skip }, () => {
     assert.equal(facts.ipv4, vm.ipv4);
 
     // A file on the persist disk and one on the root filesystem.
-    const write = await exec(vmId, ['sh', '-c', 'echo kept > /persist/keep.txt && echo gone > /var/tmp/root-marker && cat /proc/sys/kernel/random/boot_id']);
+    const write = await exec(vmId, ['sh', '-c', 'echo kept > /persist/keep.txt && echo gone > /var/tmp/root-marker && cat /run/agentvm/instance']);
     assert.equal(write.exit_code, 0, write.stderr);
     const bootBefore = write.stdout.trim();
+    assert.equal(bootBefore, facts.instance_id);
 
     // Restart: a fresh root, the same persist disk.
     const restarting = await api('POST', `/v1/api/vms/${vmId}/restart`);
     assert.equal(restarting.body.status, 'restarting');
     await until('a new boot', async () => {
       await runningVm(vmId);
-      const r = await exec(vmId, ['cat', '/proc/sys/kernel/random/boot_id']);
+      const r = await exec(vmId, ['cat', '/run/agentvm/instance']);
       return r.stdout.trim() !== bootBefore;
     });
     const after = await exec(vmId, ['sh', '-c', 'cat /persist/keep.txt; test -e /var/tmp/root-marker && echo root-kept || echo root-fresh']);
     assert.equal(after.stdout, 'kept\nroot-fresh\n');
 
-    // Stop: no QEMU left; start: the disk is still there.
+    // Stop: no QEMU left; start: the persist disk and the root filesystem are as they were.
+    await exec(vmId, ['sh', '-c', 'echo stays > /var/tmp/root-kept && sync']);
     assert.equal((await api('POST', `/v1/api/vms/${vmId}/stop`)).body.status, 'stopping');
     await until('stopped', async () => (await status(vmId)).status === 'stopped');
     assert.deepEqual(await qemuPidsUnder(path.join(dataDir, 'vms', vmId)), []);
     assert.equal((await api('POST', `/v1/api/vms/${vmId}/stop`)).status, 200); // a no-op
     assert.equal((await api('POST', `/v1/api/vms/${vmId}/start`)).body.status, 'starting');
     await runningVm(vmId);
-    assert.equal((await exec(vmId, ['cat', '/persist/keep.txt'])).stdout, 'kept\n');
+    assert.equal((await exec(vmId, ['cat', '/persist/keep.txt', '/var/tmp/root-kept'])).stdout, 'kept\nstays\n');
 
     // Reprovision: the guest is rebuilt from the current image, the persist disk stays.
     await exec(vmId, ['sh', '-c', 'echo again > /var/tmp/root-marker']);
@@ -183,8 +235,8 @@ describe('real microVMs', { skip }, () => {
     await until('disks removed', async () => !existsSync(path.join(dataDir, 'vms', vmId)), 20_000);
     assert.deepEqual(await qemuPidsUnder(path.join(dataDir, 'vms', vmId)), []);
 
-    const charges = await server.services.db.query<{ amount_cents: number }>(`SELECT amount_cents FROM ledger WHERE kind = 'card_charge'`);
-    assert.deepEqual(charges, [{ amount_cents: 1900 }]);
+    const charges = await server.services.db.query<{ amount_cents: number }>(`SELECT amount_cents FROM ledger WHERE kind = 'card_charge' AND vm_id = $1`, [vmId]);
+    assert.deepEqual(charges, [{ amount_cents: 1900 }]); // 20 concurrent creates with one key: one charge
   });
   test('echo runs: literal tasks, counters across restart and reprovision, secrets, run limits', { timeout: 15 * 60_000 }, async () => {
     const created = await api('POST', '/v1/api/vms', { harness: 'echo' });
@@ -424,7 +476,7 @@ describe('a server killed while a VM is provisioning', { skip }, () => {
     assert.equal((await qemuPidsUnder(path.join(dataDir, 'vms', vmId))).length, 1);
 
     assert.equal((await api('DELETE', `/v1/api/vms/${vmId}`)).status, 200);
-    await until('no qemu', async () => (await qemuPidsUnder(dataDir)).length === 0, 20_000);
+    await until('no qemu', async () => (await qemuPidsUnder(path.join(dataDir, 'vms'))).length === 0, 20_000);
     child.kill('SIGTERM');
     await new Promise((r) => child!.once('exit', r));
     const db = await openDb({ pgliteDir: path.join(dataDir, 'db') });

@@ -1,14 +1,16 @@
 /**
  * The guest agent: one resident process inside every VM (PID 1 is tini, which reaps orphans).
- * It mounts the persist disk, then answers the host on the virtio-serial port named AGENT_PORT_NAME.
+ * It answers the host on the virtio-serial port named AGENT_PORT_NAME; the host's `assume` makes the
+ * bare boot a particular VM (identity, root layer, persist disk).
  * Only Node built-ins here: this file is bundled alone into the guest image.
  */
-import { execFile, spawn } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { promises as fsp, constants as fsConstants, openSync, read, write } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { scrubTree } from './scrub.ts';
+import { ASSUME_PERL } from './assume.ts';
 import {
   AGENT_PORT_NAME,
   AGENT_PROTOCOL_VERSION,
@@ -20,7 +22,9 @@ import {
   type RunArgs,
   type SecretsArgs,
   PERSIST_MOUNT,
-  PERSIST_SERIAL,
+  UPPER_MODEL,
+  PERSIST_MODEL,
+  type AssumeArgs,
   type AgentRequest,
   type AgentResponse,
   type ExecArgs,
@@ -29,66 +33,101 @@ import {
 } from './protocol.ts';
 
 const run = promisify(execFile);
-const EXT_MAGIC_OFFSET = 1080;
 
 function log(msg: string): void {
   process.stderr.write(`agentvm-agent: ${msg}\n`);
 }
 
-/** The /dev node of the block device whose virtio serial is `serial`. */
-async function blockDeviceBySerial(serial: string): Promise<string | null> {
+/** The /dev node of the SCSI disk whose model is `model` (QEMU pads it with spaces). */
+async function diskByModel(model: string): Promise<string | null> {
   for (const name of await fsp.readdir('/sys/block').catch(() => [] as string[])) {
-    const s = await fsp.readFile(`/sys/block/${name}/serial`, 'utf8').catch(() => '');
-    if (s.trim() === serial) return `/dev/${name}`;
+    if (!name.startsWith('sd')) continue;
+    const m = await fsp.readFile(`/sys/block/${name}/device/model`, 'utf8').catch(() => '');
+    if (m.trim() === model) return `/dev/${name}`;
   }
   return null;
 }
 
-async function hasExtFilesystem(device: string): Promise<boolean> {
-  const fh = await fsp.open(device, 'r');
-  try {
-    const buf = Buffer.alloc(2);
-    await fh.read(buf, 0, 2, EXT_MAGIC_OFFSET);
-    return buf.readUInt16LE(0) === 0xef53;
-  } finally {
-    await fh.close();
+async function waitForDisk(model: string, deadline: number): Promise<string> {
+  for (;;) {
+    const dev = await diskByModel(model);
+    if (dev && (await fsp.access(dev).then(() => true, () => false))) return dev;
+    if (Date.now() > deadline) throw new Error(`no ${model} disk appeared`);
+    await new Promise((r) => setTimeout(r, 5));
   }
 }
 
 let persist: HelloFacts['persist'] = { path: PERSIST_MOUNT, device: null, mounted: false, formatted_now: false };
+let assumed: AssumeArgs | null = null;
+let assuming: Promise<HelloFacts> | null = null;
 
-async function mountPersist(): Promise<void> {
-  const device = await blockDeviceBySerial(PERSIST_SERIAL);
-  persist = { path: PERSIST_MOUNT, device, mounted: false, formatted_now: false };
-  if (!device) {
-    persist.error = 'no persist disk attached';
-    return;
-  }
-  try {
-    if (!(await hasExtFilesystem(device))) {
-      await run('mkfs.ext4', ['-q', '-F', '-L', 'persist', '-E', 'lazy_itable_init=1,lazy_journal_init=1', device]);
-      persist.formatted_now = true;
-    }
-    await fsp.mkdir(PERSIST_MOUNT, { recursive: true });
-    await run('mount', ['-t', 'ext4', '-o', 'noatime', device, PERSIST_MOUNT]);
-    persist.mounted = true;
-    await preparePersist();
-  } catch (err) {
-    persist.error = (err as Error).message;
-    log(`persist disk: ${persist.error}`);
-  }
+/** The assume program, started ahead (see assume.ts); started now if it is gone. */
+let assumer: ChildProcess | null = null;
+
+function startAssumer(): ChildProcess {
+  const child = spawn('perl', ['-e', ASSUME_PERL], { stdio: ['pipe', 'pipe', 'pipe'] });
+  child.on('error', () => undefined);
+  return child;
 }
 
-/** The workspace and home of the harness user, and the root-only place for secrets. */
-async function preparePersist(): Promise<void> {
-  for (const dir of [WORKSPACE, HARNESS_HOME]) {
-    await fsp.mkdir(dir, { recursive: true });
-    const st = await fsp.stat(dir);
-    if (st.uid !== HARNESS_USER.uid) await fsp.chown(dir, HARNESS_USER.uid, HARNESS_USER.gid);
+function runAssumer(line: string | null): Promise<string> {
+  if (line === null) return Promise.reject(new Error('assume: no arguments'));
+  const child = assumer && assumer.exitCode === null && assumer.signalCode === null ? assumer : startAssumer();
+  assumer = null;
+  return new Promise((resolve, reject) => {
+    let out = '';
+    let err = '';
+    // Done at its `end` line; its exit is not waited for.
+    child.stdout!.on('data', (c: Buffer) => {
+      out += c.toString();
+      if (out.endsWith('end\n')) resolve(out);
+    });
+    child.stderr!.on('data', (c: Buffer) => (err += c.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => reject(new Error(`assume: ${err.trim() || `exit code ${code}`}`)));
+    child.stdin!.end(`${line}\n`);
+  });
+}
+
+async function assume(args: AssumeArgs | null): Promise<HelloFacts> {
+  if (!args) throw new Error('assume: no arguments');
+  if (assumed) {
+    if (assumed.instance_id === args.instance_id) return hello();
+    throw new Error('this guest has already taken its identity');
   }
-  await fsp.chmod(HARNESS_HOME, 0o700);
-  await fsp.mkdir(path.dirname(SECRETS_FILE), { recursive: true, mode: 0o700 });
-  await fsp.chmod(path.dirname(SECRETS_FILE), 0o700);
+  const deadline = Date.now() + args.disk_wait_ms;
+  const upper = await waitForDisk(UPPER_MODEL, deadline);
+  const device = await waitForDisk(PERSIST_MODEL, deadline).catch(() => null);
+  const sec = Math.floor(args.time_ms / 1000);
+  const kv: Record<string, string> = {
+    sec: String(sec),
+    nsec: String((args.time_ms - sec * 1000) * 1e6),
+    entropy: args.entropy_hex,
+    hostname: args.hostname,
+    ipv4: args.ipv4,
+    gateway: args.gateway,
+    dns: args.dns,
+    machine_id: args.machine_id,
+    instance_id: args.instance_id,
+    upper,
+    persist: device ?? '',
+    workspace: WORKSPACE,
+    home: HARNESS_HOME,
+    secrets_dir: path.dirname(SECRETS_FILE),
+    uid: String(HARNESS_USER.uid),
+    gid: String(HARNESS_USER.gid),
+  };
+  const bad = Object.entries(kv).find(([, v]) => !/^[A-Za-z0-9./:_-]*$/.test(v));
+  if (bad || !/^[0-9a-f]{32}$/.test(args.machine_id)) throw new Error(`bad assume argument ${bad?.[0] ?? 'machine_id'}`);
+  const stdout = await runAssumer(Object.entries(kv).map(([k, v]) => `${k}=${v}`).join(' '));
+  const out = Object.fromEntries(stdout.split('\n').filter(Boolean).map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]));
+  persist = { path: PERSIST_MOUNT, device, mounted: out.persist_mounted === '1', formatted_now: out.persist_formatted === '1' };
+  if (out.persist_error) {
+    persist.error = out.persist_error;
+    log(`persist disk: ${persist.error}`);
+  }
+  assumed = args;
+  return hello();
 }
 
 async function readSecrets(): Promise<Record<string, string>> {
@@ -146,6 +185,10 @@ async function runHarness(args: RunArgs): Promise<ExecResult> {
   });
 }
 
+/** The harness programs are the image's: looked for once, when the agent starts. */
+let harnesses: Promise<string[]> | null = null;
+let bootId: Promise<string> | null = null;
+
 async function installedHarnesses(): Promise<string[]> {
   const found: string[] = [];
   for (const [id, program] of Object.entries(HARNESS_PROGRAMS)) {
@@ -174,11 +217,13 @@ async function hello(): Promise<HelloFacts> {
     hostname: os.hostname(),
     kernel: os.release(),
     node: process.version,
-    boot_id: (await fsp.readFile('/proc/sys/kernel/random/boot_id', 'utf8').catch(() => '')).trim(),
+    boot_id: await (bootId ??= fsp.readFile('/proc/sys/kernel/random/boot_id', 'utf8').then((s) => s.trim(), () => '')),
     uptime_s: os.uptime(),
-    ipv4: ipv4(),
+    ipv4: assumed ? assumed.ipv4.split('/')[0] : ipv4(),
     persist,
-    harnesses: await installedHarnesses(),
+    harnesses: await (harnesses ??= installedHarnesses()),
+    assumed: assumed !== null,
+    instance_id: assumed?.instance_id ?? null,
   };
 }
 
@@ -249,6 +294,20 @@ async function handle(req: AgentRequest): Promise<unknown> {
   switch (req.op) {
     case 'hello':
       return hello();
+    case 'assume':
+      // One at a time: the host may ask again while the first is still mounting.
+      assuming ??= assume(req.args as AssumeArgs).finally(() => (assuming = null));
+      return assuming;
+    case 'warm':
+      // A golden VM, before its snapshot. V8 compiles a function when it is first called, and under
+      // emulation that costs a clone tens of milliseconds a function: call what `assume` runs (each
+      // returns at once here), so the clones resume with it compiled.
+      await assume(null).catch(() => undefined);
+      await waitForDisk('none', 0).catch(() => undefined);
+      await runAssumer(null).catch(() => undefined);
+      await hello();
+      await run('sync', []);
+      return { warm: true };
     case 'ping':
       return { pong: true, uptime_s: os.uptime() };
     case 'sync':
@@ -320,7 +379,7 @@ function serve(device: string): Promise<never> {
         if (err && err.code !== 'EAGAIN') return reject(err);
         if (!n) {
           // No host on the other end: look again soon, then less often (an idle guest stays idle).
-          idle = Math.min(idle ? idle * 2 : 25, 1000);
+          idle = Math.min(idle ? idle * 2 : 5, 10);
           return setTimeout(readMore, idle);
         }
         idle = 0;
@@ -338,9 +397,10 @@ function serve(device: string): Promise<never> {
 }
 
 async function main(): Promise<void> {
-  await mountPersist();
+  assumer = startAssumer();
+  harnesses = installedHarnesses();
   const device = await findPort();
-  log(`ready on ${device}; persist ${persist.mounted ? 'mounted' : 'not mounted'} at ${PERSIST_MOUNT}`);
+  log(`ready on ${device}`);
   await serve(device);
 }
 

@@ -6,9 +6,15 @@
  */
 export const AGENT_PORT_NAME = 'agentvm.0';
 export const PERSIST_MOUNT = '/persist';
-export const PERSIST_SERIAL = 'persist';
+/** The read-only base of the root filesystem (virtio-blk, shared by every VM of an image). */
 export const ROOT_SERIAL = 'root';
-export const AGENT_PROTOCOL_VERSION = 2;
+/**
+ * The two disks of a VM's own (SCSI disks, found by model): the writable layer of its root filesystem,
+ * and its persist disk. A VM resumed from a snapshot gets both after it resumes.
+ */
+export const UPPER_MODEL = 'agentvm-root';
+export const PERSIST_MODEL = 'agentvm-persist';
+export const AGENT_PROTOCOL_VERSION = 3;
 /** Where harness runs happen, on the persist disk, owned by the harness user. */
 export const WORKSPACE = '/persist/workspace';
 /** The harness user's home, on the persist disk: logins and tool settings survive restarts. */
@@ -50,6 +56,32 @@ export interface HelloFacts {
   persist: { path: string; device: string | null; mounted: boolean; formatted_now: boolean; error?: string };
   /** Ids of the harnesses whose program this guest has. */
   harnesses: string[];
+  /** Whether the guest has taken its identity and disks (`assume`); until then it is a bare boot. */
+  assumed: boolean;
+  /** Names this start of the VM; a VM resumed from a snapshot shares its kernel's boot id with others. */
+  instance_id: string | null;
+}
+
+/**
+ * `assume`: the guest becomes a particular VM. Sent once per start, to a cold boot and to a clone
+ * resumed from a snapshot alike: set the clock, reseed the RNG, take the hostname, machine id and
+ * network, then mount the root's writable layer over the read-only base and the persist disk.
+ */
+export interface AssumeArgs {
+  instance_id: string;
+  hostname: string;
+  /** 32 hex digits, stable for the VM. */
+  machine_id: string;
+  /** The guest's address with its prefix, e.g. 10.128.3.15/24. */
+  ipv4: string;
+  gateway: string;
+  dns: string;
+  /** The host's clock, ms since the epoch. */
+  time_ms: number;
+  /** Fresh randomness from the host, mixed into the guest's pool with credit. */
+  entropy_hex: string;
+  /** How long to wait for the two disks to appear (a clone's are plugged after it resumes). */
+  disk_wait_ms: number;
 }
 
 /** `run`: one harness task as the harness user in the workspace, with the VM's secrets in its environment. */

@@ -21,7 +21,11 @@ const KERNEL_META_PACKAGE = 'linux-image-cloud-amd64';
 /** Guest packages beyond debootstrap's minbase. */
 const GUEST_PACKAGES = ['nodejs', 'tini', 'iproute2', 'e2fsprogs', 'ca-certificates', 'procps', 'util-linux'];
 /** Loaded by the initramfs, dependencies first (the builder also reads each module's own `depends=`). */
-const GUEST_MODULES = ['virtio_ring', 'virtio', 'virtio_mmio', 'virtio_blk', 'virtio_console', 'failover', 'net_failover', 'virtio_net', 'virtio-rng'];
+const GUEST_MODULES = [
+  'virtio_ring', 'virtio', 'virtio_mmio', 'virtio_blk', 'virtio_console', 'failover', 'net_failover', 'virtio_net', 'virtio-rng',
+  // A VM's own disks are SCSI disks (plugged into a resumed clone); its root is an overlay.
+  'virtio_scsi', 'sd_mod', 'overlay',
+];
 const ROOTFS_SIZE = '4G';
 
 /**
@@ -254,7 +258,7 @@ async function done(dir: string): Promise<boolean> {
 }
 
 async function buildKernel(cacheDir: string, i: Inputs, progress: Progress): Promise<{ dir: string; release: string }> {
-  const dir = path.join(cacheDir, 'kernel', `${i.kernelPackage}_${i.kernelVersion}`);
+  const dir = path.join(cacheDir, 'kernel', `${i.kernelPackage}_${i.kernelVersion}_${sha256(GUEST_MODULES.join(',')).slice(0, 8)}`);
   if (await done(dir)) return { dir, release: (await readFile(path.join(dir, 'release'), 'utf8')).trim() };
   progress(`kernel: downloading ${i.kernelPackage} ${i.kernelVersion}`);
   const work = `${dir}.work`;
@@ -406,6 +410,7 @@ export async function buildImage(imageDir: string, progress: Progress = () => un
   const staging = path.join(work, 'root');
   await runTool('cp', ['-a', baseTree, staging]);
   await mkdir(path.join(staging, 'opt/agentvm'), { recursive: true });
+  await mkdir(path.join(staging, 'persist'), { recursive: true });
   await writeFile(path.join(staging, 'opt/agentvm/agent.mjs'), i.agentBundle);
   await writeFile(path.join(staging, 'etc/agentvm-image'), `${id}\n`);
   // The echo harness, and its counter on the root filesystem (the harness user writes it).

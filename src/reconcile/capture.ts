@@ -135,6 +135,7 @@ export class Capturer {
       hostname: 'agentvm-scrub',
     };
     try {
+      this.scrubDriver.snapshots = this.o.driver.snapshots;
       await this.scrubDriver.prepareDisks(spec, true);
       await this.scrubDriver.start(spec);
       const report = await this.scrubDriver.request<ScrubReport>(vmId, 'scrub', undefined, 10 * 60_000);

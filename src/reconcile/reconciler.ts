@@ -253,7 +253,7 @@ export class Reconciler {
         [row.vm_id, row.restart_requested, row.reprovision_requested, clock.now()],
       );
       await this.markRunning(row, image.id, facts.ipv4 ?? netOfSlot(row.net_slot).guest);
-      this.o.log.info({ vm_id: row.vm_id, image_id: image.id, reprovision, restart }, 'VM running');
+      this.o.log.info({ vm_id: row.vm_id, image_id: image.id, reprovision, restart, started_from: driver.startedFrom(row.vm_id) }, 'VM running');
     } catch (err) {
       const reason = `boot failed: ${(err as Error).message}`.slice(0, 500);
       await db.query(

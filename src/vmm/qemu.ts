@@ -2,15 +2,22 @@
  * The QEMU driver: one `-M microvm` process per VM, supervised. Disks, sockets and the pid file of a
  * VM live in its own directory, so a restarted server finds and re-adopts the VMs that still run.
  * It knows nothing of tenants or money.
+ *
+ * Every VM has the same machine: the image's root as a read-only virtio disk shared by all VMs, and
+ * its own two disks on a virtio-scsi controller (the writable layer of its root, its persist disk).
+ * That makes one booted guest good for many VMs: a golden VM of a shape (image, vCPUs, memory) is
+ * saved once (see snapshot.ts) and a VM starts by resuming it with its own disks plugged in after it
+ * resumes. Without a snapshot it boots cold; either way the guest agent's `assume` makes it this VM.
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { existsSync, openSync, closeSync } from 'node:fs';
-import { mkdir, readdir, readFile, rename, rm, stat } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rename, rm, stat, truncate, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { agentRequest, connectAgent, connectQmp, qmp, type JsonLineChannel } from './channel.ts';
 import type { Accel } from './probe.ts';
-import type { ExecArgs, ExecResult, HelloFacts } from '../guest/protocol.ts';
+import { PERSIST_MODEL, UPPER_MODEL, type AssumeArgs, type ExecArgs, type ExecResult, type HelloFacts } from '../guest/protocol.ts';
 import type { Image } from '../image/build.ts';
 
 export interface VmSpec {
@@ -31,8 +38,30 @@ export interface ExitInfo {
   reason: string;
 }
 
+/** Where a VM starts from: a snapshot's saved machine, or a cold boot. */
+export interface SnapshotFiles {
+  key: string;
+  /** Guest RAM: the golden VM's (shared), each clone's copy-on-write mapping of it (private). */
+  mem: string;
+  /** Device state, written by the golden VM's migration. */
+  state: string;
+}
+
+/** Finds snapshots for a VM's shape and learns of ones that fail (implemented by SnapshotStore). */
+export interface SnapshotSource {
+  find(spec: VmSpec): Promise<SnapshotFiles | null>;
+  failed(snap: SnapshotFiles, err: Error): void;
+}
+
+export type StartedFrom = 'snapshot' | 'cold';
+
+/** The root layer's size: what a VM can add to its root filesystem. */
+export const UPPER_GIB = 8;
+
 export interface DriverOptions {
   vmsDir: string;
+  /** Empty ext4 filesystems, one per size, that new disks start as (copy-on-write). */
+  blankDir: string;
   qemu: string;
   accel: Accel;
   /** Let guests reach the outside world through user-mode networking (off: `restrict=on`). */
@@ -43,6 +72,7 @@ export interface DriverOptions {
 
 interface Handle {
   vmId: string;
+  startedFrom: StartedFrom;
   pid: number;
   qmp: JsonLineChannel;
   agent: JsonLineChannel;
@@ -100,19 +130,12 @@ export class QemuDriver extends EventEmitter {
     return path.join(this.opts.vmsDir, vmId);
   }
 
-  private files(vmId: string) {
-    const dir = this.vmDir(vmId);
-    return {
-      dir,
-      root: path.join(dir, 'root.qcow2'),
-      persist: path.join(dir, 'persist.qcow2'),
-      qmp: path.join(dir, 'qmp.sock'),
-      agent: path.join(dir, 'agent.sock'),
-      pid: path.join(dir, 'qemu.pid'),
-      console: path.join(dir, 'console.log'),
-      log: path.join(dir, 'qemu.log'),
-    };
+  private files(vmId: string): MachineFiles {
+    return machineFiles(this.vmDir(vmId));
   }
+
+  /** Set by the host once its snapshot store exists; without it every start is a cold boot. */
+  snapshots: SnapshotSource | null = null;
 
   isRunning(vmId: string): boolean {
     return this.handles.has(vmId);
@@ -120,6 +143,11 @@ export class QemuDriver extends EventEmitter {
 
   facts(vmId: string): HelloFacts | undefined {
     return this.handles.get(vmId)?.facts;
+  }
+
+  /** Whether the running VM resumed from a snapshot or booted cold. */
+  startedFrom(vmId: string): StartedFrom | undefined {
+    return this.handles.get(vmId)?.startedFrom;
   }
 
   pidOf(vmId: string): number | undefined {
@@ -132,44 +160,72 @@ export class QemuDriver extends EventEmitter {
   }
 
   /**
-   * Makes the VM's disks: the persist disk once (sparse qcow2 of the plan's size), the root overlay on
-   * the image's base when missing or when a fresh root is asked for (restart, reprovision).
+   * Makes the VM's disks: the persist disk once (a template's copy-on-write child, else a blank ext4
+   * of the plan's size), the root layer when missing or when a fresh root is asked for (restart,
+   * reprovision). New disks are qcow2 children of a blank filesystem: nothing to format at boot.
    */
   async prepareDisks(spec: VmSpec, freshRoot: boolean): Promise<void> {
     const f = this.files(spec.vmId);
     await mkdir(f.dir, { recursive: true, mode: 0o700 });
     if (!existsSync(f.persist)) {
-      const backing = spec.persistBacking ? ['-F', 'qcow2', '-b', spec.persistBacking] : [];
+      const backing = spec.persistBacking ? ['-F', 'qcow2', '-b', spec.persistBacking] : ['-F', 'raw', '-b', await this.blank(spec.diskGib)];
       await runQemuImg(['create', '-q', '-f', 'qcow2', ...backing, `${f.persist}.tmp`, `${spec.diskGib}G`]);
       await rm(f.persist, { force: true });
       await rename(`${f.persist}.tmp`, f.persist);
     }
-    if (freshRoot || !existsSync(f.root)) {
-      await rm(f.root, { force: true });
-      await runQemuImg(['create', '-q', '-f', 'qcow2', '-F', 'raw', '-b', spec.image.rootfs, f.root]);
+    // A whole root of the layout before root layers; its VM starts with a fresh root.
+    await rm(path.join(f.dir, 'root.qcow2'), { force: true });
+    if (freshRoot || !existsSync(f.upper)) {
+      await runQemuImg(['create', '-q', '-f', 'qcow2', '-F', 'raw', '-b', await this.blank(UPPER_GIB), `${f.upper}.tmp`, `${UPPER_GIB}G`]);
+      await rename(`${f.upper}.tmp`, f.upper);
     }
   }
 
-  /** The QEMU command line of a VM (its disks must exist). */
-  async commandLine(spec: VmSpec): Promise<string[]> {
-    const f = this.files(spec.vmId);
+  private readonly blanks = new Map<number, Promise<string>>();
+
+  /** The blank ext4 filesystem of `gib` GiB (a sparse raw file, made once, never written again). */
+  private blank(gib: number): Promise<string> {
+    let p = this.blanks.get(gib);
+    if (!p) {
+      p = (async () => {
+        const file = path.join(this.opts.blankDir, `ext4-${gib}G.raw`);
+        if (existsSync(file)) return file;
+        await mkdir(this.opts.blankDir, { recursive: true });
+        const tmp = `${file}.${process.pid}.tmp`;
+        await rm(tmp, { force: true });
+        await writeFile(tmp, '');
+        await truncate(tmp, gib * 1024 ** 3);
+        await runTool('mkfs.ext4', ['-q', '-F', '-E', 'lazy_itable_init=1,lazy_journal_init=1,nodiscard', tmp]);
+        await rename(tmp, file);
+        return file;
+      })();
+      p.catch(() => this.blanks.delete(gib));
+      this.blanks.set(gib, p);
+    }
+    return p;
+  }
+
+  /**
+   * The QEMU command line of a machine. `golden` is the machine a snapshot is saved from (RAM in a
+   * shared file, no disks of a VM's own); `clone` resumes that machine with RAM mapped copy-on-write
+   * and the VM's disks ready to plug in; `cold` boots the same machine with the disks in place.
+   */
+  async commandLine(spec: VmSpec, how: { mode: 'cold' } | { mode: 'golden' | 'clone'; snap: SnapshotFiles; dir?: string }): Promise<string[]> {
+    const f = how.mode === 'golden' ? machineFiles(how.dir!) : this.files(spec.vmId);
     const net = netOfSlot(spec.netSlot);
-    const cmdline = [
-      'console=ttyS0',
-      'quiet',
-      'panic=-1',
-      'pci=off',
-      'reboot=t',
-      ...(this.opts.accel === 'tcg' ? [`tsc_early_khz=${await hostTscKhz()}`] : []),
-      `agentvm.ip=${net.guest}/24`,
-      `agentvm.gw=${net.gateway}`,
-      `agentvm.hostname=${spec.hostname}`,
-    ].join(' ');
+    const cmdline = ['console=ttyS0', 'quiet', 'panic=-1', 'pci=off', 'reboot=t', ...(this.opts.accel === 'tcg' ? [`tsc_early_khz=${await hostTscKhz()}`] : [])].join(' ');
     const accel = this.opts.accel === 'kvm' ? ['-accel', 'kvm', '-cpu', 'host,-arch-capabilities'] : ['-accel', 'tcg,tb-size=128', '-cpu', 'max'];
+    const memory =
+      how.mode === 'cold'
+        ? []
+        : ['-object', `memory-backend-file,id=mem,size=${spec.memoryMib}M,mem-path=${how.snap.mem},share=${how.mode === 'golden' ? 'on' : 'off'}`];
+    const ownDisks = ['-drive', `id=upper,file=${f.upper},format=qcow2,if=none,cache=unsafe,discard=unmap,detect-zeroes=unmap`,
+      '-drive', `id=persist,file=${f.persist},format=qcow2,if=none,cache=writeback,discard=unmap,detect-zeroes=unmap`];
     return [
       '-name', spec.vmId,
-      '-M', 'microvm,isa-serial=on,rtc=on',
+      '-M', `microvm,isa-serial=on,rtc=on${how.mode === 'cold' ? '' : ',memory-backend=mem'}`,
       ...accel,
+      ...memory,
       '-m', String(spec.memoryMib),
       '-smp', String(spec.vcpus),
       '-nodefaults', '-no-user-config', '-display', 'none', '-no-reboot',
@@ -177,10 +233,9 @@ export class QemuDriver extends EventEmitter {
       '-initrd', spec.image.initramfs,
       '-append', cmdline,
       '-serial', `file:${f.console}`,
-      '-drive', `id=root,file=${f.root},format=qcow2,if=none,cache=unsafe,discard=unmap`,
+      '-drive', `id=root,file=${spec.image.rootfs},format=raw,if=none,readonly=on,cache=unsafe`,
       '-device', 'virtio-blk-device,drive=root,serial=root',
-      '-drive', `id=persist,file=${f.persist},format=qcow2,if=none,cache=writeback,discard=unmap`,
-      '-device', 'virtio-blk-device,drive=persist,serial=persist',
+      '-device', 'virtio-scsi-device,id=scsi0',
       '-netdev', `user,id=net0,net=${net.net},host=${net.gateway},dns=${net.dns},restrict=${this.opts.egress ? 'off' : 'on'}`,
       '-device', 'virtio-net-device,netdev=net0',
       '-device', 'virtio-rng-device',
@@ -189,6 +244,8 @@ export class QemuDriver extends EventEmitter {
       '-device', 'virtserialport,chardev=agent,name=agentvm.0',
       '-qmp', `unix:${f.qmp},server=on,wait=off`,
       '-pidfile', f.pid,
+      ...(how.mode === 'cold' ? [...ownDisks, ...OWN_DISK_DEVICES.flatMap((d) => ['-device', scsiDevice(d)])] : []),
+      ...(how.mode === 'clone' ? [...ownDisks, '-S', '-incoming', 'defer'] : []),
     ];
   }
 
@@ -200,60 +257,71 @@ export class QemuDriver extends EventEmitter {
     return `${text}\n${log}`.split('\n').map((l) => l.trim()).filter(Boolean).slice(-lines).join(' | ');
   }
 
-  /** Boots the VM and answers once its guest agent has said hello. */
+  /**
+   * Starts the VM and answers once its guest agent is this VM: from its shape's snapshot when there is
+   * one, else (or when resuming fails: logged, never a failed VM) by a cold boot.
+   */
   async start(spec: VmSpec): Promise<HelloFacts> {
     if (this.handles.has(spec.vmId)) throw new Error(`${spec.vmId} is already running`);
+    const snap = (await this.snapshots?.find(spec)) ?? null;
+    if (snap) {
+      try {
+        return await this.launch(spec, snap);
+      } catch (err) {
+        this.opts.log?.('resuming from the snapshot failed; booting cold', { vm_id: spec.vmId, snapshot: snap.key, err: (err as Error).message });
+        this.snapshots?.failed(snap, err as Error);
+      }
+    }
+    return this.launch(spec, null);
+  }
+
+  private async launch(spec: VmSpec, snap: SnapshotFiles | null): Promise<HelloFacts> {
     const f = this.files(spec.vmId);
-    for (const p of [f.qmp, f.agent, f.pid, f.console]) await rm(p, { force: true });
-    const logFd = openSync(f.log, 'a');
-    const child = spawn(this.opts.qemu, await this.commandLine(spec), { detached: true, stdio: ['ignore', logFd, logFd] });
-    closeSync(logFd);
-    let exitInfo: { code: number | null; signal: NodeJS.Signals | null } | undefined;
-    const childExit = new Promise<void>((resolve) => {
-      child.once('exit', (code, signal) => {
-        exitInfo = { code, signal };
-        resolve();
-      });
-      child.once('error', (err) => {
-        exitInfo = { code: null, signal: null };
-        this.opts.log?.('qemu failed to start', { vm_id: spec.vmId, err: err.message });
-        resolve();
-      });
-    });
-    const deadline = Date.now() + this.opts.bootTimeoutMs;
-    const failBoot = async (why: string): Promise<never> => {
-      if (!exitInfo && child.pid) {
-        try {
-          process.kill(child.pid, 'SIGKILL');
-        } catch {
-          // gone already
-        }
-        await childExit;
-      }
-      const tail = await this.consoleTail(spec.vmId);
-      throw new Error(`${why}${tail ? `; console: ${tail}` : ''}`);
-    };
+    const args = await this.commandLine(spec, snap ? { mode: 'clone', snap } : { mode: 'cold' });
+    // A resume is quick or broken; a cold boot under emulation takes seconds.
+    const timeoutMs = snap ? Math.min(this.opts.bootTimeoutMs, 30_000) : this.opts.bootTimeoutMs;
+    const m = await spawnMachine(this.opts.qemu, f, args, timeoutMs);
     try {
-      let qmpCh: JsonLineChannel | undefined;
-      while (!qmpCh) {
-        if (exitInfo) return await failBoot(`qemu exited during start (${describeExit(exitInfo)})`);
-        if (Date.now() > deadline) return await failBoot('qemu did not open its control socket in time');
-        if (existsSync(f.qmp)) qmpCh = await connectQmp(f.qmp).catch(() => undefined);
-        if (!qmpCh) await sleep(20);
+      if (snap) {
+        // The incoming state loads while paused (-S); then run, and plug in the VM's own disks.
+        await m.qmp('migrate-set-capabilities', { capabilities: [{ capability: 'x-ignore-shared', state: true }] });
+        await m.qmp('migrate-incoming', { uri: `exec:cat ${shellSafe(snap.state)}` });
+        for (;;) {
+          const st = await m.qmp<{ status: string }>('query-status');
+          if (st.status === 'paused' || st.status === 'postmigrate') break;
+          if (st.status !== 'inmigrate') throw new Error(`the snapshot did not load (status ${st.status})`);
+          if (Date.now() > m.deadline) throw new Error('the snapshot did not load in time');
+          await sleep(5);
+        }
+        for (const d of OWN_DISK_DEVICES) await m.qmp('device_add', scsiDeviceArgs(d));
+        await m.qmp('cont');
+      } else if (!(await this.awaitHello(m.agent, m.deadline, () => m.exited))) {
+        throw new Error(m.exited ? 'the guest stopped during boot' : `the guest agent did not answer within ${timeoutMs / 1000} s`);
       }
-      const agent = await connectAgent(f.agent);
-      const facts = await this.awaitHello(agent, deadline, () => exitInfo !== undefined);
-      if (!facts) {
-        qmpCh.close();
-        agent.close();
-        return await failBoot(exitInfo ? `the guest stopped during boot (${describeExit(exitInfo)})` : `the guest agent did not answer within ${this.opts.bootTimeoutMs / 1000} s`);
-      }
-      this.track(spec.vmId, child.pid!, qmpCh, agent, facts, childExit.then(() => describeExit(exitInfo!)));
+      const facts = await agentRequest<HelloFacts>(m.agent, 'assume', this.assumeArgs(spec), Math.max(1000, m.deadline - Date.now()));
+      if (!facts.persist.mounted) this.opts.log?.('the persist disk is not mounted', { vm_id: spec.vmId, err: facts.persist.error });
+      this.track(spec.vmId, snap ? 'snapshot' : 'cold', m.pid, m.qmpCh, m.agent, facts, m.exit);
       return facts;
     } catch (err) {
-      if (!exitInfo) await failBoot((err as Error).message).catch(() => undefined);
-      throw err;
+      await m.kill();
+      const tail = await this.consoleTail(spec.vmId);
+      throw new Error(`${(err as Error).message}${m.exitText() ? ` (qemu ${m.exitText()})` : ''}${tail ? `; console: ${tail}` : ''}`);
     }
+  }
+
+  private assumeArgs(spec: VmSpec): AssumeArgs {
+    const net = netOfSlot(spec.netSlot);
+    return {
+      instance_id: randomUUID(),
+      hostname: spec.hostname,
+      machine_id: createHash('sha256').update(`agentvm machine ${spec.vmId}`).digest('hex').slice(0, 32),
+      ipv4: `${net.guest}/24`,
+      gateway: net.gateway,
+      dns: net.dns,
+      time_ms: Date.now(),
+      entropy_hex: randomBytes(64).toString('hex'),
+      disk_wait_ms: 10_000,
+    };
   }
 
   private async awaitHello(agent: JsonLineChannel, deadline: number, gone: () => boolean): Promise<HelloFacts | null> {
@@ -268,9 +336,10 @@ export class QemuDriver extends EventEmitter {
     return null;
   }
 
-  private track(vmId: string, pid: number, qmpCh: JsonLineChannel, agent: JsonLineChannel, facts: HelloFacts, exitReason: Promise<string>): void {
+  private track(vmId: string, startedFrom: StartedFrom, pid: number, qmpCh: JsonLineChannel, agent: JsonLineChannel, facts: HelloFacts, exitReason: Promise<string>): void {
     const handle: Handle = {
       vmId,
+      startedFrom,
       pid,
       qmp: qmpCh,
       agent,
@@ -311,7 +380,9 @@ export class QemuDriver extends EventEmitter {
       const qmpCh = await connectQmp(f.qmp);
       const agent = await connectAgent(f.agent);
       const facts = await agentRequest<HelloFacts>(agent, 'hello', undefined, 5000);
-      this.track(vmId, pid, qmpCh, agent, facts, new Promise<string>(() => undefined));
+      // Stopped between resuming and taking its identity: not a VM yet; it boots again.
+      if (!facts.assumed) throw new Error('the guest had not taken its identity');
+      this.track(vmId, 'cold', pid, qmpCh, agent, facts, new Promise<string>(() => undefined));
       return facts;
     } catch (err) {
       this.opts.log?.('could not adopt a running VM; stopping it', { vm_id: vmId, err: (err as Error).message });
@@ -390,7 +461,7 @@ export class QemuDriver extends EventEmitter {
   async diskUsage(vmId: string): Promise<number> {
     const f = this.files(vmId);
     let total = 0;
-    for (const p of [f.root, f.persist]) total += await stat(p).then((s) => s.blocks * 512).catch(() => 0);
+    for (const p of [f.upper, f.persist]) total += await stat(p).then((s) => s.blocks * 512).catch(() => 0);
     return total;
   }
 
@@ -414,4 +485,129 @@ export class QemuDriver extends EventEmitter {
 function describeExit(e: { code: number | null; signal: NodeJS.Signals | null }): string {
   if (e.signal) return `killed by ${e.signal}`;
   return e.code === null ? 'exited' : `exit code ${e.code}`;
+}
+
+export interface MachineFiles {
+  dir: string;
+  upper: string;
+  persist: string;
+  qmp: string;
+  agent: string;
+  pid: string;
+  console: string;
+  log: string;
+}
+
+export function machineFiles(dir: string): MachineFiles {
+  return {
+    dir,
+    upper: path.join(dir, 'upper.qcow2'),
+    persist: path.join(dir, 'persist.qcow2'),
+    qmp: path.join(dir, 'qmp.sock'),
+    agent: path.join(dir, 'agent.sock'),
+    pid: path.join(dir, 'qemu.pid'),
+    console: path.join(dir, 'console.log'),
+    log: path.join(dir, 'qemu.log'),
+  };
+}
+
+/** A VM's own disks on the SCSI controller, found in the guest by model. */
+const OWN_DISK_DEVICES = [
+  { id: 'upper', drive: 'upper', product: UPPER_MODEL, scsiId: 1 },
+  { id: 'persist', drive: 'persist', product: PERSIST_MODEL, scsiId: 2 },
+];
+type OwnDisk = (typeof OWN_DISK_DEVICES)[number];
+
+function scsiDevice(d: OwnDisk): string {
+  return `scsi-hd,id=${d.id},drive=${d.drive},bus=scsi0.0,scsi-id=${d.scsiId},lun=0,product=${d.product}`;
+}
+
+function scsiDeviceArgs(d: OwnDisk): object {
+  return { driver: 'scsi-hd', id: d.id, drive: d.drive, bus: 'scsi0.0', 'scsi-id': d.scsiId, lun: 0, product: d.product };
+}
+
+function shellSafe(p: string): string {
+  if (!/^[A-Za-z0-9_./-]+$/.test(p)) throw new Error(`the path ${p} holds characters a snapshot cannot be loaded from`);
+  return p;
+}
+
+function runTool(cmd: string, args: string[]): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    let err = '';
+    child.stderr.on('data', (c: Buffer) => (err += c.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`${cmd}: ${err.trim()}`))));
+  });
+}
+
+/** A QEMU process being brought up: its control and agent channels, its end, and a way to end it. */
+export interface Machine {
+  pid: number;
+  qmpCh: JsonLineChannel;
+  agent: JsonLineChannel;
+  deadline: number;
+  readonly exited: boolean;
+  exit: Promise<string>;
+  exitText(): string;
+  qmp<T = unknown>(command: string, args?: object): Promise<T>;
+  kill(): Promise<void>;
+}
+
+/** Spawns QEMU detached (it outlives this process) and connects to its QMP and agent sockets. */
+export async function spawnMachine(qemu: string, f: MachineFiles, args: string[], timeoutMs: number): Promise<Machine> {
+  for (const p of [f.qmp, f.agent, f.pid, f.console]) await rm(p, { force: true });
+  const logFd = openSync(f.log, 'a');
+  const child: ChildProcess = spawn(qemu, args, { detached: true, stdio: ['ignore', logFd, logFd] });
+  closeSync(logFd);
+  let exitInfo: { code: number | null; signal: NodeJS.Signals | null } | undefined;
+  const childExit = new Promise<void>((resolve) => {
+    child.once('exit', (code, signal) => ((exitInfo = { code, signal }), resolve()));
+    child.once('error', () => ((exitInfo = { code: null, signal: null }), resolve()));
+  });
+  const deadline = Date.now() + timeoutMs;
+  const kill = async () => {
+    if (!exitInfo && child.pid) {
+      try {
+        process.kill(child.pid, 'SIGKILL');
+      } catch {
+        // gone already
+      }
+      await childExit;
+    }
+  };
+  let qmpCh: JsonLineChannel | undefined;
+  let agent: JsonLineChannel | undefined;
+  try {
+    while (!qmpCh) {
+      if (exitInfo) throw new Error(`qemu exited during start (${describeExit(exitInfo)}): ${(await readFile(f.log, 'utf8').catch(() => '')).trim().split('\n').slice(-2).join(' ')}`);
+      if (Date.now() > deadline) throw new Error('qemu did not open its control socket in time');
+      if (existsSync(f.qmp)) qmpCh = await connectQmp(f.qmp).catch(() => undefined);
+      if (!qmpCh) await sleep(5);
+    }
+    agent = await connectAgent(f.agent);
+  } catch (err) {
+    qmpCh?.close();
+    await kill();
+    throw err;
+  }
+  const q = qmpCh;
+  const a = agent;
+  return {
+    pid: child.pid!,
+    qmpCh: q,
+    agent: a,
+    deadline,
+    get exited() {
+      return exitInfo !== undefined;
+    },
+    exit: childExit.then(() => describeExit(exitInfo!)),
+    exitText: () => (exitInfo ? describeExit(exitInfo) : ''),
+    qmp: <T,>(command: string, args?: object) => qmp<T>(q, command, args, Math.max(1000, deadline - Date.now())),
+    kill: async () => {
+      q.close();
+      a.close();
+      await kill();
+    },
+  };
 }

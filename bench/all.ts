@@ -1,0 +1,69 @@
+// `npm run bench`: every benchmark of the project in one go, then one table of their figures, each
+// with its baseline from the same run and its target, also written to bench/RESULTS.md.
+// Needs QEMU, PostgreSQL's server binaries and a built guest image (AGENTVM_IMAGE_DIR, default
+// /var/cache/agentvm/images; built here when missing).
+import { spawn } from 'node:child_process';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { table, type Row } from './report.ts';
+import { chooseAccel } from '../src/vmm/probe.ts';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const root = path.resolve(here, '..');
+const BENCHES = [
+  { id: 'api', file: 'api.bench.ts', what: 'API throughput: whoami, listHarnesses vs a bare route' },
+  { id: 'gallery', file: 'gallery.bench.ts', what: 'listTemplates with q over 100,000 templates on PostgreSQL' },
+  { id: 'lifecycle', file: 'vm.bench.ts', what: 'create → running from snapshots vs cold boots; idle memory; 20 at once' },
+  { id: 'fork', file: 'fork.bench.ts', what: 'fork of a 1 GiB template vs an empty one' },
+  { id: 'run', file: 'run.bench.ts', what: 'echo run through the API vs the guest agent directly' },
+];
+const only = process.argv.slice(2);
+const imageDir = process.env.AGENTVM_IMAGE_DIR ?? '/var/cache/agentvm/images';
+
+function run(cmd: string, args: string[], env: Record<string, string>): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'inherit', 'inherit'] });
+    child.on('error', reject);
+    child.on('close', (code) => resolve(code ?? 1));
+  });
+}
+
+const work = await mkdtemp(path.join(os.tmpdir(), 'agentvm-bench-all-'));
+const rows: Row[] = [];
+const timings: string[] = [];
+const t0 = Date.now();
+try {
+  if ((await run(process.execPath, ['bin/agentvm.js', 'image', 'build', '--image-dir', imageDir], {})) !== 0) throw new Error('building the guest image failed');
+  for (const b of BENCHES.filter((x) => only.length === 0 || only.includes(x.id))) {
+    const file = path.join(work, `${b.id}.rows`);
+    const started = Date.now();
+    console.error(`\n== ${b.id}: ${b.what}`);
+    const code = await run(process.execPath, ['--import', 'tsx', path.join('bench', b.file)], { BENCH_ROWS_FILE: file, AGENTVM_IMAGE_DIR: imageDir });
+    const got = (await readFile(file, 'utf8').catch(() => '')).split('\n').filter(Boolean).map((l) => JSON.parse(l) as Row);
+    if (code !== 0) got.push({ bench: b.id, measure: 'the benchmark failed', value: `exit ${code}`, baseline: '', ratio: null, target: '', met: false });
+    rows.push(...got);
+    timings.push(`${b.id} ${((Date.now() - started) / 1000).toFixed(0)} s`);
+  }
+} finally {
+  await rm(work, { recursive: true, force: true });
+}
+const accel = (await chooseAccel()).accel;
+const total = ((Date.now() - t0) / 1000).toFixed(0);
+const text = [
+  '# Benchmark results',
+  '',
+  `Written by \`npm run bench\` on ${new Date().toISOString()}: ${os.cpus().length} cores (${os.cpus()[0]?.model ?? 'unknown CPU'}), ` +
+    `${Math.round(os.totalmem() / 2 ** 30)} GiB, VMs under ${accel.toUpperCase()}, Node ${process.version}. Took ${total} s (${timings.join(', ')}).`,
+  '',
+  'Every ratio is a figure over its baseline measured in the same run (these machines are noisy, so',
+  'absolute figures from different runs do not compare).',
+  '',
+  table(rows),
+  '',
+].join('\n');
+console.log(`\n${text}`);
+if (only.length === 0) await writeFile(path.join(here, 'RESULTS.md'), text);
+const unmet = rows.filter((r) => r.met === false);
+if (unmet.length) console.error(`\n${unmet.length} target(s) not met: ${unmet.map((r) => `${r.bench}: ${r.measure}`).join('; ')}`);

@@ -1,0 +1,102 @@
+/**
+ * What `assume` does inside the guest, as one Perl program (perl-base is in every Debian root).
+ * Under emulation each process a guest starts costs tens of milliseconds, so a clone's whole change
+ * of identity is one process making system calls, not a script of a dozen commands.
+ *
+ * In order: set the clock (a clone wakes with its golden VM's), mix host randomness into the pool
+ * with credit and reseed the CRNG, take the hostname, configure eth0 and the default route, mount
+ * the VM's root layer and make the overlay of it on the read-only base the root of every process
+ * (pivot_root), write the VM's /etc identity, mount the persist disk. A blank disk (a VM made before
+ * disks came pre-formatted) gets a filesystem first.
+ *
+ * The agent starts it when it starts and it waits for its one line of arguments on stdin, so in a
+ * golden VM it is already running, compiled, when the snapshot is taken: a clone only writes a line.
+ *
+ * Input: one line of space-separated key=value pairs. Output: key=value lines, then `end`.
+ */
+export const ASSUME_PERL = String.raw`
+use strict;
+$| = 1;
+my $line = <STDIN>;
+exit 0 unless defined $line;
+chomp $line;
+my %a = map { split /=/, $_, 2 } split / /, $line;
+my %SYS = (clock_settime => 227, mount => 165, umount2 => 166, pivot_root => 155);
+my ($MS_NOATIME, $MS_MOVE, $MNT_DETACH) = (1024, 8192, 2);
+
+sub put { my ($f, $v) = @_; open(my $h, '>', $f) or die "$f: $!\n"; print $h $v; close($h) or die "$f: $!\n"; }
+sub mnt {
+  my ($src, $dst, $type, $flags, $data) = @_;
+  # syscall() hands the kernel writable copies of strings; numbers (0) go as NULL.
+  syscall($SYS{mount}, $src, $dst, defined $type ? $type : 0, $flags, defined $data ? $data : 0) == 0 or die "mount $dst: $!\n";
+}
+sub is_ext { my ($d) = @_; open(my $h, '<', $d) or die "$d: $!\n"; sysseek($h, 1080, 0); sysread($h, my $m, 2); return $m eq "\x53\xef"; }
+sub ensure_fs {
+  my ($d, $label) = @_;
+  return 0 if is_ext($d);
+  system('mkfs.ext4', '-q', '-F', '-L', $label, '-E', 'lazy_itable_init=1,lazy_journal_init=1', $d) == 0 or die "mkfs.ext4 $d failed\n";
+  return 1;
+}
+sub sin4 { pack('S n C4 x8', 2, 0, split(/\./, $_[0])) }
+
+syscall($SYS{clock_settime}, 0, pack('q q', $a{sec}, $a{nsec})) == 0 or die "clock_settime: $!\n";
+open(my $rnd, '+<', '/dev/random') or die "/dev/random: $!\n";
+my $ent = pack('H*', $a{entropy});
+ioctl($rnd, 0x40085203, pack('i i', length($ent) * 8, length($ent)) . $ent) or die "RNDADDENTROPY: $!\n";
+ioctl($rnd, 0x5207, 0) or die "RNDRESEEDCRNG: $!\n";
+close($rnd);
+put('/proc/sys/kernel/hostname', $a{hostname});
+
+socket(my $s, 2, 2, 0) or die "socket: $!\n";
+my ($ip, $prefix) = split m{/}, $a{ipv4};
+my $mask = join('.', unpack('C4', pack('N', $prefix ? (0xffffffff << (32 - $prefix)) & 0xffffffff : 0)));
+ioctl($s, 0x8916, pack('a16 a16 x8', 'eth0', sin4($ip))) or die "SIOCSIFADDR: $!\n";
+ioctl($s, 0x891c, pack('a16 a16 x8', 'eth0', sin4($mask))) or die "SIOCSIFNETMASK: $!\n";
+my $ifr = pack('a16 x24', 'eth0');
+ioctl($s, 0x8913, $ifr) or die "SIOCGIFFLAGS: $!\n";
+my $flags = unpack('x16 s', $ifr) | 1;
+ioctl($s, 0x8914, pack('a16 s x22', 'eth0', $flags)) or die "SIOCSIFFLAGS: $!\n";
+my $rt = pack('Q a16 a16 a16 S s x4 Q Q s x6 Q Q Q S x6', 0, sin4('0.0.0.0'), sin4($a{gateway}), sin4('0.0.0.0'), 3, 0, 0, 0, 0, 0, 0, 0, 0);
+ioctl($s, 0x890B, $rt) or $!{EEXIST} or die "SIOCADDRT: $!\n";
+close($s);
+
+ensure_fs($a{upper}, 'root');
+mnt('agentvm', '/mnt', 'tmpfs', 0, 'mode=0755');
+mkdir $_ for '/mnt/upper', '/mnt/root';
+mnt($a{upper}, '/mnt/upper', 'ext4', $MS_NOATIME, 'noinit_itable');
+mkdir $_ for '/mnt/upper/root', '/mnt/upper/work';
+mnt('overlay', '/mnt/root', 'overlay', 0, 'lowerdir=/,upperdir=/mnt/upper/root,workdir=/mnt/upper/work');
+mnt($_, "/mnt/root$_", undef, $MS_MOVE) for '/dev', '/proc', '/sys', '/tmp', '/run';
+chdir('/mnt/root') or die "chdir: $!\n";
+my ($new, $old) = ('.', 'mnt');
+syscall($SYS{pivot_root}, $new, $old) == 0 or die "pivot_root: $!\n";
+chdir('/');
+my $gone = '/mnt';
+syscall($SYS{umount2}, $gone, $MNT_DETACH) == 0 or die "umount /mnt: $!\n";
+
+put('/etc/hostname', "$a{hostname}\n");
+put('/etc/machine-id', "$a{machine_id}\n");
+put('/etc/hosts', "127.0.0.1\tlocalhost\n$ip\t$a{hostname}\n");
+put('/etc/resolv.conf', "nameserver $a{dns}\n");
+mkdir '/run/agentvm';
+put('/run/agentvm/instance', "$a{instance_id}\n");
+
+if (!$a{persist}) { print "persist_error=no persist disk attached\nend\n"; exit 0; }
+my $formatted = eval {
+  my $f = ensure_fs($a{persist}, 'persist');
+  mkdir '/persist';
+  mnt($a{persist}, '/persist', 'ext4', $MS_NOATIME, 'noinit_itable');
+  # The harness user's workspace and home; the root-only place for secrets.
+  for my $d ($a{workspace}, $a{home}) {
+    mkdir $d;
+    my @st = stat($d) or die "$d: $!\n";
+    chown($a{uid}, $a{gid}, $d) if $st[4] != $a{uid};
+  }
+  chmod(0700, $a{home});
+  mkdir($a{secrets_dir}, 0700);
+  chmod(0700, $a{secrets_dir});
+  $f;
+};
+if ($@) { my $e = $@; $e =~ s/\s+$//; print "persist_error=$e\n"; } else { print "persist_mounted=1\npersist_formatted=$formatted\n"; }
+print "end\n";
+`;
