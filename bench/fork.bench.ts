@@ -5,7 +5,6 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { Writable } from 'node:stream';
 import { loadConfig } from '../src/config.ts';
 import { startServer } from '../src/server.ts';
 import { createLogger } from '../src/log.ts';
@@ -15,11 +14,18 @@ const N = Number(process.env.BENCH_FORKS ?? 4);
 const imageDir = process.env.AGENTVM_IMAGE_DIR ?? '/var/cache/agentvm/images';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const dataDir = await mkdtemp(path.join(os.tmpdir(), 'agentvm-forkbench-'));
-const config = { ...loadConfig({ host: '127.0.0.1', port: 0, dataDir }), imageDir, adminToken: 'avm_admin_bench_0123456789abcdefghijklmnop', snapshots: true };
-const server = await startServer(config, createLogger('warn', new Writable({ write: (_c, _e, cb) => cb() })));
+const config = {
+  ...loadConfig({ host: '127.0.0.1', port: 0, dataDir }),
+  imageDir,
+  adminToken: 'avm_admin_bench_0123456789abcdefghijklmnop',
+  rateLimitPerSecond: 1_000_000,
+  rateLimitBurst: 1_000_000,
+  snapshots: true,
+};
+const server = await startServer(config, createLogger('warn', process.stderr));
 try {
   await server.host.imageReady;
-  await server.host.snapshots!.settled();
+  await server.host.prewarmed;
   const driver = server.host.driver!;
   const base = server.url;
   const adminH = { authorization: `Bearer ${config.adminToken}`, 'content-type': 'application/json' };

@@ -37,7 +37,7 @@ try {
   const dataDir = path.join(dir, 'agentvm');
   const out = await open(path.join(dir, 'server.log'), 'w');
   server = spawn(process.execPath, ['bin/agentvm.js', 'serve', '--port', '0', '--data-dir', dataDir], {
-    env: { ...process.env, DATABASE_URL: databaseUrl, AGENTVM_RATE_LIMIT: '1000000', AGENTVM_RATE_BURST: '1000000', AGENTVM_IMAGE_BUILD: 'off', AGENTVM_LOG_LEVEL: 'warn' },
+    env: { ...process.env, DATABASE_URL: databaseUrl, AGENTVM_RATE_LIMIT: '1000000', AGENTVM_RATE_BURST: '1000000', AGENTVM_IMAGE_BUILD: 'off' },
     stdio: ['ignore', out.fd, 'inherit'],
   });
   await out.close();
@@ -51,17 +51,19 @@ try {
   const tenant = await (
     await fetch(`${url}/v1/admin/tenants`, { method: 'POST', headers: { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' }, body: JSON.stringify({ email: 'gallery@example.com' }) })
   ).json();
-  // 100,000 public templates of that tenant, with words to search for.
+  // 100,000 public templates of others (the platform's, so no tenant rows are needed), with words to
+  // search for; the caller browses the gallery.
   const db = new pg.Client({ connectionString: databaseUrl });
+  db.on('error', (err) => console.error(`database: ${err.message}`));
   await db.connect();
   const words = ['python', 'rust', 'django', 'react', 'postgres', 'kubernetes', 'terraform', 'nextjs', 'fastapi', 'golang'];
   await db.query(
-    `INSERT INTO templates (template_id, tenant_id, slug, name, description, harness, visibility, tags, forks, stars, status)
-     SELECT 'tpl_bench' || g, $1, 'bench-' || g, ($2::text[])[1 + (g / 7) % 10] || ' workspace ' || g,
-            'a ' || ($2::text[])[1 + g % 10] || ' starter with ' || ($2::text[])[1 + (g / 10) % 10], 'echo', 'public',
-            ARRAY[($2::text[])[1 + g % 10]], g % 97, g % 31, 0, 'ready'
-     FROM generate_series(1, $3) g`,
-    [tenant.tenant_id, words, TEMPLATES],
+    `INSERT INTO templates (template_id, tenant_id, slug, name, description, harness, visibility, tags, forks, stars, size_bytes, status)
+     SELECT 'tpl_bench' || g, NULL, 'bench-' || g, ($1::text[])[1 + (g / 7) % 10] || ' workspace ' || g,
+            'a ' || ($1::text[])[1 + g % 10] || ' starter with ' || ($1::text[])[1 + (g / 10) % 10], 'echo', 'public',
+            ARRAY[($1::text[])[1 + g % 10]], g % 97, g % 31, 0, 'ready'
+     FROM generate_series(1, $2) g`,
+    [words, TEMPLATES],
   );
   await db.query('ANALYZE templates');
   await db.end();
@@ -77,8 +79,8 @@ try {
   const search = await load('/v1/api/templates?q=rust%20kubernetes&limit=20');
   const trending = await load('/v1/api/templates?limit=20');
   await report(`Gallery: ${TEMPLATES} public templates on PostgreSQL, ${CONNECTIONS} connections, ${DURATION} s each`, [
-    row('gallery', 'listTemplates q="rust kubernetes" p99 (req/s)', `${search.p99} ms (${Math.round(search.rps)})`, `${whoami.p99} ms (${Math.round(whoami.rps)}) whoami`, search.p99 / Math.max(1, whoami.p99), 'p99 < 50 ms', search.p99 < 50),
-    row('gallery', 'listTemplates trending p99 (req/s)', `${trending.p99} ms (${Math.round(trending.rps)})`, `${whoami.p99} ms whoami`, trending.p99 / Math.max(1, whoami.p99), 'p99 < 50 ms', trending.p99 < 50),
+    row('gallery', 'listTemplates q="rust kubernetes": p99 ms (req/s)', `${search.p99} (${Math.round(search.rps)})`, `${whoami.p99} (${Math.round(whoami.rps)}) whoami`, search.rps / whoami.rps, 'p99 < 50 ms', search.p99 < 50),
+    row('gallery', 'listTemplates trending, first page: p99 ms (req/s)', `${trending.p99} (${Math.round(trending.rps)})`, `${whoami.p99} (${Math.round(whoami.rps)}) whoami`, trending.rps / whoami.rps, 'p99 < 50 ms', trending.p99 < 50),
   ]);
 } finally {
   server?.kill('SIGTERM');
@@ -88,5 +90,6 @@ try {
     // not started
   }
   await new Promise((r) => setTimeout(r, 300));
+  if (process.env.BENCH_KEEP) console.error(await readFile(path.join(dir, 'log'), 'utf8').catch(() => ''));
   await rm(dir, { recursive: true, force: true });
 }

@@ -4,7 +4,6 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { Writable } from 'node:stream';
 import { loadConfig } from '../src/config.ts';
 import { startServer } from '../src/server.ts';
 import { createLogger } from '../src/log.ts';
@@ -14,8 +13,8 @@ import { pct, report, row } from './report.ts';
 const N = Number(process.env.BENCH_RUNS ?? 40);
 const imageDir = process.env.AGENTVM_IMAGE_DIR ?? '/var/cache/agentvm/images';
 const dataDir = await mkdtemp(path.join(os.tmpdir(), 'agentvm-runbench-'));
-const config = { ...loadConfig({ host: '127.0.0.1', port: 0, dataDir }), imageDir, adminToken: 'avm_admin_bench_0123456789abcdefghijklmnop' };
-const server = await startServer(config, createLogger('warn', new Writable({ write: (_c, _e, cb) => cb() })));
+const config = { ...loadConfig({ host: '127.0.0.1', port: 0, dataDir }), imageDir, adminToken: 'avm_admin_bench_0123456789abcdefghijklmnop', rateLimitPerSecond: 1_000_000, rateLimitBurst: 1_000_000 };
+const server = await startServer(config, createLogger('warn', process.stderr));
 try {
   await server.host.imageReady;
   const base = server.url;

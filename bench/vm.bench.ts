@@ -6,7 +6,6 @@
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { Writable } from 'node:stream';
 import { loadConfig } from '../src/config.ts';
 import { startServer } from '../src/server.ts';
 import { createLogger } from '../src/log.ts';
@@ -29,16 +28,18 @@ const config = {
   ...loadConfig({ host: '127.0.0.1', port: 0, dataDir }),
   imageDir,
   adminToken: 'avm_admin_bench_0123456789abcdefghijklmnop',
+  rateLimitPerSecond: 1_000_000,
+  rateLimitBurst: 1_000_000,
   snapshots: true,
   hostVcpus: 4 * AT_ONCE,
   hostMemoryMib: 2048 * AT_ONCE,
 };
-const server = await startServer(config, createLogger('warn', new Writable({ write: (_c, _e, cb) => cb() })));
+const server = await startServer(config, createLogger('warn', process.stderr));
 try {
   const image = await server.host.imageReady;
   const driver = server.host.driver!;
   const snapshots = server.host.snapshots!;
-  await snapshots.settled(); // the starter shape's golden VM
+  await server.host.prewarmed; // the starter shape's golden VM
   const base = server.url;
   const adminH = { authorization: `Bearer ${config.adminToken}`, 'content-type': 'application/json' };
   const tenant = await (await fetch(`${base}/v1/admin/tenants`, { method: 'POST', headers: adminH, body: JSON.stringify({ email: 'bench@example.com' }) })).json();

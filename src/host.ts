@@ -24,6 +24,8 @@ export interface VmHost {
   reconciler: Reconciler | null;
   capturer?: Capturer;
   snapshots?: SnapshotStore | null;
+  /** Resolves once the starter shape's snapshot has been made (or could not be), after the image. */
+  prewarmed?: Promise<void>;
   /** What /readyz reports: usable once QEMU is there and the guest image is built. */
   probe(): Promise<DriverProbe>;
   /** Resolves when the guest image is ready (rejects if building it failed). */
@@ -131,6 +133,10 @@ export async function startVmHost(config: Config, services: Services, log: Logge
   services.templates.capturer = (templateId) => capturer.start(templateId);
   await reconciler.start();
 
+  let resolvePrewarmed: (p: Promise<void>) => void = () => undefined;
+  const prewarmed = new Promise<void>((resolve) => (resolvePrewarmed = (p) => void p.then(resolve, resolve)));
+  if (!config.snapshots) resolvePrewarmed(Promise.resolve());
+  imageReady.catch(() => resolvePrewarmed(Promise.resolve()));
   const snapshots = config.snapshots
     ? new SnapshotStore({ dir: path.join(config.dataDir, 'snapshots'), driver, log: (msg, fields) => log.info(fields ?? {}, msg) })
     : null;
@@ -142,6 +148,7 @@ export async function startVmHost(config: Config, services: Services, log: Logge
         driver.snapshots = snapshots;
         const starter = PLANS.starter;
         snapshots.want({ vmId: 'golden', vcpus: starter.vcpus, memoryMib: starter.memory_mib, diskGib: starter.disk_gib, image: img, netSlot: 0, hostname: 'agentvm' });
+        resolvePrewarmed(snapshots.settled());
       }
       image = img;
       imageState = `guest image ${img.id}`;
@@ -170,6 +177,7 @@ export async function startVmHost(config: Config, services: Services, log: Logge
         : { ...probe, usable: false, detail: `${probe.detail}; ${imageState}` },
     capturer,
     snapshots,
+    prewarmed,
     close: async (opts) => {
       await capturer.settled();
       await snapshots?.settled();

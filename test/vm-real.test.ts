@@ -113,8 +113,7 @@ describe('real microVMs', { skip }, () => {
 
   test('snapshot clones: each VM its own identity, disks and randomness; a broken snapshot falls back to a cold boot', { timeout: 10 * 60_000 }, async () => {
     const driver = server.host.driver!;
-    const snapshots = server.host.snapshots!;
-    await snapshots.settled(); // the starter shape's golden VM, made when the image was ready
+    await server.host.prewarmed; // the starter shape's golden VM, made when the image was ready
     const other = await admin('POST', '/v1/admin/tenants', { email: 'clones@example.com' });
     await admin('PUT', `/v1/admin/tenants/${other.body.tenant_id}/card`, { brand: 'visa', last4: '4242' });
     const api = client(server.url, other.body.api_key);

@@ -3,7 +3,7 @@ import type { IncomingMessage } from 'node:http';
 import { createRequire } from 'node:module';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { timingSafeEqual, createHash, randomUUID } from 'node:crypto';
+import { timingSafeEqual, createHash, randomBytes } from 'node:crypto';
 import { ApiError } from '../domain/errors.ts';
 import type { Services } from '../domain/services.ts';
 import { requestLogger, type Logger } from '../log.ts';
@@ -25,6 +25,10 @@ export interface AppOptions {
 type Env = { Variables: { principal: unknown; requestId: string } };
 
 const SAFE_REQUEST_ID = /^[A-Za-z0-9._-]{8,64}$/;
+/** Request ids: a random prefix per process (unique across replicas) and a counter (cheap per request). */
+const REQUEST_ID_PREFIX = `req_${randomBytes(6).toString('hex')}`;
+let requestCounter = 0;
+const nextRequestId = () => `${REQUEST_ID_PREFIX}${(++requestCounter).toString(36).padStart(8, '0')}`;
 const OPENAPI_PATH = '/v1/api/openapi.json';
 const MCP_PATH = '/v1/mcp';
 
@@ -108,7 +112,7 @@ export function buildApp(opts: AppOptions): Hono<Env> {
   app.use('*', async (c, next) => {
     const started = performance.now();
     const incoming = requestHeader(c, 'x-request-id');
-    const requestId = incoming && SAFE_REQUEST_ID.test(incoming) ? incoming : `req_${randomUUID().replaceAll('-', '')}`;
+    const requestId = incoming && SAFE_REQUEST_ID.test(incoming) ? incoming : nextRequestId();
     c.set('requestId', requestId);
     // Set before the handler runs so that it goes out with the response the handler makes: touching
     // c.res.headers afterwards would turn the server's light response into a full Fetch Response.

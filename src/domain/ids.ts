@@ -1,4 +1,4 @@
-import { randomBytes, createHash } from 'node:crypto';
+import crypto, { randomBytes, createHash } from 'node:crypto';
 
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 
@@ -18,4 +18,6 @@ export const newId = (prefix: IdPrefix) => `${prefix}_${randomBase62(22)}`;
 
 export const KEY_PREFIX = 'avm_live_';
 export const newApiKey = () => `${KEY_PREFIX}${randomBase62(40)}`;
-export const sha256Hex = (text: string) => createHash('sha256').update(text).digest('hex');
+/** One-shot `crypto.hash` where Node has it (20.12+): a third of createHash's cost, on every request's key. */
+export const sha256Hex: (text: string) => string =
+  typeof crypto.hash === 'function' ? (text) => crypto.hash('sha256', text, 'hex') : (text) => createHash('sha256').update(text).digest('hex');

@@ -36,11 +36,13 @@ const COLUMNS = `template_id, tenant_id, slug, name, description, harness, plan,
                  size_bytes, status, scrub_report, created_at`;
 
 /**
- * Trending: forks count twice as much as stars, and the score decays with age in hours
- * (score / (age_h + 2)^1.5), so a young template with a few forks passes an old one with many.
+ * Trending: the stored `hot` score (migration 005): forks count twice as much as stars, on a log
+ * scale, plus creation time, so ten times the popularity is worth 12.5 hours of youth and a young
+ * template with a few forks passes an old one with many. Its order never changes with time, so the
+ * first page is an index scan however large the gallery.
  */
 const ORDER: Record<TemplateSort, string> = {
-  trending: `(forks * 2 + stars) / power(greatest(extract(epoch FROM ($NOW - created_at)) / 3600, 0) + 2, 1.5) DESC, created_at DESC`,
+  trending: 'hot DESC',
   new: 'created_at DESC',
   forks: 'forks DESC, created_at DESC',
   stars: 'stars DESC, created_at DESC',
@@ -108,10 +110,13 @@ export class TemplateService {
     return row;
   }
 
-  /** The caller's own templates merged with the public gallery; the owner also sees capturing and failed ones. */
+  /**
+   * The caller's own templates (any status) merged with the rest of the public gallery (ready ones):
+   * two sets read apart so that each has its index, merged in the sort order.
+   */
   async list(tenantId: string, query: TemplateQuery): Promise<{ rows: TemplateRow[]; total: number }> {
     const params: unknown[] = [tenantId];
-    const where = [`(tenant_id = $1 OR (visibility = 'public' AND status = 'ready'))`];
+    const where: string[] = [];
     if (query.q) {
       params.push(query.q);
       where.push(`search @@ websearch_to_tsquery('english', $${params.length})`);
@@ -124,21 +129,41 @@ export class TemplateService {
       params.push(query.tag);
       where.push(`$${params.length} = ANY (tags)`);
     }
-    const filter = where.join(' AND ');
-    const [{ total }] = await this.db.query<{ total: number }>(`SELECT count(*)::int AS total FROM templates WHERE ${filter}`, params);
-    let order = ORDER[query.sort];
-    if (order.includes('$NOW')) {
-      params.push(this.clock.now());
-      order = order.replace('$NOW', `$${params.length}::timestamptz`);
-    }
-    params.push(query.limit, query.offset);
+    const filter = where.map((w) => ` AND ${w}`).join('');
+    const own = `FROM templates WHERE tenant_id = $1${filter}`;
+    const gallery = `FROM templates WHERE visibility = 'public' AND status = 'ready' AND tenant_id IS DISTINCT FROM $1${filter}`;
+    const total = await this.countTotal(`${tenantId}\0${query.q ?? ''}\0${query.harness ?? ''}\0${query.tag ?? ''}`, () =>
+      this.db.query<{ total: number }>(`SELECT ((SELECT count(*) ${own}) + (SELECT count(*) ${gallery}))::int AS total`, params).then((r) => r[0].total),
+    );
+    // Each set sorted and cut on its own (an index scan for the gallery's), then merged.
+    const order = `${ORDER[query.sort]}, template_id`;
+    params.push(query.limit + query.offset, query.limit, query.offset);
+    const [upto, limit, offset] = [params.length - 2, params.length - 1, params.length];
     const rows = await this.db.query<TemplateRow>(
-      `SELECT ${COLUMNS} FROM templates WHERE ${filter}
-       ORDER BY ${order}, template_id
-       LIMIT $${params.length - 1} OFFSET $${params.length}`,
+      `SELECT ${COLUMNS} FROM ((SELECT ${COLUMNS}, hot ${own} ORDER BY ${order} LIMIT $${upto})
+                              UNION ALL (SELECT ${COLUMNS}, hot ${gallery} ORDER BY ${order} LIMIT $${upto})) t
+       ORDER BY ${order} LIMIT $${limit} OFFSET $${offset}`,
       params,
     );
     return { rows, total };
+  }
+
+  private readonly totals = new Map<string, { total: number; until: number }>();
+
+  /**
+   * A list's total. Counting a large gallery costs tens of milliseconds a request, so a total of
+   * 1,000 or more is kept for two seconds (a page of a big result set); smaller ones are always counted.
+   */
+  private async countTotal(key: string, count: () => Promise<number>): Promise<number> {
+    const now = Date.now();
+    const hit = this.totals.get(key);
+    if (hit && hit.until > now) return hit.total;
+    const total = await count();
+    if (total >= 1000) {
+      if (this.totals.size >= 1000) this.totals.clear();
+      this.totals.set(key, { total, until: now + 2000 });
+    }
+    return total;
   }
 
   /** By `tpl_` id, the caller's own slug, or a public slug, in that order. */

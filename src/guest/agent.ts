@@ -38,25 +38,6 @@ function log(msg: string): void {
   process.stderr.write(`agentvm-agent: ${msg}\n`);
 }
 
-/** The /dev node of the SCSI disk whose model is `model` (QEMU pads it with spaces). */
-async function diskByModel(model: string): Promise<string | null> {
-  for (const name of await fsp.readdir('/sys/block').catch(() => [] as string[])) {
-    if (!name.startsWith('sd')) continue;
-    const m = await fsp.readFile(`/sys/block/${name}/device/model`, 'utf8').catch(() => '');
-    if (m.trim() === model) return `/dev/${name}`;
-  }
-  return null;
-}
-
-async function waitForDisk(model: string, deadline: number): Promise<string> {
-  for (;;) {
-    const dev = await diskByModel(model);
-    if (dev && (await fsp.access(dev).then(() => true, () => false))) return dev;
-    if (Date.now() > deadline) throw new Error(`no ${model} disk appeared`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
-
 let persist: HelloFacts['persist'] = { path: PERSIST_MOUNT, device: null, mounted: false, formatted_now: false };
 let assumed: AssumeArgs | null = null;
 let assuming: Promise<HelloFacts> | null = null;
@@ -95,9 +76,6 @@ async function assume(args: AssumeArgs | null): Promise<HelloFacts> {
     if (assumed.instance_id === args.instance_id) return hello();
     throw new Error('this guest has already taken its identity');
   }
-  const deadline = Date.now() + args.disk_wait_ms;
-  const upper = await waitForDisk(UPPER_MODEL, deadline);
-  const device = await waitForDisk(PERSIST_MODEL, deadline).catch(() => null);
   const sec = Math.floor(args.time_ms / 1000);
   const kv: Record<string, string> = {
     sec: String(sec),
@@ -109,8 +87,9 @@ async function assume(args: AssumeArgs | null): Promise<HelloFacts> {
     dns: args.dns,
     machine_id: args.machine_id,
     instance_id: args.instance_id,
-    upper,
-    persist: device ?? '',
+    upper_model: UPPER_MODEL,
+    persist_model: PERSIST_MODEL,
+    disk_wait_ms: String(args.disk_wait_ms),
     workspace: WORKSPACE,
     home: HARNESS_HOME,
     secrets_dir: path.dirname(SECRETS_FILE),
@@ -121,7 +100,7 @@ async function assume(args: AssumeArgs | null): Promise<HelloFacts> {
   if (bad || !/^[0-9a-f]{32}$/.test(args.machine_id)) throw new Error(`bad assume argument ${bad?.[0] ?? 'machine_id'}`);
   const stdout = await runAssumer(Object.entries(kv).map(([k, v]) => `${k}=${v}`).join(' '));
   const out = Object.fromEntries(stdout.split('\n').filter(Boolean).map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]));
-  persist = { path: PERSIST_MOUNT, device, mounted: out.persist_mounted === '1', formatted_now: out.persist_formatted === '1' };
+  persist = { path: PERSIST_MOUNT, device: out.persist_device || null, mounted: out.persist_mounted === '1', formatted_now: out.persist_formatted === '1' };
   if (out.persist_error) {
     persist.error = out.persist_error;
     log(`persist disk: ${persist.error}`);
@@ -303,7 +282,6 @@ async function handle(req: AgentRequest): Promise<unknown> {
       // emulation that costs a clone tens of milliseconds a function: call what `assume` runs (each
       // returns at once here), so the clones resume with it compiled.
       await assume(null).catch(() => undefined);
-      await waitForDisk('none', 0).catch(() => undefined);
       await runAssumer(null).catch(() => undefined);
       await hello();
       await run('sync', []);

@@ -60,6 +60,24 @@ my $rt = pack('Q a16 a16 a16 S s x4 Q Q s x6 Q Q Q S x6', 0, sin4('0.0.0.0'), si
 ioctl($s, 0x890B, $rt) or $!{EEXIST} or die "SIOCADDRT: $!\n";
 close($s);
 
+# The VM's disks: on a clone they are plugged in as it resumes, and appear while the above ran.
+sub disk {
+  my ($model) = @_;
+  for (my $i = 0; $i * 5 < $a{disk_wait_ms}; $i++) {
+    opendir(my $d, '/sys/block') or die "/sys/block: $!\n";
+    for my $n (grep { /^sd/ } readdir($d)) {
+      open(my $m, '<', "/sys/block/$n/device/model") or next;
+      my $got = <$m> // '';
+      $got =~ s/\s+$//;
+      return "/dev/$n" if $got eq $model && -b "/dev/$n";
+    }
+    select(undef, undef, undef, 0.005);
+  }
+  return '';
+}
+$a{upper} = disk($a{upper_model}) or die "no $a{upper_model} disk appeared\n";
+$a{persist} = disk($a{persist_model});
+print "persist_device=$a{persist}\n";
 ensure_fs($a{upper}, 'root');
 mnt('agentvm', '/mnt', 'tmpfs', 0, 'mode=0755');
 mkdir $_ for '/mnt/upper', '/mnt/root';

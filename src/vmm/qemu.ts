@@ -13,7 +13,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { existsSync, openSync, closeSync } from 'node:fs';
-import { mkdir, readdir, readFile, rename, rm, stat, truncate, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, readdir, readFile, rename, rm, stat, truncate, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { agentRequest, connectAgent, connectQmp, qmp, type JsonLineChannel } from './channel.ts';
 import type { Accel } from './probe.ts';
@@ -167,18 +167,39 @@ export class QemuDriver extends EventEmitter {
   async prepareDisks(spec: VmSpec, freshRoot: boolean): Promise<void> {
     const f = this.files(spec.vmId);
     await mkdir(f.dir, { recursive: true, mode: 0o700 });
-    if (!existsSync(f.persist)) {
-      const backing = spec.persistBacking ? ['-F', 'qcow2', '-b', spec.persistBacking] : ['-F', 'raw', '-b', await this.blank(spec.diskGib)];
-      await runQemuImg(['create', '-q', '-f', 'qcow2', ...backing, `${f.persist}.tmp`, `${spec.diskGib}G`]);
-      await rm(f.persist, { force: true });
-      await rename(`${f.persist}.tmp`, f.persist);
-    }
+    const make = async (file: string, gib: number, backing?: string | null) => {
+      if (backing) await runQemuImg(['create', '-q', '-f', 'qcow2', '-F', 'qcow2', '-b', backing, `${file}.tmp`, `${gib}G`]);
+      else await copyFile(await this.blankOverlay(gib), `${file}.tmp`);
+      await rename(`${file}.tmp`, file);
+    };
     // A whole root of the layout before root layers; its VM starts with a fresh root.
     await rm(path.join(f.dir, 'root.qcow2'), { force: true });
-    if (freshRoot || !existsSync(f.upper)) {
-      await runQemuImg(['create', '-q', '-f', 'qcow2', '-F', 'raw', '-b', await this.blank(UPPER_GIB), `${f.upper}.tmp`, `${UPPER_GIB}G`]);
-      await rename(`${f.upper}.tmp`, f.upper);
+    await Promise.all([
+      existsSync(f.persist) ? undefined : make(f.persist, spec.diskGib, spec.persistBacking),
+      freshRoot || !existsSync(f.upper) ? make(f.upper, UPPER_GIB) : undefined,
+    ]);
+  }
+
+  private readonly overlays = new Map<number, Promise<string>>();
+
+  /** An empty qcow2 child of the blank filesystem of `gib` GiB: a new disk is a copy of it (a few KiB). */
+  private blankOverlay(gib: number): Promise<string> {
+    let p = this.overlays.get(gib);
+    if (!p) {
+      p = (async () => {
+        const blank = await this.blank(gib);
+        const file = `${blank}.child.qcow2`;
+        if (!existsSync(file)) {
+          const tmp = `${file}.${process.pid}.tmp`;
+          await runQemuImg(['create', '-q', '-f', 'qcow2', '-F', 'raw', '-b', blank, tmp, `${gib}G`]);
+          await rename(tmp, file);
+        }
+        return file;
+      })();
+      p.catch(() => this.overlays.delete(gib));
+      this.overlays.set(gib, p);
     }
+    return p;
   }
 
   private readonly blanks = new Map<number, Promise<string>>();
