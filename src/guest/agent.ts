@@ -357,7 +357,7 @@ function serve(device: string): Promise<never> {
         if (err && err.code !== 'EAGAIN') return reject(err);
         if (!n) {
           // No host on the other end: look again soon, then less often (an idle guest stays idle).
-          idle = Math.min(idle ? idle * 2 : 5, 10);
+          idle = Math.min(idle ? idle * 2 : 10, 250);
           return setTimeout(readMore, idle);
         }
         idle = 0;

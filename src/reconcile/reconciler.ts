@@ -246,14 +246,29 @@ export class Reconciler {
     };
     await this.acquireBootSlot();
     try {
+      const t0 = performance.now();
       await driver.prepareDisks(spec, reprovision || restart);
+      const t1 = performance.now();
       const facts = await driver.start(spec);
+      const t2 = performance.now();
       await db.query(
         `UPDATE vms SET restart_done = $2, reprovision_done = $3, boots = boots + 1, booted_at = $4 WHERE vm_id = $1`,
         [row.vm_id, row.restart_requested, row.reprovision_requested, clock.now()],
       );
       await this.markRunning(row, image.id, facts.ipv4 ?? netOfSlot(row.net_slot).guest);
-      this.o.log.info({ vm_id: row.vm_id, image_id: image.id, reprovision, restart, started_from: driver.startedFrom(row.vm_id) }, 'VM running');
+      this.o.log.info(
+        {
+          vm_id: row.vm_id,
+          image_id: image.id,
+          reprovision,
+          restart,
+          started_from: driver.startedFrom(row.vm_id),
+          disks_ms: Math.round(t1 - t0),
+          start_ms: Math.round(t2 - t1),
+          marked_ms: Math.round(performance.now() - t2),
+        },
+        'VM running',
+      );
     } catch (err) {
       const reason = `boot failed: ${(err as Error).message}`.slice(0, 500);
       await db.query(
