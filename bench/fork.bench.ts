@@ -2,36 +2,14 @@
 // in turns through the API of a real server: fork → running, and the disk a fork adds on the host.
 // Targets: the 1 GiB fork within 2x of the empty one; a fork adds under 1 MiB of disk.
 // Needs QEMU and a built image: AGENTVM_IMAGE_DIR (default /var/cache/agentvm/images).
-import { mkdtemp, rm } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
-import { loadConfig } from '../src/config.ts';
-import { startServer } from '../src/server.ts';
-import { createLogger } from '../src/log.ts';
 import { pct, report, row } from './report.ts';
+import { startBenchPlatform } from './platform.ts';
 
 const N = Number(process.env.BENCH_FORKS ?? 4);
-const imageDir = process.env.AGENTVM_IMAGE_DIR ?? '/var/cache/agentvm/images';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const dataDir = await mkdtemp(path.join(os.tmpdir(), 'agentvm-forkbench-'));
-const config = {
-  ...loadConfig({ host: '127.0.0.1', port: 0, dataDir }),
-  imageDir,
-  adminToken: 'avm_admin_bench_0123456789abcdefghijklmnop',
-  rateLimitPerSecond: 1_000_000,
-  rateLimitBurst: 1_000_000,
-  snapshots: true,
-};
-const server = await startServer(config, createLogger('warn', process.stderr));
+const { server, base, h, close } = await startBenchPlatform('forkbench');
 try {
-  await server.host.imageReady;
-  await server.host.prewarmed;
   const driver = server.host.driver!;
-  const base = server.url;
-  const adminH = { authorization: `Bearer ${config.adminToken}`, 'content-type': 'application/json' };
-  const tenant = await (await fetch(`${base}/v1/admin/tenants`, { method: 'POST', headers: adminH, body: JSON.stringify({ email: 'forkbench@example.com' }) })).json();
-  await fetch(`${base}/v1/admin/tenants/${tenant.tenant_id}/card`, { method: 'PUT', headers: adminH, body: JSON.stringify({ brand: 'visa', last4: '4242' }) });
-  const h = { authorization: `Bearer ${tenant.api_key}`, 'content-type': 'application/json' };
   const call = async (method: string, p: string, body?: unknown) => {
     const res = await fetch(`${base}${p}`, { method, headers: h, body: body === undefined ? undefined : JSON.stringify(body) });
     const json = await res.json().catch(() => null);
@@ -84,6 +62,5 @@ try {
     row('fork', 'disk a fork adds on the host, largest', `${(maxBytes / 1024).toFixed(0)} KiB`, '1 GiB template', maxBytes / 2 ** 30, '< 1 MiB', maxBytes < 2 ** 20),
   ]);
 } finally {
-  await server.close({ stopVms: true });
-  await rm(dataDir, { recursive: true, force: true });
+  await close();
 }

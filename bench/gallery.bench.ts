@@ -2,38 +2,22 @@
 // (a throwaway one started here on a loopback port), next to whoami on the same server in the same
 // run. Target: p99 under 50 ms. Needs PostgreSQL's server binaries (Debian's postgresql package).
 import autocannon from 'autocannon';
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { chownSync, readdirSync } from 'node:fs';
-import { mkdtemp, open, readFile, rm } from 'node:fs/promises';
-import net from 'node:net';
-import { tmpdir } from 'node:os';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { open, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import pg from 'pg';
 import { report, row } from './report.ts';
+import { startPostgres } from './postgres.ts';
 
 const TEMPLATES = Number(process.env.BENCH_TEMPLATES ?? 100_000);
 const DURATION = Number(process.env.BENCH_SECONDS ?? 10);
 const CONNECTIONS = 10;
 
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const s = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
-
-const pgBin = path.join('/usr/lib/postgresql', readdirSync('/usr/lib/postgresql').sort((a, b) => Number(a) - Number(b)).at(-1)!, 'bin');
-const dir = await mkdtemp(path.join(tmpdir(), 'agentvm-gallery-'));
-const asPg = process.getuid?.() === 0 ? ['runuser', '-u', 'postgres', '--'] : [];
-const pgRun = (tool: string, args: string[]) => execFileSync(asPg[0] ?? path.join(pgBin, tool), [...asPg.slice(1), ...(asPg.length ? [path.join(pgBin, tool)] : []), ...args], { stdio: 'ignore' });
-if (asPg.length) chownSync(dir, Number(execFileSync('id', ['-u', 'postgres']).toString()), Number(execFileSync('id', ['-g', 'postgres']).toString()));
-const port = await freePort();
+const pgServer = await startPostgres();
+const dir = pgServer.dir;
 let server: ChildProcess | undefined;
 try {
-  pgRun('initdb', ['-D', `${dir}/data`, '-U', 'postgres', '--auth=trust', '-E', 'UTF8']);
-  pgRun('pg_ctl', ['-D', `${dir}/data`, '-l', `${dir}/log`, '-w', '-o', `-c listen_addresses=127.0.0.1 -c port=${port} -c unix_socket_directories=${dir} -c fsync=off`, 'start']);
-  const databaseUrl = `postgres://postgres@127.0.0.1:${port}/postgres`;
+  const databaseUrl = pgServer.url;
   const dataDir = path.join(dir, 'agentvm');
   const out = await open(path.join(dir, 'server.log'), 'w');
   server = spawn(process.execPath, ['bin/agentvm.js', 'serve', '--port', '0', '--data-dir', dataDir], {
@@ -84,12 +68,6 @@ try {
   ]);
 } finally {
   server?.kill('SIGTERM');
-  try {
-    pgRun('pg_ctl', ['-D', `${dir}/data`, '-m', 'immediate', 'stop']);
-  } catch {
-    // not started
-  }
   await new Promise((r) => setTimeout(r, 300));
-  if (process.env.BENCH_KEEP) console.error(await readFile(path.join(dir, 'log'), 'utf8').catch(() => ''));
-  await rm(dir, { recursive: true, force: true });
+  await pgServer.stop();
 }

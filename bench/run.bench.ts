@@ -1,27 +1,13 @@
 // Echo run round trip: POST /v1/api/vms/{id}/run through a real server, next to the same harness
 // command sent straight to the guest agent, taken in turns in one run. Target: the platform adds at
 // most 50 ms at p50. Needs QEMU and a built image: AGENTVM_IMAGE_DIR (default /var/cache/agentvm/images).
-import { mkdtemp, rm } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
-import { loadConfig } from '../src/config.ts';
-import { startServer } from '../src/server.ts';
-import { createLogger } from '../src/log.ts';
 import { buildInvocation } from '../src/harness/invoke.ts';
 import { pct, report, row } from './report.ts';
+import { startBenchPlatform } from './platform.ts';
 
 const N = Number(process.env.BENCH_RUNS ?? 40);
-const imageDir = process.env.AGENTVM_IMAGE_DIR ?? '/var/cache/agentvm/images';
-const dataDir = await mkdtemp(path.join(os.tmpdir(), 'agentvm-runbench-'));
-const config = { ...loadConfig({ host: '127.0.0.1', port: 0, dataDir }), imageDir, adminToken: 'avm_admin_bench_0123456789abcdefghijklmnop', rateLimitPerSecond: 1_000_000, rateLimitBurst: 1_000_000 };
-const server = await startServer(config, createLogger('warn', process.stderr));
+const { server, base, h, close } = await startBenchPlatform('runbench');
 try {
-  await server.host.imageReady;
-  const base = server.url;
-  const adminH = { authorization: `Bearer ${config.adminToken}`, 'content-type': 'application/json' };
-  const tenant = await (await fetch(`${base}/v1/admin/tenants`, { method: 'POST', headers: adminH, body: JSON.stringify({ email: 'runbench@example.com' }) })).json();
-  await fetch(`${base}/v1/admin/tenants/${tenant.tenant_id}/card`, { method: 'PUT', headers: adminH, body: JSON.stringify({ brand: 'visa', last4: '4242' }) });
-  const h = { authorization: `Bearer ${tenant.api_key}`, 'content-type': 'application/json' };
   const { vm_id: vmId } = await (await fetch(`${base}/v1/api/vms`, { method: 'POST', headers: h, body: JSON.stringify({ harness: 'echo' }) })).json();
   for (;;) {
     const vm = await (await fetch(`${base}/v1/api/vms/${vmId}`, { headers: h })).json();
@@ -58,6 +44,5 @@ try {
   await fetch(`${base}/v1/api/vms/${vmId}`, { method: 'DELETE', headers: h });
   await server.host.reconciler!.settled();
 } finally {
-  await server.close({ stopVms: true });
-  await rm(dataDir, { recursive: true, force: true });
+  await close();
 }

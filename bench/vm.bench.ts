@@ -3,19 +3,14 @@
 // them), taken in turns in one run; restart → running; idle memory (PSS) per VM of both kinds;
 // then 20 creates at once. Needs QEMU and a built image: AGENTVM_IMAGE_DIR (default
 // /var/cache/agentvm/images).
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
-import { loadConfig } from '../src/config.ts';
-import { startServer } from '../src/server.ts';
-import { createLogger } from '../src/log.ts';
+import { readFile } from 'node:fs/promises';
 import { pct, report, row } from './report.ts';
+import { startBenchPlatform } from './platform.ts';
 
 const COLD = Number(process.env.BENCH_COLD_VMS ?? 5);
 const CLONES = Number(process.env.BENCH_CLONE_VMS ?? 10);
 const AT_ONCE = Number(process.env.BENCH_AT_ONCE ?? 20);
 const IDLE_MS = Number(process.env.BENCH_IDLE_SECONDS ?? 15) * 1000;
-const imageDir = process.env.AGENTVM_IMAGE_DIR ?? '/var/cache/agentvm/images';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function pssKib(pid: number): Promise<number> {
@@ -23,28 +18,11 @@ async function pssKib(pid: number): Promise<number> {
   return Number(/^Pss:\s+(\d+) kB/m.exec(text)?.[1] ?? NaN);
 }
 
-const dataDir = await mkdtemp(path.join(os.tmpdir(), 'agentvm-vmbench-'));
-const config = {
-  ...loadConfig({ host: '127.0.0.1', port: 0, dataDir }),
-  imageDir,
-  adminToken: 'avm_admin_bench_0123456789abcdefghijklmnop',
-  rateLimitPerSecond: 1_000_000,
-  rateLimitBurst: 1_000_000,
-  snapshots: true,
-  hostVcpus: 4 * AT_ONCE,
-  hostMemoryMib: 2048 * AT_ONCE,
-};
-const server = await startServer(config, createLogger('warn', process.stderr));
+const { server, base, h, close } = await startBenchPlatform('vmbench', { hostVcpus: 4 * AT_ONCE, hostMemoryMib: 2048 * AT_ONCE });
 try {
   const image = await server.host.imageReady;
   const driver = server.host.driver!;
   const snapshots = server.host.snapshots!;
-  await server.host.prewarmed; // the starter shape's golden VM
-  const base = server.url;
-  const adminH = { authorization: `Bearer ${config.adminToken}`, 'content-type': 'application/json' };
-  const tenant = await (await fetch(`${base}/v1/admin/tenants`, { method: 'POST', headers: adminH, body: JSON.stringify({ email: 'bench@example.com' }) })).json();
-  await fetch(`${base}/v1/admin/tenants/${tenant.tenant_id}/card`, { method: 'PUT', headers: adminH, body: JSON.stringify({ brand: 'visa', last4: '4242' }) });
-  const h = { authorization: `Bearer ${tenant.api_key}`, 'content-type': 'application/json' };
   const untilRunning = async (vmId: string, t0: number) => {
     for (;;) {
       const vm = await (await fetch(`${base}/v1/api/vms/${vmId}`, { headers: h })).json();
@@ -113,6 +91,5 @@ try {
     row('density', `${AT_ONCE} at once: create → running p50 / p95`, `${p(ok, 50).toFixed(0)} / ${p(ok, 95).toFixed(0)} ms`, `${p(cold, 50).toFixed(0)} ms one cold boot`, p(ok, 50) / p(cold, 50)),
   ]);
 } finally {
-  await server.close({ stopVms: true });
-  await rm(dataDir, { recursive: true, force: true });
+  await close();
 }

@@ -19,6 +19,16 @@ export interface Config {
   imageAutoBuild: boolean;
   /** Start VMs from golden snapshots (off: every start is a cold boot). */
   snapshots: boolean;
+  /** `all`: API and VM host in one process; `api`: a stateless API replica; `host`: a VM host. */
+  role: 'all' | 'api' | 'host';
+  /** The secret API replicas and VM hosts share for the hosts' internal endpoint. */
+  internalToken?: string;
+  /** How API replicas reach this host's internal endpoint (role `host`). */
+  hostUrl?: string;
+  /** Template disk images; with several hosts, a path every host mounts (shared storage). */
+  templateDir: string;
+  /** A host silent this long is lost: its VMs show `host_unavailable`, and it gets no new VMs. */
+  hostStaleMs: number;
   bootTimeoutMs: number;
   meterIntervalMs: number;
   /** A run longer than this is killed (its whole process group) and answers timed_out. */
@@ -54,7 +64,12 @@ function boolFromEnv(name: string): boolean {
   throw new Error(`${name} must be on or off, not "${process.env[name]}"`);
 }
 
-export function loadConfig(flags: { host?: string; port?: string | number; dataDir?: string } = {}): Config {
+function roleOf(raw: string): Config['role'] {
+  if (raw === 'all' || raw === 'api' || raw === 'host') return raw;
+  throw new Error(`invalid role "${raw}": use all, api or host`);
+}
+
+export function loadConfig(flags: { host?: string; port?: string | number; dataDir?: string; role?: string } = {}): Config {
   const port = Number(flags.port ?? process.env.PORT ?? 8080);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`invalid port "${flags.port ?? process.env.PORT}"`);
   const dataDir = path.resolve(flags.dataDir ?? process.env.AGENTVM_DATA_DIR ?? './.agentvm');
@@ -70,6 +85,11 @@ export function loadConfig(flags: { host?: string; port?: string | number; dataD
     imageDir: path.resolve(process.env.AGENTVM_IMAGE_DIR || path.join(dataDir, 'images')),
     vmEgress: boolFromEnv('AGENTVM_VM_EGRESS'),
     imageAutoBuild: process.env.AGENTVM_IMAGE_BUILD === undefined || process.env.AGENTVM_IMAGE_BUILD === '' ? true : boolFromEnv('AGENTVM_IMAGE_BUILD'),
+    role: roleOf(flags.role ?? process.env.AGENTVM_ROLE ?? 'all'),
+    internalToken: process.env.AGENTVM_INTERNAL_TOKEN || undefined,
+    hostUrl: process.env.AGENTVM_HOST_URL || undefined,
+    templateDir: path.resolve(process.env.AGENTVM_TEMPLATE_DIR || path.join(dataDir, 'templates')),
+    hostStaleMs: intFromEnv('AGENTVM_HOST_STALE_S', 30) * 1000,
     snapshots: process.env.AGENTVM_SNAPSHOTS === undefined || process.env.AGENTVM_SNAPSHOTS === '' ? true : boolFromEnv('AGENTVM_SNAPSHOTS'),
     bootTimeoutMs: intFromEnv('AGENTVM_BOOT_TIMEOUT_S', 180) * 1000,
     meterIntervalMs: intFromEnv('AGENTVM_METER_INTERVAL_S', 10) * 1000,

@@ -56,6 +56,22 @@ async function capacity(config: Config) {
   };
 }
 
+/** Marks this data dir's host as draining (or not): placement skips it; its VMs stay. Needs DATABASE_URL. */
+export async function drainHost(config: Config, draining: boolean): Promise<string> {
+  if (!config.databaseUrl) throw new Error('draining a host needs DATABASE_URL (the PostgreSQL server the hosts share)');
+  const id = (await readFile(path.join(config.dataDir, 'host-id'), 'utf8').catch(() => '')).trim();
+  if (!id) throw new Error(`no host has run with the data dir ${config.dataDir}`);
+  const { openDb } = await import('./store/db.ts');
+  const db = await openDb({ databaseUrl: config.databaseUrl });
+  try {
+    const rows = await db.query('UPDATE hosts SET draining = $2 WHERE host_id = $1 RETURNING host_id', [id, draining]);
+    if (rows.length === 0) throw new Error(`host ${id} is not registered in this database`);
+  } finally {
+    await db.close();
+  }
+  return id;
+}
+
 export async function startVmHost(config: Config, services: Services, log: Logger): Promise<VmHost> {
   const id = await hostId(config.dataDir);
   const probe = await probeDriver();
@@ -111,11 +127,24 @@ export async function startVmHost(config: Config, services: Services, log: Logge
     image: async (imageId) => (imageId ? loadImage(config.imageDir, imageId) : null),
     currentImageId: () => image?.id ?? null,
     meterIntervalMs: config.meterIntervalMs,
+    heartbeatMs: Math.min(15_000, Math.floor(config.hostStaleMs / 3)),
   });
+  // A host back after being lost (a crash, a network cut): the time the API replicas could not
+  // reach its VMs is not charged. Each tier VM's watermark moves on by the gap since the host's last heartbeat.
+  const [previous] = await services.db.query<{ heartbeat_at: Date | null }>('SELECT heartbeat_at FROM hosts WHERE host_id = $1', [id]);
+  const now = services.clock.now();
+  if (config.role === 'host' && previous?.heartbeat_at && now.getTime() - new Date(previous.heartbeat_at).getTime() > config.hostStaleMs) {
+    const lost = await services.db.query(
+      `UPDATE vms SET metered_until = CASE WHEN metered_until < $2 THEN metered_until + ($3::timestamptz - $2::timestamptz) ELSE $3 END
+       WHERE host_id = $1 AND metered_until IS NOT NULL RETURNING vm_id`,
+      [id, previous.heartbeat_at, now],
+    );
+    if (lost.length) log.info({ vms: lost.length, since: previous.heartbeat_at }, 'this host was lost; its VMs are not charged for that time');
+  }
   await services.hosts.register({ host_id: id, name: os.hostname(), accel: probe.accel, image_id: null, ...(await capacity(config)) });
   services.vms.onChange = () => reconciler.kick();
   services.runs.executor = {
-    harnesses: (vmId) => driver.facts(vmId)?.harnesses ?? null,
+    harnesses: async (vmId) => driver.facts(vmId)?.harnesses ?? null,
     run: (vmId, args, timeoutMs) => driver.request<ExecResult>(vmId, 'run', args, timeoutMs),
     setSecrets: async (vmId, set) => (await driver.request<{ names: string[] }>(vmId, 'secrets', { set }, 30_000)).names,
   };
@@ -124,7 +153,7 @@ export async function startVmHost(config: Config, services: Services, log: Logge
     clock: services.clock,
     driver,
     hostId: id,
-    templatesDir: path.join(config.dataDir, 'templates'),
+    templatesDir: config.templateDir,
     scrubDir: path.join(config.dataDir, 'scrub'),
     log,
     image: () => image,

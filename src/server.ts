@@ -9,6 +9,7 @@ import { createLogger, type Logger } from './log.ts';
 import { startVmHost, type VmHost } from './host.ts';
 import { createMailer } from './mail.ts';
 import { randomBase62 } from './domain/ids.ts';
+import { buildInternalApp, liveHostsProbe, RemoteHosts } from './scaleout.ts';
 
 export interface RunningServer {
   url: string;
@@ -62,7 +63,18 @@ async function lockDataDir(dataDir: string): Promise<() => Promise<void>> {
   return () => rm(file, { force: true });
 }
 
+/** An API replica's stand-in for a VM host: its VMs are on other machines. */
+function remoteVmHost(db: Db, config: Config): VmHost {
+  const imageReady = Promise.reject(new Error('an API replica has no guest image'));
+  imageReady.catch(() => undefined);
+  return { hostId: '', driver: null, reconciler: null, imageReady, probe: () => liveHostsProbe(db, config.hostStaleMs), close: async () => undefined };
+}
+
 export async function startServer(config: Config, log: Logger = createLogger(config.logLevel)): Promise<RunningServer> {
+  if (config.role !== 'all') {
+    if (!config.databaseUrl) throw new Error(`role ${config.role} needs DATABASE_URL: API replicas and VM hosts share one PostgreSQL server`);
+    if (!config.internalToken) throw new Error(`role ${config.role} needs AGENTVM_INTERNAL_TOKEN, the secret API replicas and VM hosts share`);
+  }
   await mkdir(config.dataDir, { recursive: true, mode: 0o700 });
   // One server per data dir: it holds the embedded database and the VMs' disks.
   const unlock = await lockDataDir(config.dataDir);
@@ -80,9 +92,28 @@ export async function startServer(config: Config, log: Logger = createLogger(con
     mailer: createMailer(config.smtpUrl, config.mailFrom, log),
     runLimits: { timeoutMs: config.runTimeoutMs, maxOutputBytes: config.runOutputMaxBytes, maxQueued: config.runQueueMax },
   });
-  host = await startVmHost(config, services, log);
+  if (config.role !== 'all') services.hosts.staleMs = config.hostStaleMs;
+  if (config.role === 'api') {
+    host = remoteVmHost(db, config);
+    const remote = new RemoteHosts(db, config.internalToken!, log);
+    services.runs.executor = remote;
+    services.templates.capturer = (templateId) => remote.capture(templateId);
+    services.vms.showLostHosts = true;
+  } else {
+    host = await startVmHost(config, services, log);
+  }
   const adminToken = await resolveAdminToken(config, log);
-  const app = buildApp({ services, log, adminToken, rateLimit: { perSecond: config.rateLimitPerSecond, burst: config.rateLimitBurst } });
+  const vmHostNow = host;
+  const app =
+    config.role === 'host'
+      ? buildInternalApp({
+          token: config.internalToken!,
+          executor: services.runs.executor!,
+          capture: (templateId) => services.templates.capturer?.(templateId),
+          probe: () => vmHostNow.probe(),
+          log,
+        })
+      : buildApp({ services, log, adminToken, rateLimit: { perSecond: config.rateLimitPerSecond, burst: config.rateLimitBurst } });
 
   const server: ServerType = await new Promise((resolve, reject) => {
     const s = serve({ fetch: app.fetch, hostname: config.host, port: config.port }, () => resolve(s));
@@ -91,7 +122,11 @@ export async function startServer(config: Config, log: Logger = createLogger(con
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
   const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
-  log.info({ url }, 'agentvm is listening');
+  if (config.role === 'host') {
+    // Where the API replicas reach this host's internal endpoint.
+    await db.query('UPDATE hosts SET internal_url = $2 WHERE host_id = $1', [host.hostId, config.hostUrl ?? url]);
+  }
+  log.info({ url, role: config.role }, 'agentvm is listening');
 
   let closing: Promise<void> | undefined;
   const vmHost = host;

@@ -216,3 +216,19 @@ export async function insertVm(
   );
   return vmId;
 }
+
+/** Polls `fn` every 200 ms until it answers something truthy; fails with the last error after `ms`. */
+export async function until<T>(what: string, fn: () => Promise<T | undefined | false>, ms = 180_000): Promise<T> {
+  const deadline = Date.now() + ms;
+  let last: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const v = await fn();
+      if (v) return v;
+    } catch (err) {
+      last = err;
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
+}

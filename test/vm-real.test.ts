@@ -17,11 +17,11 @@ import { loadConfig } from '../src/config.ts';
 import { startServer, type RunningServer } from '../src/server.ts';
 import { createLogger } from '../src/log.ts';
 import { openDb } from '../src/store/db.ts';
+import { until } from './helpers.ts';
 
 const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;
 const skip = imageDir ? false : 'set AGENTVM_TEST_IMAGE_DIR to a built image dir (npm run test:all does)';
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
-const BOOT_MS = 180_000;
 
 /** Pids of QEMU processes whose command line names this directory. */
 async function qemuPidsUnder(dir: string): Promise<number[]> {
@@ -59,21 +59,6 @@ function client(base: string, key: string) {
     const text = await res.text();
     return { status: res.status, body: text ? JSON.parse(text) : undefined, headers: res.headers };
   };
-}
-
-async function until<T>(what: string, fn: () => Promise<T | undefined | false>, ms = BOOT_MS): Promise<T> {
-  const deadline = Date.now() + ms;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const v = await fn();
-      if (v) return v;
-    } catch (err) {
-      last = err;
-    }
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  throw new Error(`timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
 }
 
 describe('real microVMs', { skip }, () => {

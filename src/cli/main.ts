@@ -10,6 +10,18 @@ import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
 import { buildImage } from '../image/build.ts';
 import path from 'node:path';
 
+async function serveUntilSignal(config: ReturnType<typeof loadConfig>): Promise<void> {
+  const server = await startServer(config);
+  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+    process.once(signal, () => {
+      server.close().then(
+        () => process.exit(0),
+        () => process.exit(1),
+      );
+    });
+  }
+}
+
 export async function main(argv: string[]): Promise<void> {
   const program = new Command('agentvm')
     .description('agentvm: an isolated microVM for every AI coding agent')
@@ -21,17 +33,26 @@ export async function main(argv: string[]): Promise<void> {
     .option('--host <host>', 'address to listen on', '127.0.0.1')
     .addOption(new Option('--port <port>', 'port to listen on').env('PORT').default('8080'))
     .addOption(new Option('--data-dir <dir>', 'where the database, images and disks live').env('AGENTVM_DATA_DIR').default('./.agentvm'))
-    .addHelpText('after', '\nExample:\n  npx agentvm serve --port 8080 --data-dir ./.agentvm')
-    .action(async (opts: { host: string; port: string; dataDir: string }) => {
-      const server = await startServer(loadConfig(opts));
-      for (const signal of ['SIGTERM', 'SIGINT'] as const) {
-        process.once(signal, () => {
-          server.close().then(
-            () => process.exit(0),
-            () => process.exit(1),
-          );
-        });
-      }
+    .addOption(new Option('--role <role>', 'all: API and VMs in one process; api: an API replica (VMs on `agentvm host` machines)').choices(['all', 'api']).env('AGENTVM_ROLE').default('all'))
+    .addHelpText('after', '\nExamples:\n  npx agentvm serve --port 8080 --data-dir ./.agentvm\n  DATABASE_URL=postgres://… AGENTVM_INTERNAL_TOKEN=… npx agentvm serve --role api --port 8080')
+    .action(async (opts: { host: string; port: string; dataDir: string; role: string }) => serveUntilSignal(loadConfig(opts)));
+
+  const host = program
+    .command('host')
+    .description('a VM host for API replicas: runs the VMs placed on this machine (needs DATABASE_URL and AGENTVM_INTERNAL_TOKEN)')
+    .option('--host <host>', 'address of the internal endpoint', '127.0.0.1')
+    .addOption(new Option('--port <port>', 'port of the internal endpoint').env('PORT').default('8081'))
+    .addOption(new Option('--data-dir <dir>', "where this host's disks, images and snapshots live").env('AGENTVM_DATA_DIR').default('./.agentvm-host'))
+    .addHelpText('after', '\nExample:\n  DATABASE_URL=postgres://… AGENTVM_INTERNAL_TOKEN=… AGENTVM_TEMPLATE_DIR=/shared/templates npx agentvm host --port 8081')
+    .action(async (opts: { host: string; port: string; dataDir: string }) => serveUntilSignal(loadConfig({ ...opts, role: 'host' })));
+  host
+    .command('drain')
+    .description("place no new VMs on this host (its VMs keep running; --data-dir names the host); --undo places VMs here again")
+    .option('--undo', 'take new VMs again')
+    .action(async (opts: { undo?: boolean }) => {
+      const { drainHost } = await import('../host.ts');
+      const hostId = await drainHost(loadConfig({ dataDir: host.opts<{ dataDir: string }>().dataDir }), !opts.undo);
+      process.stdout.write(`${hostId} ${opts.undo ? 'takes new VMs again' : 'is draining: no new VMs go there'}\n`);
     });
 
   program

@@ -29,6 +29,9 @@ const NET_SLOTS = 0x7fff;
 
 /** VM hosts: their capacity rows, and where a new VM goes. */
 export class HostService {
+  /** A host silent this long gets no new VMs (and, seen from an API replica, its VMs show host_unavailable). */
+  staleMs = HOST_STALE_MS;
+
   constructor(
     private readonly db: Db,
     private readonly clock: Clock,
@@ -58,7 +61,7 @@ export class HostService {
    * with `preemptSpot`, spot VMs count as room (the caller stops them). Answers null when none fits.
    */
   async place(tx: Queryable, need: Need, count: number, preemptSpot: boolean): Promise<{ host: HostRow; preempt: string[] } | null> {
-    const stale = new Date(this.clock.now().getTime() - HOST_STALE_MS);
+    const stale = new Date(this.clock.now().getTime() - this.staleMs);
     const hosts = await tx.query<HostRow>(
       `SELECT * FROM hosts WHERE NOT draining AND heartbeat_at > $1 ORDER BY host_id FOR UPDATE`,
       [stale],

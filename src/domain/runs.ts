@@ -7,8 +7,8 @@ import type { ExecResult, RunArgs } from '../guest/protocol.ts';
 
 /** What runs things inside a VM: the host's driver (in this process, or later on another host). */
 export interface VmExecutor {
-  /** Ids of the harnesses installed in the VM's guest; null when the VM is not up on this host. */
-  harnesses(vmId: string): string[] | null;
+  /** Ids of the harnesses installed in the VM's guest; null when the VM is not up on its host. */
+  harnesses(vmId: string): Promise<string[] | null>;
   run(vmId: string, args: RunArgs, timeoutMs: number): Promise<ExecResult>;
   /** Sets (string) or removes (null) secrets inside the guest; answers the names now set. */
   setSecrets(vmId: string, set: Record<string, string | null>): Promise<string[]>;
@@ -55,7 +55,7 @@ export class RunService {
     if (vm.status !== 'running') throw notRunning(vm);
     const executor = this.executor;
     if (!executor) throw new ApiError('unavailable', 'no VM host is attached to this server', 'try again later', { 'Retry-After': '30' });
-    const installed = executor.harnesses(vmId);
+    const installed = await executor.harnesses(vmId);
     if (!installed) throw notRunning({ status: 'not reachable on its host' });
     return { vm, executor, installed };
   }
@@ -96,7 +96,7 @@ export class RunService {
     } catch (err) {
       // The guest went away under the run (stopped, restarted, crashed).
       const [now] = await this.db.query<{ status: string }>('SELECT status FROM vms WHERE vm_id = $1', [vm.vm_id]);
-      if (!now || now.status !== 'running' || executor.harnesses(vm.vm_id) === null) {
+      if (!now || now.status !== 'running' || (await executor.harnesses(vm.vm_id).catch(() => null)) === null) {
         throw new ApiError('vm_not_running', 'the VM stopped while the task ran', 'start the VM and run the task again');
       }
       throw err;

@@ -82,6 +82,9 @@ export function resolveOrder(input: CreateVmInput): VmOrder {
   return { plan, cycle: input.cycle ?? 'monthly', tier: null, harness, count, vcpus, memory_mib, disk_gib };
 }
 
+/** The status_reason of a VM whose host is lost (not heartbeating). */
+export const HOST_UNAVAILABLE = 'host_unavailable';
+
 export class VmService {
   constructor(
     private readonly db: Db,
@@ -93,11 +96,16 @@ export class VmService {
 
   /** Called after every change a reconciler should act on (the local one wakes at once). */
   onChange: () => void = () => undefined;
+  /**
+   * Set on API replicas: a VM whose host has stopped heartbeating shows `host_unavailable` in its
+   * status_reason (its status is what it was; it is not metered meanwhile, and shows as before once
+   * its host is back). One process with its own host never needs it.
+   */
+  showLostHosts = false;
 
-  list(tenantId: string): Promise<VmRow[]> {
-    return this.db.query<VmRow>(
-      'SELECT * FROM vms WHERE tenant_id = $1 AND deleted_at IS NULL ORDER BY created_at DESC, vm_id DESC',
-      [tenantId],
+  async list(tenantId: string): Promise<VmRow[]> {
+    return this.markLostHosts(
+      await this.db.query<VmRow>('SELECT * FROM vms WHERE tenant_id = $1 AND deleted_at IS NULL ORDER BY created_at DESC, vm_id DESC', [tenantId]),
     );
   }
 
@@ -107,7 +115,20 @@ export class VmService {
       vmId,
     ]);
     if (!vm) throw notFound('VM');
-    return vm;
+    return (await this.markLostHosts([vm]))[0];
+  }
+
+  private async markLostHosts(rows: VmRow[]): Promise<VmRow[]> {
+    if (!this.showLostHosts || rows.length === 0) return rows;
+    const lost = new Set(
+      (await this.db.query<{ host_id: string }>('SELECT host_id FROM hosts WHERE heartbeat_at <= $1', [new Date(Date.now() - this.hosts.staleMs)])).map(
+        (h) => h.host_id,
+      ),
+    );
+    for (const vm of rows) {
+      if (vm.host_id && lost.has(vm.host_id) && vm.status !== 'stopped' && vm.status !== 'failed') vm.status_reason = HOST_UNAVAILABLE;
+    }
+    return rows;
   }
 
   /**

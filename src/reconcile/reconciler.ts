@@ -30,6 +30,8 @@ export interface ReconcilerOptions {
   currentImageId: () => string | null;
   intervalMs?: number;
   meterIntervalMs?: number;
+  /** How often the host writes its heartbeat (well under the staleness the API replicas use). */
+  heartbeatMs?: number;
   leaseMs?: number;
   /** Boots at once; more wait their turn (TCG boots are CPU-bound). */
   maxConcurrentBoots?: number;
@@ -95,7 +97,7 @@ export class Reconciler {
     this.meterTimer = setInterval(() => void this.meterAll(), this.o.meterIntervalMs ?? 10_000);
     this.heartbeatTimer = setInterval(
       () => void this.o.hosts.heartbeat(hostId, this.o.currentImageId()).catch(() => undefined),
-      15_000,
+      this.o.heartbeatMs ?? 15_000,
     );
     this.kick();
   }

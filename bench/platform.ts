@@ -1,0 +1,45 @@
+/** A real server in this process for the VM benchmarks, with a tenant whose card is on file. */
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { loadConfig, type Config } from '../src/config.ts';
+import { startServer, type RunningServer } from '../src/server.ts';
+import { createLogger } from '../src/log.ts';
+
+export interface BenchPlatform {
+  server: RunningServer;
+  base: string;
+  /** Headers of the tenant's readwrite key. */
+  h: Record<string, string>;
+  close(): Promise<void>;
+}
+
+export async function startBenchPlatform(name: string, overrides: Partial<Config> = {}): Promise<BenchPlatform> {
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), `agentvm-${name}-`));
+  const config: Config = {
+    ...loadConfig({ host: '127.0.0.1', port: 0, dataDir }),
+    imageDir: process.env.AGENTVM_IMAGE_DIR ?? '/var/cache/agentvm/images',
+    adminToken: 'avm_admin_bench_0123456789abcdefghijklmnop',
+    rateLimitPerSecond: 1_000_000,
+    rateLimitBurst: 1_000_000,
+    snapshots: true,
+    ...overrides,
+  };
+  const server = await startServer(config, createLogger('warn', process.stderr));
+  const close = async () => {
+    await server.close({ stopVms: true });
+    await rm(dataDir, { recursive: true, force: true });
+  };
+  try {
+    await server.host.imageReady;
+    await server.host.prewarmed; // the starter shape's snapshot
+    const base = server.url;
+    const adminH = { authorization: `Bearer ${config.adminToken}`, 'content-type': 'application/json' };
+    const tenant = await (await fetch(`${base}/v1/admin/tenants`, { method: 'POST', headers: adminH, body: JSON.stringify({ email: `${name}@example.com` }) })).json();
+    await fetch(`${base}/v1/admin/tenants/${tenant.tenant_id}/card`, { method: 'PUT', headers: adminH, body: JSON.stringify({ brand: 'visa', last4: '4242' }) });
+    return { server, base, h: { authorization: `Bearer ${tenant.api_key}`, 'content-type': 'application/json' }, close };
+  } catch (err) {
+    await close();
+    throw err;
+  }
+}

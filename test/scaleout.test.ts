@@ -1,0 +1,209 @@
+/**
+ * Several machines on this one: two API replicas and three VM hosts as separate processes on loopback
+ * ports, each with its own data dir, all on one PostgreSQL database. Needs the PostgreSQL server and
+ * the guest image of `npm run test:all` (AGENTVM_TEST_DATABASE_URL, AGENTVM_TEST_IMAGE_DIR).
+ */
+import { describe, test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, execFile, type ChildProcess } from 'node:child_process';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import pg from 'pg';
+import { randomBase62 } from '../src/domain/ids.ts';
+import { until } from './helpers.ts';
+
+const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;
+const pgUrl = process.env.AGENTVM_TEST_DATABASE_URL;
+const skip = imageDir && pgUrl ? false : 'needs AGENTVM_TEST_IMAGE_DIR and AGENTVM_TEST_DATABASE_URL (npm run test:all sets both)';
+const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
+const ADMIN = 'avm_admin_scaleout_0123456789abcdefghijklmn';
+const INTERNAL = `avm_internal_${randomBase62(32)}`;
+
+const freePort = () =>
+  new Promise<number>((resolve) => {
+    const s = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as net.AddressInfo;
+      s.close(() => resolve(port));
+    });
+  });
+
+async function qemuPidsUnder(dir: string): Promise<number[]> {
+  const pids: number[] = [];
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const cmd = await readFile(`/proc/${entry}/cmdline`, 'utf8').catch(() => '');
+    if (cmd.includes('qemu-system') && cmd.includes(dir)) pids.push(Number(entry));
+  }
+  return pids;
+}
+
+describe('several hosts and API replicas on one PostgreSQL', { skip }, () => {
+  let work: string;
+  let dbUrl: string;
+  let db: pg.Client;
+  const dbName = `agentvm_scaleout_${randomBase62(10).toLowerCase()}`;
+  const procs = new Map<string, { proc: ChildProcess; port: number; dir: string }>();
+
+  const env = () => ({
+    ...process.env,
+    DATABASE_URL: dbUrl,
+    AGENTVM_INTERNAL_TOKEN: INTERNAL,
+    AGENTVM_ADMIN_TOKEN: ADMIN,
+    AGENTVM_IMAGE_DIR: imageDir!,
+    AGENTVM_IMAGE_BUILD: 'off',
+    AGENTVM_SNAPSHOTS: 'off',
+    AGENTVM_HOST_STALE_S: '3',
+    AGENTVM_TEMPLATE_DIR: path.join(work, 'templates'),
+    AGENTVM_LOG_LEVEL: 'warn',
+  });
+
+  async function start(name: string, args: string[], ready = '/readyz'): Promise<void> {
+    const known = procs.get(name);
+    const port = known?.port ?? (await freePort());
+    const dir = known?.dir ?? path.join(work, name);
+    const proc = spawn(process.execPath, [path.join(root, 'bin/agentvm.js'), ...args, '--port', String(port), '--data-dir', dir], {
+      env: env(),
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
+    procs.set(name, { proc, port, dir });
+    await until(`${name} ready`, async () => (await fetch(`http://127.0.0.1:${port}${ready}`)).status === 200, 90_000);
+  }
+
+  async function kill9(name: string): Promise<void> {
+    const p = procs.get(name)!;
+    p.proc.kill('SIGKILL');
+    if (p.proc.exitCode === null && p.proc.signalCode === null) await new Promise((r) => p.proc.once('exit', r));
+  }
+
+  const call = (replica: string, key: string) => async (method: string, p: string, body?: unknown, headers: Record<string, string> = {}) => {
+    const res = await fetch(`http://127.0.0.1:${procs.get(replica)!.port}${p}`, {
+      method,
+      headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await res.text();
+    return { status: res.status, body: text ? JSON.parse(text) : undefined };
+  };
+
+  before(async () => {
+    work = await mkdtemp(path.join(os.tmpdir(), 'agentvm-scaleout-'));
+    const admin = new pg.Client({ connectionString: pgUrl });
+    await admin.connect();
+    await admin.query(`CREATE DATABASE ${dbName}`);
+    await admin.end();
+    const u = new URL(pgUrl!);
+    u.pathname = `/${dbName}`;
+    dbUrl = u.toString();
+    db = new pg.Client({ connectionString: dbUrl });
+  });
+
+  after(async () => {
+    for (const { proc } of procs.values()) if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
+    for (const pid of await qemuPidsUnder(work)) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // gone
+      }
+    }
+    await db.end().catch(() => undefined);
+    const admin = new pg.Client({ connectionString: pgUrl });
+    await admin.connect();
+    await admin.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
+    await admin.end();
+    await rm(work, { recursive: true, force: true });
+  });
+
+  test('VMs spread over hosts, any replica answers, a lost host comes back, a drained one takes nothing, a replica killed mid-create charges once', { timeout: 10 * 60_000 }, async () => {
+    // The first replica makes the schema; then the hosts register.
+    await start('api1', ['serve', '--role', 'api'], '/healthz');
+    await db.connect();
+    for (const h of ['host1', 'host2', 'host3']) await start(h, ['host']);
+    await start('api2', ['serve', '--role', 'api']);
+
+    const admin = call('api1', ADMIN);
+    const tenant = (await admin('POST', '/v1/admin/tenants', { email: 'scale@example.com' })).body;
+    await admin('PUT', `/v1/admin/tenants/${tenant.tenant_id}/card`, { brand: 'visa', last4: '4242' });
+    const a1 = call('api1', tenant.api_key);
+    const a2 = call('api2', tenant.api_key);
+
+    // Three VMs through one replica: one per host (placement takes the host with the most room).
+    const vms: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const r = await a1('POST', '/v1/api/vms', { harness: 'echo' });
+      assert.equal(r.status, 201, JSON.stringify(r.body));
+      vms.push(r.body.vm_id);
+    }
+    const placed = await db.query<{ vm_id: string; host_id: string }>('SELECT vm_id, host_id FROM vms ORDER BY created_at');
+    assert.equal(new Set(placed.rows.map((r) => r.host_id)).size, 3, 'one VM on each host');
+    const hostOf = new Map(placed.rows.map((r) => [r.vm_id, r.host_id]));
+    const hostIds = new Map<string, string>();
+    for (const h of ['host1', 'host2', 'host3']) hostIds.set(h, (await readFile(path.join(procs.get(h)!.dir, 'host-id'), 'utf8')).trim());
+
+    // The other replica sees them run, and runs tasks on each (forwarded to the VM's host).
+    for (const vmId of vms) {
+      await until(`${vmId} running`, async () => {
+        const vm = (await a2('GET', `/v1/api/vms/${vmId}`)).body;
+        if (vm.status === 'failed') throw new Error(vm.status_reason);
+        return vm.status === 'running';
+      });
+      const run = await a2('POST', `/v1/api/vms/${vmId}/run`, { task: `hello ${vmId}` });
+      assert.equal(run.status, 200, JSON.stringify(run.body));
+      assert.equal(JSON.parse(run.body.stdout).task, `hello ${vmId}`);
+    }
+
+    // kill -9 of one host: its VM shows host_unavailable; the others run on.
+    const lostVm = vms.find((v) => hostOf.get(v) === hostIds.get('host1'))!;
+    const otherVm = vms.find((v) => v !== lostVm)!;
+    await kill9('host1');
+    await until('the lost host shown', async () => (await a1('GET', `/v1/api/vms/${lostVm}`)).body.status_reason === 'host_unavailable', 30_000);
+    assert.equal((await a1('GET', `/v1/api/vms/${otherVm}`)).body.status_reason, null);
+    assert.equal((await a2('POST', `/v1/api/vms/${otherVm}/run`, { task: 'still here' })).status, 200);
+    const lostRun = await a2('POST', `/v1/api/vms/${lostVm}/run`, { task: 'nobody home' });
+    assert.equal(lostRun.status, 409);
+    // Its QEMU lives on (a host's VMs outlive the host process); back, the host re-adopts it.
+    await start('host1', ['host']);
+    await until('the host back', async () => (await a1('GET', `/v1/api/vms/${lostVm}`)).body.status_reason === null, 30_000);
+    const back = await a1('POST', `/v1/api/vms/${lostVm}/run`, { task: 'back again' });
+    assert.equal(back.status, 200, JSON.stringify(back.body));
+    assert.equal((await qemuPidsUnder(path.join(procs.get('host1')!.dir, 'vms', lostVm))).length, 1);
+
+    // A drained host takes no new VM.
+    await promisify(execFile)(process.execPath, [path.join(root, 'bin/agentvm.js'), 'host', 'drain', '--data-dir', procs.get('host3')!.dir], { env: env() });
+    const after = [];
+    for (let i = 0; i < 2; i++) after.push((await a2('POST', '/v1/api/vms', { harness: 'echo' })).body.vm_id);
+    const drainedHost = hostIds.get('host3');
+    for (const vmId of after) {
+      const { rows } = await db.query<{ host_id: string }>('SELECT host_id FROM vms WHERE vm_id = $1', [vmId]);
+      assert.notEqual(rows[0].host_id, drainedHost);
+    }
+
+    // A replica killed while it creates: the client's retry with the same key on the other is one VM, one charge.
+    const key = 'scaleout-once';
+    const body = JSON.stringify({ harness: 'echo' });
+    void fetch(`http://127.0.0.1:${procs.get('api1')!.port}/v1/api/vms`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${tenant.api_key}`, 'content-type': 'application/json', 'idempotency-key': key },
+      body,
+    }).catch(() => undefined);
+    await new Promise((r) => setTimeout(r, 5));
+    await kill9('api1');
+    const retry = await a2('POST', '/v1/api/vms', { harness: 'echo' }, { 'idempotency-key': key });
+    assert.equal(retry.status, 201, JSON.stringify(retry.body));
+    const again = await a2('POST', '/v1/api/vms', { harness: 'echo' }, { 'idempotency-key': key });
+    assert.equal(again.body.vm_id, retry.body.vm_id);
+    const { rows: charges } = await db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM ledger WHERE kind = 'card_charge' AND vm_id = $1`,
+      [retry.body.vm_id],
+    );
+    assert.equal(charges[0].n, 1);
+    const { rows: total } = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM vms WHERE tenant_id = $1`, [tenant.tenant_id]);
+    assert.equal(total[0].n, vms.length + after.length + 1);
+
+    for (const vmId of [...vms, ...after, retry.body.vm_id]) await a2('DELETE', `/v1/api/vms/${vmId}`);
+    await until('every QEMU gone', async () => (await qemuPidsUnder(work)).length === 0, 60_000);
+  });
+});
