@@ -117,7 +117,7 @@ describe('several hosts and API replicas on one PostgreSQL', { skip }, () => {
     await rm(work, { recursive: true, force: true });
   });
 
-  test('VMs spread over hosts, any replica answers, a lost host comes back, a drained one takes nothing, a replica killed mid-create charges once', { timeout: 10 * 60_000 }, async () => {
+  test('VMs spread over hosts, any replica answers, a lost host comes back, templates fork across hosts, a drained host takes nothing, a replica killed mid-create charges once', { timeout: 10 * 60_000 }, async () => {
     // The first replica makes the schema; then the hosts register.
     await start('api1', ['serve', '--role', 'api'], '/healthz');
     await db.connect();
@@ -171,6 +171,22 @@ describe('several hosts and API replicas on one PostgreSQL', { skip }, () => {
     assert.equal(back.status, 200, JSON.stringify(back.body));
     assert.equal((await qemuPidsUnder(path.join(procs.get('host1')!.dir, 'vms', lostVm))).length, 1);
 
+    // A template captured on one host (through a replica) and forked onto whichever host has room:
+    // the template store is shared, so the fork's persist disk starts as the capture.
+    const tpl = await a2('POST', `/v1/api/vms/${otherVm}/capture`, { visibility: 'private', name: 'across hosts' });
+    assert.equal(tpl.status, 201, JSON.stringify(tpl.body));
+    await until('the template ready', async () => {
+      const t = (await a1('GET', `/v1/api/templates/${tpl.body.template_id}`)).body;
+      if (t.status === 'failed') throw new Error('the capture failed');
+      return t.status === 'ready';
+    });
+    const fork = await a1('POST', `/v1/api/templates/${tpl.body.template_id}/fork`, {});
+    assert.equal(fork.status, 201, JSON.stringify(fork.body));
+    await until('the fork running', async () => (await a2('GET', `/v1/api/vms/${fork.body.vm_id}`)).body.status === 'running');
+    const forkRun = await a2('POST', `/v1/api/vms/${fork.body.vm_id}/run`, { task: 'forked' });
+    assert.equal(forkRun.status, 200, JSON.stringify(forkRun.body));
+    assert.equal(JSON.parse(forkRun.body.stdout).persist_runs, 3); // two runs on the source, then this one
+
     // A drained host takes no new VM.
     await promisify(execFile)(process.execPath, [path.join(root, 'bin/agentvm.js'), 'host', 'drain', '--data-dir', procs.get('host3')!.dir], { env: env() });
     const after = [];
@@ -201,9 +217,9 @@ describe('several hosts and API replicas on one PostgreSQL', { skip }, () => {
     );
     assert.equal(charges[0].n, 1);
     const { rows: total } = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM vms WHERE tenant_id = $1`, [tenant.tenant_id]);
-    assert.equal(total[0].n, vms.length + after.length + 1);
+    assert.equal(total[0].n, vms.length + after.length + 2);
 
-    for (const vmId of [...vms, ...after, retry.body.vm_id]) await a2('DELETE', `/v1/api/vms/${vmId}`);
+    for (const vmId of [...vms, fork.body.vm_id, ...after, retry.body.vm_id]) await a2('DELETE', `/v1/api/vms/${vmId}`);
     await until('every QEMU gone', async () => (await qemuPidsUnder(work)).length === 0, 60_000);
   });
 });
