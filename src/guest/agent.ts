@@ -1,10 +1,11 @@
 /**
  * The guest agent: one resident process inside every VM (PID 1 is tini, which reaps orphans).
- * It answers the host on the virtio-serial port named AGENT_PORT_NAME; the host's `assume` makes the
- * bare boot a particular VM (identity, root layer, persist disk).
+ * It answers the host on the virtio-serial port named AGENT_PORT_NAME. The assume program it starts
+ * (assume.ts, on a port of its own) makes the bare boot a particular VM: identity, root layer,
+ * persist disk; the agent learns of it from ASSUMED_FILE.
  * Only Node built-ins here: this file is bundled alone into the guest image.
  */
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { promises as fsp, constants as fsConstants, openSync, read, write } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -22,9 +23,10 @@ import {
   type RunArgs,
   type SecretsArgs,
   PERSIST_MOUNT,
-  UPPER_MODEL,
-  PERSIST_MODEL,
-  type AssumeArgs,
+  ASSUMED_FILE,
+  STATIC_FACTS_FILE,
+  factsFromAssumed,
+  parseKeyValues,
   type AgentRequest,
   type AgentResponse,
   type ExecArgs,
@@ -39,74 +41,30 @@ function log(msg: string): void {
 }
 
 let persist: HelloFacts['persist'] = { path: PERSIST_MOUNT, device: null, mounted: false, formatted_now: false };
-let assumed: AssumeArgs | null = null;
-let assuming: Promise<HelloFacts> | null = null;
+/** What the assume program left (ASSUMED_FILE) once the guest is a particular VM. */
+let assumed: Record<string, string> | null = null;
 
-/** The assume program, started ahead (see assume.ts); started now if it is gone. */
-let assumer: ChildProcess | null = null;
-
-function startAssumer(): ChildProcess {
-  const child = spawn('perl', ['-e', ASSUME_PERL], { stdio: ['pipe', 'pipe', 'pipe'] });
-  child.on('error', () => undefined);
-  return child;
+/** The assume program (assume.ts), started with the agent; it takes its line from its own port. */
+function startAssumer(): void {
+  const child = spawn('perl', ['-e', ASSUME_PERL], { stdio: ['ignore', 'ignore', 'inherit'] });
+  child.on('error', (err) => log(`assume program: ${err.message}`));
+  child.on('exit', (code) => code && log(`assume program exited with ${code}`));
 }
 
-function runAssumer(line: string | null): Promise<string> {
-  if (line === null) return Promise.reject(new Error('assume: no arguments'));
-  const child = assumer && assumer.exitCode === null && assumer.signalCode === null ? assumer : startAssumer();
-  assumer = null;
-  return new Promise((resolve, reject) => {
-    let out = '';
-    let err = '';
-    // Done at its `end` line; its exit is not waited for.
-    child.stdout!.on('data', (c: Buffer) => {
-      out += c.toString();
-      if (out.endsWith('end\n')) resolve(out);
-    });
-    child.stderr!.on('data', (c: Buffer) => (err += c.toString()));
-    child.on('error', reject);
-    child.on('close', (code) => reject(new Error(`assume: ${err.trim() || `exit code ${code}`}`)));
-    child.stdin!.end(`${line}\n`);
-  });
+async function readAssumed(): Promise<void> {
+  if (assumed) return;
+  const text = await fsp.readFile(ASSUMED_FILE, 'utf8').catch(() => null);
+  if (!text) return;
+  assumed = parseKeyValues(text);
+  persist = factsFromAssumed(assumed).persist;
 }
 
-async function assume(args: AssumeArgs | null): Promise<HelloFacts> {
-  if (!args) throw new Error('assume: no arguments');
-  if (assumed) {
-    if (assumed.instance_id === args.instance_id) return hello();
-    throw new Error('this guest has already taken its identity');
-  }
-  const sec = Math.floor(args.time_ms / 1000);
-  const kv: Record<string, string> = {
-    sec: String(sec),
-    nsec: String((args.time_ms - sec * 1000) * 1e6),
-    entropy: args.entropy_hex,
-    hostname: args.hostname,
-    ipv4: args.ipv4,
-    gateway: args.gateway,
-    dns: args.dns,
-    machine_id: args.machine_id,
-    instance_id: args.instance_id,
-    upper_model: UPPER_MODEL,
-    persist_model: PERSIST_MODEL,
-    disk_wait_ms: String(args.disk_wait_ms),
-    workspace: WORKSPACE,
-    home: HARNESS_HOME,
-    secrets_dir: path.dirname(SECRETS_FILE),
-    uid: String(HARNESS_USER.uid),
-    gid: String(HARNESS_USER.gid),
-  };
-  const bad = Object.entries(kv).find(([, v]) => !/^[A-Za-z0-9./:_-]*$/.test(v));
-  if (bad || !/^[0-9a-f]{32}$/.test(args.machine_id)) throw new Error(`bad assume argument ${bad?.[0] ?? 'machine_id'}`);
-  const stdout = await runAssumer(Object.entries(kv).map(([k, v]) => `${k}=${v}`).join(' '));
-  const out = Object.fromEntries(stdout.split('\n').filter(Boolean).map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]));
-  persist = { path: PERSIST_MOUNT, device: out.persist_device || null, mounted: out.persist_mounted === '1', formatted_now: out.persist_formatted === '1' };
-  if (out.persist_error) {
-    persist.error = out.persist_error;
-    log(`persist disk: ${persist.error}`);
-  }
-  assumed = args;
-  return hello();
+/** The facts of the image this agent starts in, for the assume program to hand the host. */
+async function writeStaticFacts(): Promise<void> {
+  const facts = await hello();
+  const lines = { protocol: facts.protocol, kernel: facts.kernel, node: facts.node, boot_id: facts.boot_id, harnesses: facts.harnesses.join(',') };
+  await fsp.mkdir(path.dirname(STATIC_FACTS_FILE), { recursive: true });
+  await fsp.writeFile(STATIC_FACTS_FILE, Object.entries(lines).map(([k, v]) => `${k}=${v}\n`).join(''));
 }
 
 async function readSecrets(): Promise<Record<string, string>> {
@@ -119,6 +77,7 @@ async function readSecrets(): Promise<Record<string, string>> {
 
 /** Sets and removes secrets; the file is replaced whole (write, fsync, rename), mode 0600. */
 async function setSecrets(args: SecretsArgs): Promise<{ names: string[] }> {
+  await readAssumed();
   if (!persist.mounted) throw new Error('the persist disk is not mounted');
   const secrets = await readSecrets();
   for (const [name, value] of Object.entries(args?.set ?? {})) {
@@ -141,6 +100,7 @@ async function setSecrets(args: SecretsArgs): Promise<{ names: string[] }> {
 
 /** A harness task: the harness user, the workspace, a plain environment plus the VM's secrets. */
 async function runHarness(args: RunArgs): Promise<ExecResult> {
+  await readAssumed();
   if (!persist.mounted) throw new Error('the persist disk is not mounted');
   const env: Record<string, string> = {
     PATH: '/usr/local/bin:/usr/bin:/bin',
@@ -191,6 +151,7 @@ function ipv4(): string | null {
 }
 
 async function hello(): Promise<HelloFacts> {
+  await readAssumed();
   return {
     protocol: AGENT_PROTOCOL_VERSION,
     hostname: os.hostname(),
@@ -198,7 +159,7 @@ async function hello(): Promise<HelloFacts> {
     node: process.version,
     boot_id: await (bootId ??= fsp.readFile('/proc/sys/kernel/random/boot_id', 'utf8').then((s) => s.trim(), () => '')),
     uptime_s: os.uptime(),
-    ipv4: assumed ? assumed.ipv4.split('/')[0] : ipv4(),
+    ipv4: ipv4(),
     persist,
     harnesses: await (harnesses ??= installedHarnesses()),
     assumed: assumed !== null,
@@ -273,16 +234,10 @@ async function handle(req: AgentRequest): Promise<unknown> {
   switch (req.op) {
     case 'hello':
       return hello();
-    case 'assume':
-      // One at a time: the host may ask again while the first is still mounting.
-      assuming ??= assume(req.args as AssumeArgs).finally(() => (assuming = null));
-      return assuming;
     case 'warm':
       // A golden VM, before its snapshot. V8 compiles a function when it is first called, and under
-      // emulation that costs a clone tens of milliseconds a function: call what `assume` runs (each
-      // returns at once here), so the clones resume with it compiled.
-      await assume(null).catch(() => undefined);
-      await runAssumer(null).catch(() => undefined);
+      // emulation that costs a clone tens of milliseconds a function: call what a clone runs first,
+      // so the clones resume with it compiled.
       await hello();
       await run('sync', []);
       return { warm: true };
@@ -306,6 +261,7 @@ async function handle(req: AgentRequest): Promise<unknown> {
       await run('fsfreeze', ['--unfreeze', PERSIST_MOUNT]).catch(() => undefined);
       return { frozen: false };
     case 'scrub': {
+      await readAssumed();
       if (!persist.mounted) throw new Error('the persist disk is not mounted');
       const report = await scrubTree(PERSIST_MOUNT);
       await run('sync', []);
@@ -375,8 +331,9 @@ function serve(device: string): Promise<never> {
 }
 
 async function main(): Promise<void> {
-  assumer = startAssumer();
   harnesses = installedHarnesses();
+  await writeStaticFacts();
+  startAssumer();
   const device = await findPort();
   log(`ready on ${device}`);
   await serve(device);

@@ -9,18 +9,40 @@
  * (pivot_root), write the VM's /etc identity, mount the persist disk. A blank disk (a VM made before
  * disks came pre-formatted) gets a filesystem first.
  *
- * The agent starts it when it starts and it waits for its one line of arguments on stdin, so in a
- * golden VM it is already running, compiled, when the snapshot is taken: a clone only writes a line.
+ * The agent starts it when it starts, and it waits for its one line of arguments on its own
+ * virtio port (ASSUME_PORT_NAME), so in a golden VM it is already running, compiled and blocked in
+ * that read when the snapshot is taken: a clone's host writes a line and this program alone wakes,
+ * without a round through the agent.
  *
- * Input: one line of space-separated key=value pairs. Output: key=value lines, then `end`.
+ * Input: one line of space-separated key=value pairs (assumeLine). Output, on the port and in
+ * ASSUMED_FILE: key=value lines, then `end`; `error=…` when it could not.
  */
 export const ASSUME_PERL = String.raw`
 use strict;
-$| = 1;
-my $line = <STDIN>;
-exit 0 unless defined $line;
+my $port;
+until ($port) {
+  opendir(my $d, '/sys/class/virtio-ports') or die "virtio-ports: $!\n";
+  for my $e (readdir $d) {
+    open(my $n, '<', "/sys/class/virtio-ports/$e/name") or next;
+    my $name = <$n> // '';
+    $name =~ s/\s+$//;
+    $port = "/dev/$e" if $name eq 'agentvm.assume';
+  }
+  select(undef, undef, undef, 0.05) unless $port;
+}
+open(my $io, '+<', $port) or die "$port: $!\n";
+my $line = '';
+until ($line =~ /\n/) {
+  my $n = sysread($io, my $buf, 4096);
+  # Nothing while no host is on the other end: look again shortly.
+  if (!$n) { select(undef, undef, undef, 0.02); next; }
+  $line .= $buf;
+}
 chomp $line;
 my %a = map { split /=/, $_, 2 } split / /, $line;
+my @out;
+sub say_ { push @out, "$_[0]=$_[1]\n"; }
+eval {
 my %SYS = (clock_settime => 227, mount => 165, umount2 => 166, pivot_root => 155);
 my ($MS_NOATIME, $MS_MOVE, $MNT_DETACH) = (1024, 8192, 2);
 
@@ -77,7 +99,7 @@ sub disk {
 }
 $a{upper} = disk($a{upper_model}) or die "no $a{upper_model} disk appeared\n";
 $a{persist} = disk($a{persist_model});
-print "persist_device=$a{persist}\n";
+say_('persist_device', $a{persist});
 ensure_fs($a{upper}, 'root');
 mnt('agentvm', '/mnt', 'tmpfs', 0, 'mode=0755');
 mkdir $_ for '/mnt/upper', '/mnt/root';
@@ -99,22 +121,34 @@ put('/etc/resolv.conf', "nameserver $a{dns}\n");
 mkdir '/run/agentvm';
 put('/run/agentvm/instance', "$a{instance_id}\n");
 
-if (!$a{persist}) { print "persist_error=no persist disk attached\nend\n"; exit 0; }
-my $formatted = eval {
-  my $f = ensure_fs($a{persist}, 'persist');
-  mkdir '/persist';
-  mnt($a{persist}, '/persist', 'ext4', $MS_NOATIME, 'noinit_itable');
-  # The harness user's workspace and home; the root-only place for secrets.
-  for my $d ($a{workspace}, $a{home}) {
-    mkdir $d;
-    my @st = stat($d) or die "$d: $!\n";
-    chown($a{uid}, $a{gid}, $d) if $st[4] != $a{uid};
-  }
-  chmod(0700, $a{home});
-  mkdir($a{secrets_dir}, 0700);
-  chmod(0700, $a{secrets_dir});
-  $f;
+if (!$a{persist}) {
+  say_('persist_error', 'no persist disk attached');
+} else {
+  my $formatted = eval {
+    my $f = ensure_fs($a{persist}, 'persist');
+    mkdir '/persist';
+    mnt($a{persist}, '/persist', 'ext4', $MS_NOATIME, 'noinit_itable');
+    # The harness user's workspace and home; the root-only place for secrets.
+    for my $d ($a{workspace}, $a{home}) {
+      mkdir $d;
+      my @st = stat($d) or die "$d: $!\n";
+      chown($a{uid}, $a{gid}, $d) if $st[4] != $a{uid};
+    }
+    chmod(0700, $a{home});
+    mkdir($a{secrets_dir}, 0700);
+    chmod(0700, $a{secrets_dir});
+    $f;
+  };
+  if ($@) { my $e = $@; $e =~ s/\s+$//; say_('persist_error', $e); } else { say_('persist_mounted', 1); say_('persist_formatted', $formatted); }
+}
+say_('instance_id', $a{instance_id});
+say_('hostname', $a{hostname});
+say_('ipv4', $ip);
+if (open(my $u, '<', '/proc/uptime')) { my ($up) = split / /, scalar <$u>; say_('uptime_s', $up); }
+# What the agent knew when it started (image facts); the host needs nothing more from it now.
+if (open(my $st, '<', '/run/agentvm/static')) { push @out, grep { /=/ } <$st>; }
+put('/run/agentvm/assumed', join('', @out));
 };
-if ($@) { my $e = $@; $e =~ s/\s+$//; print "persist_error=$e\n"; } else { print "persist_mounted=1\npersist_formatted=$formatted\n"; }
-print "end\n";
+if ($@) { my $e = $@; $e =~ s/\s+$//; $e =~ s/\n/ /g; @out = ("error=$e\n"); }
+syswrite($io, join('', @out) . "end\n");
 `;

@@ -14,7 +14,7 @@ export const ROOT_SERIAL = 'root';
  */
 export const UPPER_MODEL = 'agentvm-root';
 export const PERSIST_MODEL = 'agentvm-persist';
-export const AGENT_PROTOCOL_VERSION = 3;
+export const AGENT_PROTOCOL_VERSION = 4;
 /** Where harness runs happen, on the persist disk, owned by the harness user. */
 export const WORKSPACE = '/persist/workspace';
 /** The harness user's home, on the persist disk: logins and tool settings survive restarts. */
@@ -63,10 +63,17 @@ export interface HelloFacts {
 }
 
 /**
- * `assume`: the guest becomes a particular VM. Sent once per start, to a cold boot and to a clone
- * resumed from a snapshot alike: set the clock, reseed the RNG, take the hostname, machine id and
- * network, then mount the root's writable layer over the read-only base and the persist disk.
+ * `assume`: the guest becomes a particular VM. Once per start, for a cold boot and for a clone
+ * resumed from a snapshot alike, the host writes one line to the port ASSUME_PORT_NAME, read by the
+ * assume program (assume.ts): set the clock, reseed the RNG, take the hostname, machine id and
+ * network, mount the root's writable layer over the read-only base and the persist disk. It answers
+ * key=value lines and `end` on the port, and leaves the same lines in ASSUMED_FILE for `hello`.
  */
+export const ASSUME_PORT_NAME = 'agentvm.assume';
+export const ASSUMED_FILE = '/run/agentvm/assumed';
+/** What the agent knows of its guest when it starts (key=value lines); the assume program passes them on. */
+export const STATIC_FACTS_FILE = '/run/agentvm/static';
+
 export interface AssumeArgs {
   instance_id: string;
   hostname: string;
@@ -80,8 +87,73 @@ export interface AssumeArgs {
   time_ms: number;
   /** Fresh randomness from the host, mixed into the guest's pool with credit. */
   entropy_hex: string;
-  /** How long to wait for the two disks to appear (a clone's are plugged after it resumes). */
+  /** How long to wait for the two disks to appear (a clone's are plugged as it resumes). */
   disk_wait_ms: number;
+}
+
+/** The line the host writes to the assume port: space-separated key=value pairs. */
+export function assumeLine(args: AssumeArgs): string {
+  const sec = Math.floor(args.time_ms / 1000);
+  const kv: Record<string, string> = {
+    sec: String(sec),
+    nsec: String((args.time_ms - sec * 1000) * 1e6),
+    entropy: args.entropy_hex,
+    hostname: args.hostname,
+    ipv4: args.ipv4,
+    gateway: args.gateway,
+    dns: args.dns,
+    machine_id: args.machine_id,
+    instance_id: args.instance_id,
+    upper_model: UPPER_MODEL,
+    persist_model: PERSIST_MODEL,
+    disk_wait_ms: String(args.disk_wait_ms),
+    workspace: WORKSPACE,
+    home: HARNESS_HOME,
+    secrets_dir: SECRETS_FILE.slice(0, SECRETS_FILE.lastIndexOf('/')),
+    uid: String(HARNESS_USER.uid),
+    gid: String(HARNESS_USER.gid),
+  };
+  const bad = Object.entries(kv).find(([, v]) => !/^[A-Za-z0-9./:_-]+$/.test(v));
+  if (bad || !/^[0-9a-f]{32}$/.test(args.machine_id) || !/^[0-9a-f]+$/.test(args.entropy_hex)) {
+    throw new Error(`bad assume argument ${bad?.[0] ?? 'machine_id or entropy'}`);
+  }
+  return `${Object.entries(kv).map(([k, v]) => `${k}=${v}`).join(' ')}\n`;
+}
+
+/**
+ * The facts of a guest that has taken its identity, from the assume program's answer (its own lines
+ * and the agent's static facts): the host has them without a round through the agent.
+ */
+export function factsFromAssumed(kv: Record<string, string>): HelloFacts {
+  return {
+    protocol: Number(kv.protocol ?? AGENT_PROTOCOL_VERSION),
+    hostname: kv.hostname ?? '',
+    kernel: kv.kernel ?? '',
+    node: kv.node ?? '',
+    boot_id: kv.boot_id ?? '',
+    uptime_s: Number(kv.uptime_s ?? 0),
+    ipv4: kv.ipv4 || null,
+    persist: {
+      path: PERSIST_MOUNT,
+      device: kv.persist_device || null,
+      mounted: kv.persist_mounted === '1',
+      formatted_now: kv.persist_formatted === '1',
+      ...(kv.persist_error ? { error: kv.persist_error } : {}),
+    },
+    harnesses: kv.harnesses ? kv.harnesses.split(',') : [],
+    assumed: true,
+    instance_id: kv.instance_id ?? null,
+  };
+}
+
+/** key=value lines (the assume program's answer). */
+export function parseKeyValues(text: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const line of text.split('\n')) {
+    const eq = line.indexOf('=');
+    if (eq > 0) out[line.slice(0, eq)] = line.slice(eq + 1);
+  }
+  return out;
 }
 
 /** `run`: one harness task as the harness user in the workspace, with the VM's secrets in its environment. */

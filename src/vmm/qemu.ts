@@ -13,11 +13,12 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { existsSync, openSync, closeSync } from 'node:fs';
+import net from 'node:net';
 import { copyFile, mkdir, readdir, readFile, rename, rm, stat, truncate, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { agentRequest, connectAgent, connectQmp, qmp, type JsonLineChannel } from './channel.ts';
 import type { Accel } from './probe.ts';
-import { PERSIST_MODEL, UPPER_MODEL, type AssumeArgs, type ExecArgs, type ExecResult, type HelloFacts } from '../guest/protocol.ts';
+import { ASSUME_PORT_NAME, PERSIST_MODEL, UPPER_MODEL, assumeLine, factsFromAssumed, parseKeyValues, type AssumeArgs, type ExecArgs, type ExecResult, type HelloFacts } from '../guest/protocol.ts';
 import type { Image } from '../image/build.ts';
 
 export interface VmSpec {
@@ -263,6 +264,8 @@ export class QemuDriver extends EventEmitter {
       '-device', 'virtio-serial-device',
       '-chardev', `socket,id=agent,path=${f.agent},server=on,wait=off`,
       '-device', 'virtserialport,chardev=agent,name=agentvm.0',
+      '-chardev', `socket,id=assume,path=${f.assume},server=on,wait=off`,
+      '-device', `virtserialport,chardev=assume,name=${ASSUME_PORT_NAME}`,
       '-qmp', `unix:${f.qmp},server=on,wait=off`,
       '-pidfile', f.pid,
       ...(how.mode === 'cold' ? [...ownDisks, ...OWN_DISK_DEVICES.flatMap((d) => ['-device', scsiDevice(d)])] : []),
@@ -319,7 +322,11 @@ export class QemuDriver extends EventEmitter {
       } else if (!(await this.awaitHello(m.agent, m.deadline, () => m.exited))) {
         throw new Error(m.exited ? 'the guest stopped during boot' : `the guest agent did not answer within ${timeoutMs / 1000} s`);
       }
-      const facts = await agentRequest<HelloFacts>(m.agent, 'assume', this.assumeArgs(spec), Math.max(1000, m.deadline - Date.now()));
+      // The assume program answers with everything the host needs; the agent, resumed alongside,
+      // answers its first request when one comes.
+      const out = await m.assume(assumeLine(this.assumeArgs(spec)));
+      if (out.error) throw new Error(`the guest could not take its identity: ${out.error}`);
+      const facts = factsFromAssumed(out);
       if (!facts.persist.mounted) this.opts.log?.('the persist disk is not mounted', { vm_id: spec.vmId, err: facts.persist.error });
       this.track(spec.vmId, snap ? 'snapshot' : 'cold', m.pid, m.qmpCh, m.agent, facts, m.exit);
       return facts;
@@ -514,6 +521,7 @@ export interface MachineFiles {
   persist: string;
   qmp: string;
   agent: string;
+  assume: string;
   pid: string;
   console: string;
   log: string;
@@ -526,6 +534,7 @@ export function machineFiles(dir: string): MachineFiles {
     persist: path.join(dir, 'persist.qcow2'),
     qmp: path.join(dir, 'qmp.sock'),
     agent: path.join(dir, 'agent.sock'),
+    assume: path.join(dir, 'assume.sock'),
     pid: path.join(dir, 'qemu.pid'),
     console: path.join(dir, 'console.log'),
     log: path.join(dir, 'qemu.log'),
@@ -572,12 +581,14 @@ export interface Machine {
   exit: Promise<string>;
   exitText(): string;
   qmp<T = unknown>(command: string, args?: object): Promise<T>;
+  /** Writes the assume line to its port and answers the program's key=value lines (once: then the port is closed). */
+  assume(line: string): Promise<Record<string, string>>;
   kill(): Promise<void>;
 }
 
 /** Spawns QEMU detached (it outlives this process) and connects to its QMP and agent sockets. */
 export async function spawnMachine(qemu: string, f: MachineFiles, args: string[], timeoutMs: number): Promise<Machine> {
-  for (const p of [f.qmp, f.agent, f.pid, f.console]) await rm(p, { force: true });
+  for (const p of [f.qmp, f.agent, f.assume, f.pid, f.console]) await rm(p, { force: true });
   const logFd = openSync(f.log, 'a');
   const child: ChildProcess = spawn(qemu, args, { detached: true, stdio: ['ignore', logFd, logFd] });
   closeSync(logFd);
@@ -599,6 +610,8 @@ export async function spawnMachine(qemu: string, f: MachineFiles, args: string[]
   };
   let qmpCh: JsonLineChannel | undefined;
   let agent: JsonLineChannel | undefined;
+  let assumeSock: net.Socket | undefined;
+  let assumeOut = '';
   try {
     while (!qmpCh) {
       if (exitInfo) throw new Error(`qemu exited during start (${describeExit(exitInfo)}): ${(await readFile(f.log, 'utf8').catch(() => '')).trim().split('\n').slice(-2).join(' ')}`);
@@ -607,13 +620,21 @@ export async function spawnMachine(qemu: string, f: MachineFiles, args: string[]
       if (!qmpCh) await sleep(5);
     }
     agent = await connectAgent(f.agent);
+    assumeSock = await new Promise<net.Socket>((resolve, reject) => {
+      const sock = net.connect(f.assume, () => resolve(sock));
+      sock.once('error', reject);
+    });
+    assumeSock.on('data', (c: Buffer) => (assumeOut += c.toString()));
+    assumeSock.on('error', () => undefined);
   } catch (err) {
     qmpCh?.close();
+    agent?.close();
     await kill();
     throw err;
   }
   const q = qmpCh;
   const a = agent;
+  const as = assumeSock;
   return {
     pid: child.pid!,
     qmpCh: q,
@@ -625,9 +646,28 @@ export async function spawnMachine(qemu: string, f: MachineFiles, args: string[]
     exit: childExit.then(() => describeExit(exitInfo!)),
     exitText: () => (exitInfo ? describeExit(exitInfo) : ''),
     qmp: <T,>(command: string, args?: object) => qmp<T>(q, command, args, Math.max(1000, deadline - Date.now())),
+    assume: (line: string) =>
+      new Promise<Record<string, string>>((resolve, reject) => {
+        const check = () => {
+          if (!/(^|\n)end\n/.test(assumeOut)) return false;
+          as.off('data', check);
+          clearTimeout(timer);
+          as.end();
+          resolve(parseKeyValues(assumeOut));
+          return true;
+        };
+        const timer = setTimeout(() => {
+          as.off('data', check);
+          reject(new Error(exitInfo ? `qemu ${describeExit(exitInfo)}` : 'the guest did not take its identity in time'));
+        }, Math.max(1000, deadline - Date.now()));
+        as.on('data', check);
+        as.write(line);
+        check();
+      }),
     kill: async () => {
       q.close();
       a.close();
+      as.destroy();
       await kill();
     },
   };
