@@ -56,6 +56,7 @@ describe('several hosts and API replicas on one PostgreSQL', { skip }, () => {
     AGENTVM_IMAGE_BUILD: 'off',
     AGENTVM_SNAPSHOTS: 'off',
     AGENTVM_HOST_STALE_S: '3',
+    AGENTVM_METER_INTERVAL_S: '1',
     AGENTVM_TEMPLATE_DIR: path.join(work, 'templates'),
     AGENTVM_LOG_LEVEL: 'warn',
   });
@@ -117,7 +118,7 @@ describe('several hosts and API replicas on one PostgreSQL', { skip }, () => {
     await rm(work, { recursive: true, force: true });
   });
 
-  test('VMs spread over hosts, any replica answers, a lost host comes back, templates fork across hosts, a drained host takes nothing, a replica killed mid-create charges once', { timeout: 10 * 60_000 }, async () => {
+  test('VMs spread over hosts, any replica answers, a lost host comes back without charging the lost time, templates fork across hosts, a drained host takes nothing, a replica killed mid-create charges once', { timeout: 10 * 60_000 }, async () => {
     // The first replica makes the schema; then the hosts register.
     await start('api1', ['serve', '--role', 'api'], '/healthz');
     await db.connect();
@@ -155,9 +156,25 @@ describe('several hosts and API replicas on one PostgreSQL', { skip }, () => {
       assert.equal(JSON.parse(run.body.stdout).task, `hello ${vmId}`);
     }
 
+    // An on-demand VM on the host about to be lost: its running time is metered, the lost time not.
+    await admin('POST', `/v1/admin/tenants/${tenant.tenant_id}/credits`, { amount_cents: 1000 });
+    await db.query('UPDATE hosts SET draining = host_id <> $1', [hostIds.get('host1')]);
+    const tierVm = (await a1('POST', '/v1/api/vms', { harness: 'echo', tier: 'ondemand' })).body.vm_id as string;
+    await db.query('UPDATE hosts SET draining = false');
+    await until('the on-demand VM running', async () => (await a2('GET', `/v1/api/vms/${tierVm}`)).body.status === 'running');
+    const runningSince = Date.now();
+    const accounted = async () => {
+      const { rows } = await db.query<{ ms: number }>(
+        `SELECT unbilled_ms + extract(epoch FROM (now() - metered_until)) * 1000 AS ms FROM vms WHERE vm_id = $1`,
+        [tierVm],
+      );
+      return Number(rows[0].ms);
+    };
+
     // kill -9 of one host: its VM shows host_unavailable; the others run on.
     const lostVm = vms.find((v) => hostOf.get(v) === hostIds.get('host1'))!;
     const otherVm = vms.find((v) => v !== lostVm)!;
+    const lostAt = Date.now();
     await kill9('host1');
     await until('the lost host shown', async () => (await a1('GET', `/v1/api/vms/${lostVm}`)).body.status_reason === 'host_unavailable', 30_000);
     assert.equal((await a1('GET', `/v1/api/vms/${otherVm}`)).body.status_reason, null);
@@ -166,7 +183,15 @@ describe('several hosts and API replicas on one PostgreSQL', { skip }, () => {
     assert.equal(lostRun.status, 409);
     // Its QEMU lives on (a host's VMs outlive the host process); back, the host re-adopts it.
     await start('host1', ['host']);
+    const backAt = Date.now();
     await until('the host back', async () => (await a1('GET', `/v1/api/vms/${lostVm}`)).body.status_reason === null, 30_000);
+    // Metered: the time before the loss (back to the host's last heartbeat, a second at most) and since.
+    await new Promise((r) => setTimeout(r, 1500));
+    const wall = Date.now() - runningSince;
+    const lost = backAt - lostAt;
+    const metered = await accounted();
+    assert.ok(metered <= wall - lost + 1500, `metered ${metered} ms of ${wall} ms, ${lost} ms of it lost`);
+    assert.ok(metered >= wall - lost - 3000, `metered ${metered} ms of ${wall} ms, ${lost} ms of it lost`);
     const back = await a1('POST', `/v1/api/vms/${lostVm}/run`, { task: 'back again' });
     assert.equal(back.status, 200, JSON.stringify(back.body));
     assert.equal((await qemuPidsUnder(path.join(procs.get('host1')!.dir, 'vms', lostVm))).length, 1);
@@ -217,9 +242,9 @@ describe('several hosts and API replicas on one PostgreSQL', { skip }, () => {
     );
     assert.equal(charges[0].n, 1);
     const { rows: total } = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM vms WHERE tenant_id = $1`, [tenant.tenant_id]);
-    assert.equal(total[0].n, vms.length + after.length + 2);
+    assert.equal(total[0].n, vms.length + after.length + 3);
 
-    for (const vmId of [...vms, fork.body.vm_id, ...after, retry.body.vm_id]) await a2('DELETE', `/v1/api/vms/${vmId}`);
+    for (const vmId of [...vms, tierVm, fork.body.vm_id, ...after, retry.body.vm_id]) await a2('DELETE', `/v1/api/vms/${vmId}`);
     await until('every QEMU gone', async () => (await qemuPidsUnder(work)).length === 0, 60_000);
   });
 });
