@@ -71,6 +71,16 @@ for (const backend of backends()) {
       const forkNoCard = await t.request('POST', `/v1/api/templates/${pub}/fork`, { key: a.key });
       assert.equal(forkNoCard.status, 402);
       assert.equal(forkNoCard.body.error, 'card_required');
+
+      // A template of a pro VM has a 50 GiB disk: a starter fork (10 GiB) could not hold it.
+      const c = await t.tenant({ card: '4242' });
+      await t.db.query(`UPDATE templates SET plan = 'pro' WHERE template_id = $1`, [pub]);
+      const small = await t.request('POST', `/v1/api/templates/${pub}/fork`, { key: c.key, body: { plan: 'starter' } });
+      assert.equal(small.status, 400);
+      assert.equal(small.body.error, 'invalid_request');
+      assert.match(small.body.message, /plan.*50 GiB.*10 GiB/);
+      const charges = await t.db.query(`SELECT 1 FROM ledger WHERE tenant_id = $1`, [c.tenantId]);
+      assert.equal(charges.length, 0);
     });
 
     test('lifecycle calls set the desired state and answer the VM; no-ops stay no-ops', async () => {

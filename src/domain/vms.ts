@@ -179,6 +179,11 @@ export class VmService {
         }
         if (template.status !== 'ready') throw invalid('id', 'the capture of this template failed, so it cannot be forked');
         const plan = input.plan ?? (template.plan as PlanId | null) ?? 'starter';
+        // The fork's persist disk starts as the template's: it cannot be smaller than that filesystem.
+        const templateDisk = template.plan ? PLANS[template.plan as PlanId].disk_gib : PLANS.starter.disk_gib;
+        if (PLANS[plan].disk_gib < templateDisk) {
+          throw invalid('plan', `this template's disk is ${templateDisk} GiB and a ${plan} VM's is ${PLANS[plan].disk_gib} GiB: fork it as ${template.plan} or larger`);
+        }
         const order = resolveOrder({ plan, harness: template.harness });
         await this.billing.requireCard(tx, tenantId);
         const [vmId] = await this.insertVms(tx, tenantId, order, template.template_id);
