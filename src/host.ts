@@ -208,8 +208,8 @@ export async function startVmHost(config: Config, services: Services, log: Logge
     snapshots,
     prewarmed,
     close: async (opts) => {
+      await snapshots?.close();
       await capturer.settled();
-      await snapshots?.settled();
       await reconciler.stop();
       if (opts?.stopVms) await driver.stopAll();
       else driver.release();

@@ -12,6 +12,7 @@ import { promisify } from 'node:util';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { killQemusUnder } from './helpers.ts';
 
 const run = promisify(execFile);
 const BIN = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../bin/agentvm.js');
@@ -84,6 +85,7 @@ describe('the CLI and the MCP server against a real server', () => {
   after(async () => {
     server.kill('SIGTERM');
     await new Promise((r) => server.once('exit', r));
+    await killQemusUnder(dataDir); // a VM a failed test did not destroy
     await rm(dataDir, { recursive: true, force: true });
     await rm(configHome, { recursive: true, force: true });
   });

@@ -1,3 +1,4 @@
+import { readdir, readFile } from 'node:fs/promises';
 import { Writable } from 'node:stream';
 import pg from 'pg';
 import { Ajv2020 } from 'ajv/dist/2020.js';
@@ -231,4 +232,29 @@ export async function until<T>(what: string, fn: () => Promise<T | undefined | f
     await new Promise((r) => setTimeout(r, 200));
   }
   throw new Error(`timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
+}
+
+/** Pids of live QEMU processes whose command line names this directory. */
+export async function qemuPidsUnder(dir: string): Promise<number[]> {
+  const pids: number[] = [];
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const cmd = await readFile(`/proc/${entry}/cmdline`, 'utf8').catch(() => '');
+    if ((cmd.startsWith('qemu-system') || cmd.includes('/qemu-system')) && cmd.includes(dir)) {
+      const stat = await readFile(`/proc/${entry}/stat`, 'utf8').catch(() => '');
+      if (!/\) Z /.test(stat)) pids.push(Number(entry));
+    }
+  }
+  return pids;
+}
+
+/** Kills the QEMU processes a test started under its directory (VMs outlive their server by design). */
+export async function killQemusUnder(dir: string): Promise<void> {
+  for (const pid of await qemuPidsUnder(dir)) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // gone
+    }
+  }
 }

@@ -6,14 +6,14 @@
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
 import { randomBase62 } from '../src/domain/ids.ts';
-import { until } from './helpers.ts';
+import { killQemusUnder, qemuPidsUnder, until } from './helpers.ts';
 
 const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;
 const pgUrl = process.env.AGENTVM_TEST_DATABASE_URL;
@@ -29,16 +29,6 @@ const freePort = () =>
       s.close(() => resolve(port));
     });
   });
-
-async function qemuPidsUnder(dir: string): Promise<number[]> {
-  const pids: number[] = [];
-  for (const entry of await readdir('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    const cmd = await readFile(`/proc/${entry}/cmdline`, 'utf8').catch(() => '');
-    if (cmd.includes('qemu-system') && cmd.includes(dir)) pids.push(Number(entry));
-  }
-  return pids;
-}
 
 describe('several hosts and API replicas on one PostgreSQL', { skip }, () => {
   let work: string;
@@ -103,13 +93,7 @@ describe('several hosts and API replicas on one PostgreSQL', { skip }, () => {
 
   after(async () => {
     for (const { proc } of procs.values()) if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
-    for (const pid of await qemuPidsUnder(work)) {
-      try {
-        process.kill(pid, 'SIGKILL');
-      } catch {
-        // gone
-      }
-    }
+    await killQemusUnder(work);
     await db.end().catch(() => undefined);
     const admin = new pg.Client({ connectionString: pgUrl });
     await admin.connect();

@@ -8,7 +8,7 @@ import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -17,37 +17,11 @@ import { loadConfig } from '../src/config.ts';
 import { startServer, type RunningServer } from '../src/server.ts';
 import { createLogger } from '../src/log.ts';
 import { openDb } from '../src/store/db.ts';
-import { until } from './helpers.ts';
+import { killQemusUnder, qemuPidsUnder, until } from './helpers.ts';
 
 const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;
 const skip = imageDir ? false : 'set AGENTVM_TEST_IMAGE_DIR to a built image dir (npm run test:all does)';
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
-
-/** Pids of QEMU processes whose command line names this directory. */
-async function qemuPidsUnder(dir: string): Promise<number[]> {
-  const pids: number[] = [];
-  for (const entry of await readdir('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    const cmd = await readFile(`/proc/${entry}/cmdline`, 'utf8').catch(() => '');
-    if (cmd.startsWith('qemu-system') || cmd.includes('/qemu-system')) {
-      if (cmd.includes(dir)) {
-        const stat = await readFile(`/proc/${entry}/stat`, 'utf8').catch(() => '');
-        if (!/\) Z /.test(stat)) pids.push(Number(entry));
-      }
-    }
-  }
-  return pids;
-}
-
-async function killQemusUnder(dir: string): Promise<void> {
-  for (const pid of await qemuPidsUnder(dir)) {
-    try {
-      process.kill(pid, 'SIGKILL');
-    } catch {
-      // gone
-    }
-  }
-}
 
 function client(base: string, key: string) {
   return async (method: string, p: string, body?: unknown, headers: Record<string, string> = {}) => {

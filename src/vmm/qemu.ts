@@ -586,11 +586,18 @@ export interface Machine {
   kill(): Promise<void>;
 }
 
-/** Spawns QEMU detached (it outlives this process) and connects to its QMP and agent sockets. */
-export async function spawnMachine(qemu: string, f: MachineFiles, args: string[], timeoutMs: number): Promise<Machine> {
+const SETPRIV = '/usr/bin/setpriv';
+
+/**
+ * Spawns QEMU detached and connects to its QMP, agent and assume sockets. A VM's QEMU outlives this
+ * process (the next server re-adopts it); with `dieWithServer` (a golden VM being saved) it is killed
+ * when this process ends, however it ends (util-linux's setpriv --pdeathsig).
+ */
+export async function spawnMachine(qemu: string, f: MachineFiles, args: string[], timeoutMs: number, opts: { dieWithServer?: boolean } = {}): Promise<Machine> {
   for (const p of [f.qmp, f.agent, f.assume, f.pid, f.console]) await rm(p, { force: true });
   const logFd = openSync(f.log, 'a');
-  const child: ChildProcess = spawn(qemu, args, { detached: true, stdio: ['ignore', logFd, logFd] });
+  const [cmd, argv] = opts.dieWithServer && existsSync(SETPRIV) ? [SETPRIV, ['--pdeathsig', 'KILL', '--', qemu, ...args]] : [qemu, args];
+  const child: ChildProcess = spawn(cmd, argv, { detached: true, stdio: ['ignore', logFd, logFd] });
   closeSync(logFd);
   let exitInfo: { code: number | null; signal: NodeJS.Signals | null } | undefined;
   const childExit = new Promise<void>((resolve) => {

@@ -17,7 +17,7 @@ import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promise
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { agentRequest } from './channel.ts';
-import { machineFiles, spawnMachine, type QemuDriver, type SnapshotFiles, type SnapshotSource, type VmSpec } from './qemu.ts';
+import { machineFiles, spawnMachine, type Machine, type QemuDriver, type SnapshotFiles, type SnapshotSource, type VmSpec } from './qemu.ts';
 import type { HelloFacts } from '../guest/protocol.ts';
 
 const FORMAT = 1;
@@ -114,6 +114,16 @@ export class SnapshotStore implements SnapshotSource {
     return this.idle;
   }
 
+  private closed = false;
+  private current: Machine | null = null;
+
+  /** The server stops: a build under way is abandoned (its golden VM killed); none starts. */
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.current?.kill();
+    await this.idle;
+  }
+
   /** Whether the shape's snapshot is ready now. */
   async has(spec: VmSpec): Promise<boolean> {
     return this.ready.has(await this.keyOf(spec));
@@ -126,6 +136,10 @@ export class SnapshotStore implements SnapshotSource {
 
   private async buildQueued(shape: string): Promise<void> {
     const spec = this.queued.get(shape)!;
+    if (this.closed) {
+      this.queued.delete(shape);
+      return;
+    }
     try {
       const key = await this.keyOf(spec);
       if (this.ready.has(key)) return;
@@ -154,7 +168,9 @@ export class SnapshotStore implements SnapshotSource {
     const snap = filesOf(work, key);
     const t0 = Date.now();
     const args = await this.o.driver.commandLine(spec, { mode: 'golden', snap, dir: work });
-    const m = await spawnMachine(this.o.driver.opts.qemu, machineFiles(work), args, this.o.driver.opts.bootTimeoutMs);
+    if (this.closed) throw new Error('the server is stopping');
+    const m = await spawnMachine(this.o.driver.opts.qemu, machineFiles(work), args, this.o.driver.opts.bootTimeoutMs, { dieWithServer: true });
+    this.current = m;
     try {
       let facts: HelloFacts | null = null;
       while (!facts) {
@@ -173,8 +189,10 @@ export class SnapshotStore implements SnapshotSource {
         await new Promise((r) => setTimeout(r, 20));
       }
     } finally {
+      this.current = null;
       await m.kill();
     }
+    if (this.closed) throw new Error('the server is stopping');
     const meta: Meta = { format: FORMAT, key, image_id: spec.image.id, vcpus: spec.vcpus, memory_mib: spec.memoryMib, built_at: new Date().toISOString(), build_ms: Date.now() - t0 };
     await writeFile(path.join(work, 'meta.json'), `${JSON.stringify(meta, null, 2)}\n`);
     for (const f of ['qmp.sock', 'agent.sock', 'qemu.pid']) await rm(path.join(work, f), { force: true });
