@@ -174,9 +174,11 @@ export class SnapshotStore implements SnapshotSource {
     try {
       let facts: HelloFacts | null = null;
       while (!facts) {
-        if (m.exited) throw new Error(`the golden VM stopped during boot (${m.exitText()})`);
+        if (this.closed) throw new Error('the server is stopping');
+        if (m.exited || m.agent.isClosed) throw new Error(`the golden VM stopped during boot (${m.exitText() || 'its agent channel closed'})`);
         if (Date.now() > m.deadline) throw new Error('the golden VM did not answer in time');
-        facts = await agentRequest<HelloFacts>(m.agent, 'hello', undefined, 500).catch(() => null);
+        // A request fails at once while nothing listens: wait a little (in timers, so exits are seen).
+        facts = await agentRequest<HelloFacts>(m.agent, 'hello', undefined, 500).catch(() => new Promise<null>((r) => setTimeout(() => r(null), 50)));
       }
       await agentRequest(m.agent, 'warm', undefined, 60_000);
       await m.qmp('migrate-set-capabilities', { capabilities: [{ capability: 'x-ignore-shared', state: true }] });
