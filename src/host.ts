@@ -1,16 +1,25 @@
 /**
- * The VM host inside `agentvm serve`: its identity and capacity row, the guest image (built on the
- * first start when missing), the QEMU driver and the reconciler.
+ * The VM host inside `agentvm serve` and `agentvm host`: its identity and capacity row, the guest
+ * image (built on the first start when missing), the QEMU driver, the reconciler and captures.
+ *
+ * It is built complete before the server listens (nothing slow happens in the constructor), and
+ * `start()` does the slow part in the background: re-adopting the VMs an earlier process left
+ * running, loading or building the image, making the first snapshot. `probe()` says what is still
+ * in progress, for /readyz.
  */
 import { readFile, writeFile, statfs } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { Config } from './config.ts';
-import type { Services } from './domain/services.ts';
+import type { Db } from './store/db.ts';
+import type { Clock } from './domain/clock.ts';
+import type { BillingService } from './domain/billing.ts';
+import type { HostService } from './domain/hosts.ts';
+import type { VmExecutor } from './domain/runs.ts';
 import type { Logger } from './log.ts';
 import { newId } from './domain/ids.ts';
 import { buildImage, currentImageId, loadImage, type Image } from './image/build.ts';
-import { probeDriver, type DriverProbe } from './vmm/probe.ts';
+import type { DriverProbe } from './vmm/probe.ts';
 import { QemuDriver } from './vmm/qemu.ts';
 import { SnapshotStore } from './vmm/snapshot.ts';
 import { PLANS } from './domain/plans.ts';
@@ -18,22 +27,37 @@ import { Reconciler } from './reconcile/reconciler.ts';
 import { Capturer } from './reconcile/capture.ts';
 import type { ExecResult } from './guest/protocol.ts';
 
+/** What the domain and the internal endpoint need of the machine its VMs run on. */
 export interface VmHost {
   hostId: string;
   driver: QemuDriver | null;
   reconciler: Reconciler | null;
   capturer?: Capturer;
   snapshots?: SnapshotStore | null;
+  /** Runs and secrets inside this host's guests; null where no VM can run. */
+  executor: VmExecutor | null;
+  /** Starts the capture of a template whose source VM is here; null where no VM can run. */
+  capture: ((templateId: string) => void) | null;
+  /** A VM's desired state changed: converge soon. */
+  vmsChanged(): void;
   /** Resolves once the starter shape's snapshot has been made (or could not be), after the image. */
   prewarmed?: Promise<void>;
-  /** What /readyz reports: usable once QEMU is there and the guest image is built. */
+  /** What /readyz reports: usable once QEMU is there, the image is built and the VMs are re-adopted. */
   probe(): Promise<DriverProbe>;
-  /** Resolves when the guest image is ready (rejects if building it failed). */
+  /** Resolves when the guest image is ready (rejects if it cannot be had). */
   imageReady: Promise<Image>;
+  /**
+   * The slow part of starting, in the background; resolves when it is done (never rejects).
+   * `internalUrl`: where API replicas reach this host (role `host`).
+   */
+  start(opts?: { internalUrl?: string }): Promise<void>;
   close(opts?: { stopVms?: boolean }): Promise<void>;
 }
 
-async function hostId(dataDir: string): Promise<string> {
+/** The Debian packages a VM host needs, and how to get them: what /readyz says when they are missing. */
+export const INSTALL_HINT = 'as root: `bash scripts/install-debs.sh` (installs qemu-system-x86, qemu-utils and the image tools)';
+
+export async function readHostId(dataDir: string): Promise<string> {
   const file = path.join(dataDir, 'host-id');
   const saved = (await readFile(file, 'utf8').catch(() => '')).trim();
   if (saved) return saved;
@@ -72,147 +96,223 @@ export async function drainHost(config: Config, draining: boolean): Promise<stri
   return id;
 }
 
-export async function startVmHost(config: Config, services: Services, log: Logger): Promise<VmHost> {
-  const id = await hostId(config.dataDir);
-  const probe = await probeDriver();
-  if (!probe.usable || !probe.accel || !probe.qemu) {
-    log.warn({ detail: probe.detail }, 'VM driver not usable: VMs cannot run here and /readyz answers 503');
-    return {
-      hostId: id,
-      driver: null,
-      reconciler: null,
-      probe: async () => probe,
-      imageReady: Promise.reject(new Error(probe.detail)),
-      close: async () => undefined,
-    };
-  }
-  log.info({ accel: probe.accel, qemu: probe.qemu }, `VM driver: ${probe.detail}`);
+export interface LocalVmHostDeps {
+  config: Config;
+  hostId: string;
+  /** The driver probe, taken before construction (a PATH look-up and /proc/cpuinfo: milliseconds). */
+  probe: DriverProbe;
+  db: Db;
+  clock: Clock;
+  billing: BillingService;
+  hosts: HostService;
+  log: Logger;
+}
 
-  let image: Image | null = null;
-  let imageState = 'looking for the guest image';
-  const imageReady = (async () => {
+/** A machine where no VM can run (no QEMU): the API still answers; /readyz says what to install. */
+export function unusableVmHost(hostId: string, probe: DriverProbe, log: Logger): VmHost {
+  const detail = `${probe.detail}; ${INSTALL_HINT}`;
+  const imageReady = Promise.reject(new Error(detail));
+  imageReady.catch(() => undefined);
+  return {
+    hostId,
+    driver: null,
+    reconciler: null,
+    executor: null,
+    capture: null,
+    vmsChanged: () => undefined,
+    probe: async () => ({ ...probe, usable: false, detail }),
+    imageReady,
+    start: async () => void log.warn({ detail }, 'VM driver not usable: VMs cannot run here and /readyz answers 503'),
+    close: async () => undefined,
+  };
+}
+
+export class LocalVmHost implements VmHost {
+  readonly hostId: string;
+  readonly driver: QemuDriver;
+  readonly reconciler: Reconciler;
+  readonly capturer: Capturer;
+  readonly snapshots: SnapshotStore | null;
+  readonly executor: VmExecutor;
+  readonly capture: (templateId: string) => void;
+  readonly imageReady: Promise<Image>;
+  readonly prewarmed: Promise<void>;
+  private image: Image | null = null;
+  private imageState = 'looking for the guest image';
+  /** Start-up work still under way, by name, for /readyz. */
+  private readonly pending = new Set<string>(['re-adopting VMs']);
+  private started?: Promise<void>;
+  private adopted?: Promise<void>;
+  private closing = false;
+  private resolveImage!: (image: Promise<Image>) => void;
+  private resolvePrewarmed!: () => void;
+
+  constructor(private readonly d: LocalVmHostDeps) {
+    const { config, probe, log } = d;
+    this.hostId = d.hostId;
+    this.driver = new QemuDriver({
+      vmsDir: path.join(config.dataDir, 'vms'),
+      blankDir: path.join(config.dataDir, 'blank'),
+      qemu: probe.qemu!,
+      accel: probe.accel!,
+      egress: config.vmEgress,
+      bootTimeoutMs: config.bootTimeoutMs,
+      log: (msg, fields) => log.warn(fields ?? {}, msg),
+    });
+    this.reconciler = new Reconciler({
+      db: d.db,
+      clock: d.clock,
+      driver: this.driver,
+      billing: d.billing,
+      hosts: d.hosts,
+      hostId: d.hostId,
+      log,
+      image: async (imageId) => (imageId ? loadImage(config.imageDir, imageId) : null),
+      currentImageId: () => this.image?.id ?? null,
+      meterIntervalMs: config.meterIntervalMs,
+      heartbeatMs: Math.min(15_000, Math.floor(config.hostStaleMs / 3)),
+    });
+    this.capturer = new Capturer({
+      db: d.db,
+      clock: d.clock,
+      driver: this.driver,
+      hostId: d.hostId,
+      templatesDir: config.templateDir,
+      scrubDir: path.join(config.dataDir, 'scrub'),
+      log,
+      image: () => this.image,
+    });
+    this.snapshots = config.snapshots
+      ? new SnapshotStore({ dir: path.join(config.dataDir, 'snapshots'), driver: this.driver, log: (msg, fields) => log.info(fields ?? {}, msg) })
+      : null;
+    const driver = this.driver;
+    this.executor = {
+      harnesses: async (vmId) => driver.facts(vmId)?.harnesses ?? null,
+      run: (vmId, args, timeoutMs) => driver.request<ExecResult>(vmId, 'run', args, timeoutMs),
+      setSecrets: async (vmId, set) => (await driver.request<{ names: string[] }>(vmId, 'secrets', { set }, 30_000)).names,
+    };
+    this.capture = (templateId) => this.capturer.start(templateId);
+    this.imageReady = new Promise<Image>((resolve) => (this.resolveImage = resolve));
+    this.imageReady.catch(() => undefined);
+    this.prewarmed = new Promise<void>((resolve) => (this.resolvePrewarmed = resolve));
+  }
+
+  vmsChanged(): void {
+    this.reconciler.kick();
+  }
+
+  start(opts: { internalUrl?: string } = {}): Promise<void> {
+    this.started ??= this.startUp(opts.internalUrl ?? null);
+    return this.started;
+  }
+
+  /** Registers the host (placement may use it at once), then re-adopts VMs and gets the image side by side. */
+  private async startUp(internalUrl: string | null): Promise<void> {
+    const { config, log } = this.d;
+    try {
+      await this.forgiveLostTime();
+      await this.d.hosts.register({ host_id: this.hostId, name: os.hostname(), accel: this.d.probe.accel!, image_id: null, internal_url: internalUrl, ...(await capacity(config)) });
+    } catch (err) {
+      log.error({ err }, 'registering this VM host failed');
+    }
+    if (this.closing) return;
+    log.info({ accel: this.d.probe.accel, qemu: this.d.probe.qemu }, `VM driver: ${this.d.probe.detail}`);
+    const image = this.loadOrBuildImage();
+    this.resolveImage(image);
+    const adopted = (async () => {
+      await this.capturer.failInterrupted();
+      await this.reconciler.start();
+    })()
+      .catch((err) => log.error({ err }, 're-adopting VMs failed'))
+      .finally(() => this.pending.delete('re-adopting VMs'));
+    this.adopted = adopted;
+    await Promise.all([adopted, image.then((img) => this.imageLoaded(img), (err: Error) => this.imageFailed(err))]);
+  }
+
+  /**
+   * A host back after being lost (a crash, a network cut): the time the API replicas could not reach
+   * its VMs is not charged. Each tier VM's watermark moves on by the gap since the last heartbeat.
+   */
+  private async forgiveLostTime(): Promise<void> {
+    const { config, db, clock, log } = this.d;
+    if (config.role !== 'host') return;
+    const [previous] = await db.query<{ heartbeat_at: Date | null }>('SELECT heartbeat_at FROM hosts WHERE host_id = $1', [this.hostId]);
+    const now = clock.now();
+    if (!previous?.heartbeat_at || now.getTime() - new Date(previous.heartbeat_at).getTime() <= config.hostStaleMs) return;
+    const lost = await db.transaction(async (tx) => {
+      await tx.query('UPDATE hosts SET lost_from = $2, lost_until = $3 WHERE host_id = $1', [this.hostId, previous.heartbeat_at, now]);
+      return tx.query(
+        `UPDATE vms SET metered_until = CASE WHEN metered_until < $2 THEN metered_until + ($3::timestamptz - $2::timestamptz) ELSE $3 END
+         WHERE host_id = $1 AND metered_until IS NOT NULL RETURNING vm_id`,
+        [this.hostId, previous.heartbeat_at, now],
+      );
+    });
+    if (lost.length) log.info({ vms: lost.length, since: previous.heartbeat_at }, 'this host was lost; its VMs are not charged for that time');
+  }
+
+  private async loadOrBuildImage(): Promise<Image> {
+    const { config, log } = this.d;
     const wanted = await currentImageId();
     const found = await loadImage(config.imageDir, wanted);
     if (found) return found;
     if (!config.imageAutoBuild) {
-      imageState = `no guest image ${wanted} in ${config.imageDir}; run \`agentvm image build\``;
-      throw new Error(imageState);
+      this.imageState = `no guest image ${wanted} in ${config.imageDir}; run \`agentvm image build\``;
+      throw new Error(this.imageState);
     }
-    imageState = `building guest image ${wanted}`;
+    this.imageState = `building guest image ${wanted}`;
     log.info({ image_dir: config.imageDir }, 'no guest image yet: building it (first start only)');
     return buildImage(config.imageDir, (msg) => {
-      imageState = msg;
+      this.imageState = msg;
       log.info(`image: ${msg}`);
     });
-  })();
-  imageReady.catch(() => undefined);
-
-  const driver = new QemuDriver({
-    vmsDir: path.join(config.dataDir, 'vms'),
-    blankDir: path.join(config.dataDir, 'blank'),
-    qemu: probe.qemu,
-    accel: probe.accel,
-    egress: config.vmEgress,
-    bootTimeoutMs: config.bootTimeoutMs,
-    log: (msg, fields) => log.warn(fields ?? {}, msg),
-  });
-  const reconciler = new Reconciler({
-    db: services.db,
-    clock: services.clock,
-    driver,
-    billing: services.billing,
-    hosts: services.hosts,
-    hostId: id,
-    log,
-    image: async (imageId) => (imageId ? loadImage(config.imageDir, imageId) : null),
-    currentImageId: () => image?.id ?? null,
-    meterIntervalMs: config.meterIntervalMs,
-    heartbeatMs: Math.min(15_000, Math.floor(config.hostStaleMs / 3)),
-  });
-  // A host back after being lost (a crash, a network cut): the time the API replicas could not
-  // reach its VMs is not charged. Each tier VM's watermark moves on by the gap since the host's last heartbeat.
-  const [previous] = await services.db.query<{ heartbeat_at: Date | null }>('SELECT heartbeat_at FROM hosts WHERE host_id = $1', [id]);
-  const now = services.clock.now();
-  if (config.role === 'host' && previous?.heartbeat_at && now.getTime() - new Date(previous.heartbeat_at).getTime() > config.hostStaleMs) {
-    const lost = await services.db.query(
-      `UPDATE vms SET metered_until = CASE WHEN metered_until < $2 THEN metered_until + ($3::timestamptz - $2::timestamptz) ELSE $3 END
-       WHERE host_id = $1 AND metered_until IS NOT NULL RETURNING vm_id`,
-      [id, previous.heartbeat_at, now],
-    );
-    if (lost.length) log.info({ vms: lost.length, since: previous.heartbeat_at }, 'this host was lost; its VMs are not charged for that time');
   }
-  await services.hosts.register({ host_id: id, name: os.hostname(), accel: probe.accel, image_id: null, ...(await capacity(config)) });
-  services.vms.onChange = () => reconciler.kick();
-  services.runs.executor = {
-    harnesses: async (vmId) => driver.facts(vmId)?.harnesses ?? null,
-    run: (vmId, args, timeoutMs) => driver.request<ExecResult>(vmId, 'run', args, timeoutMs),
-    setSecrets: async (vmId, set) => (await driver.request<{ names: string[] }>(vmId, 'secrets', { set }, 30_000)).names,
-  };
-  const capturer = new Capturer({
-    db: services.db,
-    clock: services.clock,
-    driver,
-    hostId: id,
-    templatesDir: config.templateDir,
-    scrubDir: path.join(config.dataDir, 'scrub'),
-    log,
-    image: () => image,
-  });
-  await capturer.failInterrupted();
-  services.templates.capturer = (templateId) => capturer.start(templateId);
-  await reconciler.start();
 
-  let resolvePrewarmed: (p: Promise<void>) => void = () => undefined;
-  const prewarmed = new Promise<void>((resolve) => (resolvePrewarmed = (p) => void p.then(resolve, resolve)));
-  if (!config.snapshots) resolvePrewarmed(Promise.resolve());
-  imageReady.catch(() => resolvePrewarmed(Promise.resolve()));
-  const snapshots = config.snapshots
-    ? new SnapshotStore({ dir: path.join(config.dataDir, 'snapshots'), driver, log: (msg, fields) => log.info(fields ?? {}, msg) })
-    : null;
-  imageReady.then(
-    async (img) => {
-      if (snapshots) {
-        // Snapshots of other images go; the starter shape (also the tiers') is made ahead of need.
-        await snapshots.init(img.id).catch((err) => log.warn({ err }, 'reading the snapshots failed'));
-        driver.snapshots = snapshots;
-        const starter = PLANS.starter;
-        snapshots.want({ vmId: 'golden', vcpus: starter.vcpus, memoryMib: starter.memory_mib, diskGib: starter.disk_gib, image: img, netSlot: 0, hostname: 'agentvm' });
-        resolvePrewarmed(snapshots.settled());
-      }
-      image = img;
-      imageState = `guest image ${img.id}`;
-      await services.hosts.heartbeat(id, img.id);
-      log.info({ image_id: img.id, kernel: img.manifest.kernel_release }, 'guest image ready');
-      reconciler.kick();
-    },
-    (err: Error) => {
-      if (!config.imageAutoBuild) {
-        log.warn(imageState);
-        return;
-      }
-      imageState = `the guest image could not be built: ${err.message}`;
-      log.error({ err }, 'building the guest image failed; run `agentvm image build` to see why');
-    },
-  );
+  private async imageLoaded(img: Image): Promise<void> {
+    const { log } = this.d;
+    if (this.snapshots) {
+      // Snapshots of other images go; the starter shape (also the tiers') is made ahead of need.
+      await this.snapshots.init(img.id).catch((err) => log.warn({ err }, 'reading the snapshots failed'));
+      this.driver.snapshots = this.snapshots;
+      const starter = PLANS.starter;
+      this.snapshots.want({ vmId: 'golden', vcpus: starter.vcpus, memoryMib: starter.memory_mib, diskGib: starter.disk_gib, image: img, netSlot: 0, hostname: 'agentvm' });
+      void this.snapshots.settled().then(this.resolvePrewarmed);
+    } else {
+      this.resolvePrewarmed();
+    }
+    this.image = img;
+    this.imageState = `guest image ${img.id}`;
+    await this.d.hosts.heartbeat(this.hostId, img.id).catch((err) => log.warn({ err }, 'writing the heartbeat failed'));
+    log.info({ image_id: img.id, kernel: img.manifest.kernel_release }, 'guest image ready');
+    // VMs that waited for the image are taken again now, not at their next retry.
+    this.reconciler.wake();
+  }
 
-  return {
-    hostId: id,
-    driver,
-    reconciler,
-    imageReady,
-    probe: async () =>
-      image
-        ? { ...probe, detail: `${probe.detail}; ${imageState}` }
-        : { ...probe, usable: false, detail: `${probe.detail}; ${imageState}` },
-    capturer,
-    snapshots,
-    prewarmed,
-    close: async (opts) => {
-      await snapshots?.close();
-      await capturer.settled();
-      await reconciler.stop();
-      if (opts?.stopVms) await driver.stopAll();
-      else driver.release();
-    },
-  };
+  private imageFailed(err: Error): void {
+    const { config, log } = this.d;
+    this.resolvePrewarmed();
+    if (!config.imageAutoBuild) {
+      log.warn(this.imageState);
+      return;
+    }
+    this.imageState = `the guest image could not be built: ${err.message}; see why with \`agentvm image build\` (${INSTALL_HINT})`;
+    log.error({ err }, 'building the guest image failed; run `agentvm image build` to see why');
+  }
+
+  async probe(): Promise<DriverProbe> {
+    const probe = this.d.probe;
+    const waiting = [...this.pending].map((p) => `${p} in progress`);
+    const detail = [probe.detail, this.imageState, ...waiting].join('; ');
+    return { ...probe, usable: this.image !== null && this.pending.size === 0, detail };
+  }
+
+  async close(opts?: { stopVms?: boolean }): Promise<void> {
+    this.closing = true;
+    await this.snapshots?.close();
+    await this.capturer.settled();
+    await this.reconciler.stop();
+    // An adoption under way ends before the VMs are let go.
+    await this.adopted;
+    if (opts?.stopVms) await this.driver.stopAll();
+    else this.driver.release();
+  }
 }

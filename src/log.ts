@@ -18,6 +18,15 @@ const REDACT = [
 
 const requestLoggers = new WeakMap<Logger, Logger>();
 
+/**
+ * An error as an object with type, message and stack (a string or other value is logged as a message).
+ * A database error carries its query parameters; they stay out of the log.
+ */
+export function serializeErr(err: unknown): object {
+  if (!(err instanceof Error)) return { type: typeof err, message: String(err) };
+  return { ...pino.stdSerializers.err(err), params: undefined };
+}
+
 export function createLogger(level = 'info', destination?: DestinationStream): Logger {
   // Asynchronous writes: a request never waits for the log line to reach the terminal or the pipe.
   const dest = destination ?? pino.destination({ dest: 1, sync: false });
@@ -26,8 +35,7 @@ export function createLogger(level = 'info', destination?: DestinationStream): L
       level,
       base: undefined,
       redact: { paths: REDACT, censor: '[redacted]' },
-      // A database error carries its query parameters; they stay out of the log.
-      serializers: { err: (err: Error) => ({ ...pino.stdSerializers.err(err), params: undefined }) },
+      serializers: { err: serializeErr },
     },
     dest,
   );

@@ -18,8 +18,9 @@ const digest = (s: string) => createHash('sha256').update(s).digest();
 /** The host side: only health, readiness and /internal/*, every /internal/* call with the token. */
 export function buildInternalApp(o: {
   token: string;
-  executor: VmExecutor;
-  capture: (templateId: string) => void;
+  /** Null where this machine cannot run VMs (no QEMU): every internal call is then 503. */
+  executor: VmExecutor | null;
+  capture: ((templateId: string) => void) | null;
   probe: () => Promise<DriverProbe>;
   log: Logger;
 }): Hono {
@@ -35,17 +36,18 @@ export function buildInternalApp(o: {
   app.use('/internal/*', async (c, next) => {
     const token = /^Bearer (.+)$/.exec(c.req.header('authorization') ?? '')?.[1];
     if (!token || !timingSafeEqual(digest(token), want)) return c.json({ error: 'unauthorized', message: '' }, 401);
+    if (!o.executor || !o.capture) return c.json({ error: 'unavailable', message: 'this host cannot run VMs' }, 503);
     await next();
   });
   app.onError((err, c) => {
     o.log.warn({ err, path: c.req.path }, 'internal request failed');
     return c.json({ error: 'internal', message: err.message }, 500);
   });
-  app.get('/internal/vms/:id/harnesses', async (c) => c.json({ harnesses: await o.executor.harnesses(c.req.param('id')) }));
+  app.get('/internal/vms/:id/harnesses', async (c) => c.json({ harnesses: await o.executor!.harnesses(c.req.param('id')) }));
   app.post('/internal/vms/:id/run', async (c) => {
     const vmId = c.req.param('id');
     const { args, timeout_ms } = (await c.req.json()) as { args: RunArgs; timeout_ms: number };
-    const mine = (tails.get(vmId) ?? Promise.resolve()).catch(() => undefined).then(() => o.executor.run(vmId, args, timeout_ms));
+    const mine = (tails.get(vmId) ?? Promise.resolve()).catch(() => undefined).then(() => o.executor!.run(vmId, args, timeout_ms));
     tails.set(vmId, mine);
     try {
       return c.json(await mine);
@@ -55,10 +57,10 @@ export function buildInternalApp(o: {
   });
   app.post('/internal/vms/:id/secrets', async (c) => {
     const { set } = (await c.req.json()) as { set: Record<string, string | null> };
-    return c.json({ names: await o.executor.setSecrets(c.req.param('id'), set) });
+    return c.json({ names: await o.executor!.setSecrets(c.req.param('id'), set) });
   });
   app.post('/internal/templates/:id/capture', (c) => {
-    o.capture(c.req.param('id'));
+    o.capture!(c.req.param('id'));
     return c.json({ started: true }, 202);
   });
   return app;

@@ -3,10 +3,11 @@ import { mkdir, readFile, writeFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Config } from './config.ts';
 import { openDb, type Db } from './store/db.ts';
-import { buildServices, type Services } from './domain/services.ts';
+import { buildCoreServices, buildServices, type CoreServices, type Services } from './domain/services.ts';
 import { buildApp } from './api/app.ts';
 import { createLogger, type Logger } from './log.ts';
-import { startVmHost, type VmHost } from './host.ts';
+import { LocalVmHost, readHostId, unusableVmHost, type VmHost } from './host.ts';
+import { probeDriver } from './vmm/probe.ts';
 import { createMailer } from './mail.ts';
 import { randomBase62 } from './domain/ids.ts';
 import { buildInternalApp, liveHostsProbe, RemoteHosts } from './scaleout.ts';
@@ -16,6 +17,8 @@ export interface RunningServer {
   port: number;
   services: Services;
   host: VmHost;
+  /** Resolves when the VM host's start in the background is done (VMs re-adopted, the image loaded or failed). */
+  started: Promise<void>;
   /** Stops the server; VMs keep running for the next server to re-adopt unless `stopVms`. */
   close(opts?: { stopVms?: boolean }): Promise<void>;
 }
@@ -64,12 +67,66 @@ async function lockDataDir(dataDir: string): Promise<() => Promise<void>> {
 }
 
 /** An API replica's stand-in for a VM host: its VMs are on other machines. */
-function remoteVmHost(db: Db, config: Config): VmHost {
+function remoteVmHost(db: Db, staleMs: number): VmHost {
   const imageReady = Promise.reject(new Error('an API replica has no guest image'));
   imageReady.catch(() => undefined);
-  return { hostId: '', driver: null, reconciler: null, imageReady, probe: () => liveHostsProbe(db, config.hostStaleMs), close: async () => undefined };
+  return {
+    hostId: '',
+    driver: null,
+    reconciler: null,
+    executor: null,
+    capture: null,
+    vmsChanged: () => undefined,
+    imageReady,
+    probe: () => liveHostsProbe(db, staleMs),
+    start: async () => undefined,
+    close: async () => undefined,
+  };
 }
 
+/** This machine's VM host: a real one where QEMU is usable, else one that says what to install. */
+async function localVmHost(config: Config, core: CoreServices, log: Logger): Promise<VmHost> {
+  const hostId = await readHostId(config.dataDir);
+  const probe = await probeDriver();
+  if (!probe.usable || !probe.accel || !probe.qemu) return unusableVmHost(hostId, probe, log);
+  return new LocalVmHost({ config, hostId, probe, ...core, log });
+}
+
+/** The process's parts for its role, each built complete and in order: the core, the VM host, the domain, the app. */
+async function compose(config: Config, db: Db, log: Logger): Promise<{ services: Services; host: VmHost; app: { fetch: (req: Request, env?: unknown) => Response | Promise<Response> } }> {
+  const core = buildCoreServices(db, { hostStaleMs: config.hostStaleMs });
+  const domainOpts = {
+    mailer: createMailer(config.smtpUrl, config.mailFrom, log),
+    runLimits: { timeoutMs: config.runTimeoutMs, maxOutputBytes: config.runOutputMaxBytes, maxQueued: config.runQueueMax },
+  };
+  const rateLimit = { perSecond: config.rateLimitPerSecond, burst: config.rateLimitBurst };
+  if (config.role === 'api') {
+    const remote = new RemoteHosts(db, config.internalToken!, log);
+    const host = remoteVmHost(db, config.hostStaleMs);
+    const services = buildServices(
+      core,
+      { driver: () => host.probe(), executor: remote, capture: (templateId) => remote.capture(templateId), showLostHosts: true },
+      domainOpts,
+    );
+    return { services, host, app: buildApp({ services, log, adminToken: await resolveAdminToken(config, log), rateLimit }) };
+  }
+  const host = await localVmHost(config, core, log);
+  const services = buildServices(
+    core,
+    { driver: () => host.probe(), executor: host.executor, capture: host.capture, vmsChanged: () => host.vmsChanged() },
+    domainOpts,
+  );
+  const app =
+    config.role === 'host'
+      ? buildInternalApp({ token: config.internalToken!, executor: host.executor, capture: host.capture, probe: () => host.probe(), log })
+      : buildApp({ services, log, adminToken: await resolveAdminToken(config, log), rateLimit });
+  return { services, host, app };
+}
+
+/**
+ * Starts a process of its role and listens at once; the VM host's slow start (re-adopting VMs, the
+ * guest image, the first snapshot) goes on in the background, and /readyz says when it is done.
+ */
 export async function startServer(config: Config, log: Logger = createLogger(config.logLevel)): Promise<RunningServer> {
   if (config.role !== 'all') {
     if (!config.databaseUrl) throw new Error(`role ${config.role} needs DATABASE_URL: API replicas and VM hosts share one PostgreSQL server`);
@@ -86,34 +143,7 @@ export async function startServer(config: Config, log: Logger = createLogger(con
     throw err;
   }
   log.info({ database: db.kind }, db.kind === 'pglite' ? 'embedded PostgreSQL (PGlite) ready' : 'PostgreSQL server ready');
-  let host: VmHost | undefined;
-  const services = buildServices(db, {
-    driver: () => host?.probe() ?? Promise.resolve({ usable: false, accel: null, qemu: null, detail: 'starting' }),
-    mailer: createMailer(config.smtpUrl, config.mailFrom, log),
-    runLimits: { timeoutMs: config.runTimeoutMs, maxOutputBytes: config.runOutputMaxBytes, maxQueued: config.runQueueMax },
-  });
-  if (config.role !== 'all') services.hosts.staleMs = config.hostStaleMs;
-  if (config.role === 'api') {
-    host = remoteVmHost(db, config);
-    const remote = new RemoteHosts(db, config.internalToken!, log);
-    services.runs.executor = remote;
-    services.templates.capturer = (templateId) => remote.capture(templateId);
-    services.vms.showLostHosts = true;
-  } else {
-    host = await startVmHost(config, services, log);
-  }
-  const adminToken = await resolveAdminToken(config, log);
-  const vmHostNow = host;
-  const app =
-    config.role === 'host'
-      ? buildInternalApp({
-          token: config.internalToken!,
-          executor: services.runs.executor!,
-          capture: (templateId) => services.templates.capturer?.(templateId),
-          probe: () => vmHostNow.probe(),
-          log,
-        })
-      : buildApp({ services, log, adminToken, rateLimit: { perSecond: config.rateLimitPerSecond, burst: config.rateLimitBurst } });
+  const { services, host, app } = await compose(config, db, log);
 
   const server: ServerType = await new Promise((resolve, reject) => {
     const s = serve({ fetch: app.fetch, hostname: config.host, port: config.port }, () => resolve(s));
@@ -122,14 +152,12 @@ export async function startServer(config: Config, log: Logger = createLogger(con
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
   const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
-  if (config.role === 'host') {
-    // Where the API replicas reach this host's internal endpoint.
-    await db.query('UPDATE hosts SET internal_url = $2 WHERE host_id = $1', [host.hostId, config.hostUrl ?? url]);
-  }
-  log.info({ url, role: config.role }, 'agentvm is listening');
+  // listen_ms: from the process's start, so that a slow start shows in the log (the chaos test reads it).
+  log.info({ url, role: config.role, listen_ms: Math.round(process.uptime() * 1000) }, 'agentvm is listening');
+  // Where the API replicas reach this host's internal endpoint.
+  const started = host.start(config.role === 'host' ? { internalUrl: config.hostUrl ?? url } : {});
 
   let closing: Promise<void> | undefined;
-  const vmHost = host;
   const close = (opts?: { stopVms?: boolean }) =>
     (closing ??= (async () => {
       await new Promise<void>((resolve) => {
@@ -137,11 +165,11 @@ export async function startServer(config: Config, log: Logger = createLogger(con
         // Idle keep-alive sockets would hold close() open; in-flight requests still finish.
         (server as unknown as { closeIdleConnections?: () => void }).closeIdleConnections?.();
       });
-      await vmHost.close(opts);
+      await host.close(opts);
       await db.close();
       await unlock();
       log.info('agentvm stopped');
       log.flush();
     })());
-  return { url, port, services, host: vmHost, close };
+  return { url, port, services, host, started, close };
 }

@@ -6,7 +6,7 @@ import addFormats from 'ajv-formats';
 import type { ValidateFunction } from 'ajv';
 import { openDb, type Db } from '../src/store/db.ts';
 import type { Mailer } from '../src/domain/login.ts';
-import { buildServices, type Services } from '../src/domain/services.ts';
+import { buildCoreServices, buildServices, type Services } from '../src/domain/services.ts';
 import { buildApp } from '../src/api/app.ts';
 import { createLogger } from '../src/log.ts';
 import { randomBase62 } from '../src/domain/ids.ts';
@@ -83,7 +83,7 @@ export async function createTestApp(
       cb();
     },
   });
-  const services = buildServices(db, { clock: opts.clock, driver: opts.driver ?? usableDriver, mailer: opts.mailer });
+  const services = buildServices(buildCoreServices(db, { clock: opts.clock }), { driver: opts.driver ?? usableDriver }, { mailer: opts.mailer });
   const adminToken = `avm_admin_${randomBase62(40)}`;
   const app = buildApp({
     services,

@@ -146,19 +146,26 @@ describe('several hosts and API replicas on one PostgreSQL', { skip }, () => {
     const tierVm = (await a1('POST', '/v1/api/vms', { harness: 'echo', tier: 'ondemand' })).body.vm_id as string;
     await db.query('UPDATE hosts SET draining = false');
     await until('the on-demand VM running', async () => (await a2('GET', `/v1/api/vms/${tierVm}`)).body.status === 'running');
-    const runningSince = Date.now();
-    const accounted = async () => {
-      const { rows } = await db.query<{ ms: number }>(
-        `SELECT unbilled_ms + extract(epoch FROM (now() - metered_until)) * 1000 AS ms FROM vms WHERE vm_id = $1`,
+    /**
+     * Metering against the platform's own records, in the database's clock: the time metered so far
+     * (drawn, plus pending) must be the VM's running time since it booted less its host's recorded
+     * loss window. A draw after the last heartbeat before the loss may shorten the forgiven window by
+     * up to one meter interval (1 s here), never lengthen it.
+     */
+    const metering = async () => {
+      const { rows } = await db.query<{ metered: number; running: number; lost: number }>(
+        `SELECT v.unbilled_ms + extract(epoch FROM (now() - v.metered_until)) * 1000 AS metered,
+                extract(epoch FROM (now() - v.booted_at)) * 1000 AS running,
+                coalesce(extract(epoch FROM (h.lost_until - h.lost_from)) * 1000, 0) AS lost
+         FROM vms v JOIN hosts h ON h.host_id = v.host_id WHERE v.vm_id = $1`,
         [tierVm],
       );
-      return Number(rows[0].ms);
+      return { metered: Number(rows[0].metered), running: Number(rows[0].running), lost: Number(rows[0].lost) };
     };
 
     // kill -9 of one host: its VM shows host_unavailable; the others run on.
     const lostVm = vms.find((v) => hostOf.get(v) === hostIds.get('host1'))!;
     const otherVm = vms.find((v) => v !== lostVm)!;
-    const lostAt = Date.now();
     await kill9('host1');
     await until('the lost host shown', async () => (await a1('GET', `/v1/api/vms/${lostVm}`)).body.status_reason === 'host_unavailable', 30_000);
     assert.equal((await a1('GET', `/v1/api/vms/${otherVm}`)).body.status_reason, null);
@@ -167,15 +174,14 @@ describe('several hosts and API replicas on one PostgreSQL', { skip }, () => {
     assert.equal(lostRun.status, 409);
     // Its QEMU lives on (a host's VMs outlive the host process); back, the host re-adopts it.
     await start('host1', ['host']);
-    const backAt = Date.now();
     await until('the host back', async () => (await a1('GET', `/v1/api/vms/${lostVm}`)).body.status_reason === null, 30_000);
-    // Metered: the time before the loss (back to the host's last heartbeat, a second at most) and since.
-    await new Promise((r) => setTimeout(r, 1500));
-    const wall = Date.now() - runningSince;
-    const lost = backAt - lostAt;
-    const metered = await accounted();
-    assert.ok(metered <= wall - lost + 1500, `metered ${metered} ms of ${wall} ms, ${lost} ms of it lost`);
-    assert.ok(metered >= wall - lost - 3000, `metered ${metered} ms of ${wall} ms, ${lost} ms of it lost`);
+    const m = await metering();
+    const why = `metered ${Math.round(m.metered)} ms of ${Math.round(m.running)} ms running, ${Math.round(m.lost)} ms of it lost`;
+    assert.ok(m.lost > 3000, `the host's loss is recorded: ${why}`);
+    // Slack for the moments between booted_at and the start of metering, however slow the machine; the
+    // bug this catches (charging the loss) is off by the whole loss, over 3 s.
+    assert.ok(m.metered >= m.running - m.lost - 1000, why);
+    assert.ok(m.metered <= m.running - m.lost + 2000, why);
     const back = await a1('POST', `/v1/api/vms/${lostVm}/run`, { task: 'back again' });
     assert.equal(back.status, 200, JSON.stringify(back.body));
     assert.equal((await qemuPidsUnder(path.join(procs.get('host1')!.dir, 'vms', lostVm))).length, 1);

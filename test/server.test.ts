@@ -113,3 +113,88 @@ test('the driver probe: TCG on a CPU without vmx/svm, and the choice is named', 
   const probe = await probeDriver();
   assert.equal(probe.usable, probe.qemu !== null);
 });
+
+/** A tenant with a card on the server at `url`, through the operator API; answers its readwrite key. */
+async function tenantWithCard(url: string, dataDir: string): Promise<string> {
+  const admin = { authorization: `Bearer ${(await readFile(path.join(dataDir, 'admin-token'), 'utf8')).trim()}`, 'content-type': 'application/json' };
+  const t = await (await fetch(`${url}/v1/admin/tenants`, { method: 'POST', headers: admin, body: JSON.stringify({ email: `w${Date.now()}@example.com` }) })).json();
+  await fetch(`${url}/v1/admin/tenants/${t.tenant_id}/card`, { method: 'PUT', headers: admin, body: '{"brand":"visa","last4":"4242"}' });
+  return t.api_key;
+}
+
+/** The longest a /healthz answer took over `ms` of asking, one request after another. */
+async function slowestHealthz(url: string, ms: number): Promise<number> {
+  let worst = 0;
+  for (const end = Date.now() + ms; Date.now() < end; ) {
+    const t0 = Date.now();
+    const res = await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(20_000) });
+    assert.equal(res.status, 200);
+    worst = Math.max(worst, Date.now() - t0);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return worst;
+}
+
+const noQemu = probeDriver().then((p) => (p.usable ? false : 'needs qemu-system-x86_64'));
+
+test('VMs waiting for a guest image that is not there never starve the server, and a kill -9 with a reprovision pending comes back at once', { skip: await noQemu }, async () => {
+  const dataDir = await mkdtemp(path.join(tmpdir(), 'agentvm-test-'));
+  dirs.push(dataDir);
+  // No image and no build: every VM waits for the image, as on a first start while it is being built.
+  const env = { AGENTVM_IMAGE_DIR: path.join(dataDir, 'no-images'), AGENTVM_SNAPSHOTS: 'off' };
+  const first = await serve(dataDir, env);
+  let vmId: string;
+  try {
+    const key = await tenantWithCard(first.url, dataDir);
+    const auth = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
+    const created = await fetch(`${first.url}/v1/api/vms`, { method: 'POST', headers: auth, body: '{"harness":"echo"}' });
+    assert.equal(created.status, 201);
+    vmId = (await created.json()).vm_id;
+    const reprovision = await fetch(`${first.url}/v1/api/vms/${vmId}/reprovision`, { method: 'POST', headers: auth });
+    assert.equal(reprovision.status, 200);
+    // A server that spun on the waiting VM answered nothing at all; one that waits answers at once.
+    assert.ok((await slowestHealthz(first.url, 3000)) < 2000, 'the server keeps answering while VMs wait for the image');
+    const ready = await fetch(`${first.url}/readyz`);
+    assert.equal(ready.status, 503);
+    assert.match((await ready.json()).message, /no guest image .* run `agentvm image build`/);
+    const vm = await (await fetch(`${first.url}/v1/api/vms/${vmId}`, { headers: auth })).json();
+    assert.equal(vm.status, 'reprovisioning', 'the VM waits for the image in the reconciler');
+  } finally {
+    first.proc.kill('SIGKILL');
+    await new Promise((r) => first.proc.once('exit', r));
+  }
+  const t0 = Date.now();
+  const again = await serve(dataDir, env);
+  try {
+    assert.ok(Date.now() - t0 < 15_000, 'the restarted server listens');
+    assert.ok((await slowestHealthz(again.url, 2000)) < 2000, 'and keeps answering');
+    assert.match(again.log(), /agentvm is listening/);
+  } finally {
+    again.proc.kill('SIGTERM');
+    assert.equal(await new Promise((r) => again.proc.once('exit', r)), 0, 'SIGTERM stops it');
+  }
+});
+
+test('without QEMU the server serves the API, /readyz names what to install, and a create is 503 with Retry-After', async () => {
+  const dataDir = await mkdtemp(path.join(tmpdir(), 'agentvm-test-'));
+  dirs.push(dataDir);
+  // A PATH with no qemu-system-x86_64 on it: the machine of a newcomer who has not installed QEMU yet.
+  const { proc, url, log } = await serve(dataDir, { PATH: dataDir });
+  try {
+    const ready = await fetch(`${url}/readyz`);
+    assert.equal(ready.status, 503);
+    const body = await ready.json();
+    assert.match(body.message, /qemu-system-x86_64 is not installed/);
+    assert.match(body.message, /scripts\/install-debs\.sh/);
+    const key = await tenantWithCard(url, dataDir);
+    const created = await fetch(`${url}/v1/api/vms`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: '{}' });
+    assert.equal(created.status, 503);
+    assert.ok(Number(created.headers.get('retry-after')) > 0);
+    const vms = await (await fetch(`${url}/v1/api/vms`, { headers: { authorization: `Bearer ${key}` } })).json();
+    assert.equal(vms.total, 0, 'a refused create leaves no VM');
+    assert.doesNotMatch(log(), /Unhandled|unhandled/);
+  } finally {
+    proc.kill('SIGTERM');
+    assert.equal(await new Promise((r) => proc.once('exit', r)), 0);
+  }
+});

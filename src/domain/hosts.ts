@@ -22,28 +22,28 @@ export interface Need {
   disk_gib: number;
 }
 
-/** A host that has not written a heartbeat for this long gets no new VMs. */
-export const HOST_STALE_MS = 60_000;
+/** A host that has not written a heartbeat for this long gets no new VMs (AGENTVM_HOST_STALE_S's default). */
+export const HOST_STALE_MS = 30_000;
 /** Network slots per host: 10.128.0.0/9 in /24s. */
 const NET_SLOTS = 0x7fff;
 
 /** VM hosts: their capacity rows, and where a new VM goes. */
 export class HostService {
-  /** A host silent this long gets no new VMs (and, seen from an API replica, its VMs show host_unavailable). */
-  staleMs = HOST_STALE_MS;
-
+  /** `staleMs`: a host silent this long gets no new VMs (and, seen from an API replica, its VMs show host_unavailable). */
   constructor(
     private readonly db: Db,
     private readonly clock: Clock,
+    readonly staleMs = HOST_STALE_MS,
   ) {}
 
-  async register(host: { host_id: string; name: string; accel: string; image_id: string | null } & HostCapacity): Promise<void> {
+  /** Registers (or refreshes) a host; `internal_url` is where API replicas reach it (null: not served). */
+  async register(host: { host_id: string; name: string; accel: string; image_id: string | null; internal_url?: string | null } & HostCapacity): Promise<void> {
     await this.db.query(
-      `INSERT INTO hosts (host_id, name, accel, vcpus_total, memory_mib_total, disk_gib_total, image_id, heartbeat_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+      `INSERT INTO hosts (host_id, name, accel, vcpus_total, memory_mib_total, disk_gib_total, image_id, heartbeat_at, internal_url)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
        ON CONFLICT (host_id) DO UPDATE SET name = $2, accel = $3, vcpus_total = $4, memory_mib_total = $5,
-         disk_gib_total = $6, image_id = coalesce($7, hosts.image_id), heartbeat_at = $8`,
-      [host.host_id, host.name, host.accel, host.vcpus_total, host.memory_mib_total, host.disk_gib_total, host.image_id, this.clock.now()],
+         disk_gib_total = $6, image_id = coalesce($7, hosts.image_id), heartbeat_at = $8, internal_url = coalesce($9, hosts.internal_url)`,
+      [host.host_id, host.name, host.accel, host.vcpus_total, host.memory_mib_total, host.disk_gib_total, host.image_id, this.clock.now(), host.internal_url ?? null],
     );
   }
 

@@ -40,14 +40,15 @@ const notRunning = (vm: { status: string }) =>
 
 /** Runs one harness task in a VM; runs on one VM go one at a time, in the order they came. */
 export class RunService {
-  executor: VmExecutor | null = null;
   private readonly queues = new Map<string, { waiting: number; tail: Promise<unknown> }>();
 
+  /** `executor` reaches the guests (this process's host, or the VM's host from a replica); null where none is attached. */
   constructor(
     private readonly db: Db,
     private readonly clock: Clock,
     private readonly vms: VmService,
     private readonly limits: RunLimits,
+    private readonly executor: VmExecutor | null = null,
   ) {}
 
   private async runningVm(tenantId: string, vmId: string): Promise<{ vm: VmRow; executor: VmExecutor; installed: string[] }> {

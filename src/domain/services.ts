@@ -5,8 +5,8 @@ import { TenantService } from './tenants.ts';
 import { BillingService } from './billing.ts';
 import { UsageService } from './usage.ts';
 import { VmService } from './vms.ts';
-import { HostService } from './hosts.ts';
-import { RunService, type RunLimits } from './runs.ts';
+import { HostService, HOST_STALE_MS } from './hosts.ts';
+import { RunService, type RunLimits, type VmExecutor } from './runs.ts';
 import { LoginService, type Mailer } from './login.ts';
 import { TemplateService } from './templates.ts';
 import { LedgerPaymentProvider, type PaymentProvider } from './payments.ts';
@@ -30,28 +30,50 @@ export interface Services {
   driver: () => Promise<DriverProbe>;
 }
 
-export function buildServices(
-  db: Db,
-  opts: { clock?: Clock; payments?: PaymentProvider; driver: () => Promise<DriverProbe>; runLimits?: RunLimits; mailer?: Mailer },
-): Services {
+/** The services a VM host needs too, built first so that the host can be built before the rest. */
+export interface CoreServices {
+  db: Db;
+  clock: Clock;
+  billing: BillingService;
+  hosts: HostService;
+}
+
+export function buildCoreServices(db: Db, opts: { clock?: Clock; payments?: PaymentProvider; hostStaleMs?: number } = {}): CoreServices {
   const clock = opts.clock ?? systemClock;
-  const keys = new KeyService(db, clock);
-  const billing = new BillingService(db, clock, opts.payments ?? new LedgerPaymentProvider());
-  const hosts = new HostService(db, clock);
-  const templates = new TemplateService(db, clock);
-  const vms = new VmService(db, clock, billing, hosts, templates);
   return {
     db,
-    hosts,
     clock,
+    billing: new BillingService(db, clock, opts.payments ?? new LedgerPaymentProvider()),
+    hosts: new HostService(db, clock, opts.hostStaleMs ?? HOST_STALE_MS),
+  };
+}
+
+/** Where VMs run, as the domain sees it: this process's host, the replicas' view of remote hosts, or none. */
+export interface VmHostPort {
+  /** Readiness of VMs here: /readyz. */
+  driver: () => Promise<DriverProbe>;
+  executor?: VmExecutor | null;
+  capture?: ((templateId: string) => void) | null;
+  /** A VM's desired state changed. */
+  vmsChanged?: () => void;
+  /** API replicas: VMs of silent hosts show `host_unavailable`. */
+  showLostHosts?: boolean;
+}
+
+export function buildServices(core: CoreServices, host: VmHostPort, opts: { runLimits?: RunLimits; mailer?: Mailer } = {}): Services {
+  const { db, clock, billing, hosts } = core;
+  const keys = new KeyService(db, clock);
+  const templates = new TemplateService(db, clock, host.capture ?? null);
+  const vms = new VmService(db, clock, billing, hosts, templates, { onChange: host.vmsChanged, showLostHosts: host.showLostHosts });
+  return {
+    ...core,
     keys,
     tenants: new TenantService(db, clock, keys),
-    billing,
     usage: new UsageService(db, clock),
     vms,
-    runs: new RunService(db, clock, vms, opts.runLimits ?? DEFAULT_RUN_LIMITS),
+    runs: new RunService(db, clock, vms, opts.runLimits ?? DEFAULT_RUN_LIMITS, host.executor ?? null),
     login: new LoginService(db, clock, keys, opts.mailer ?? { send: async () => undefined }),
     templates,
-    driver: opts.driver,
+    driver: host.driver,
   };
 }

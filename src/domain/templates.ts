@@ -61,13 +61,15 @@ export function slugify(name: string): string {
 }
 
 export class TemplateService {
+  /**
+   * `capturer` makes the template's disk image (copy, scrub when public) in the background on the
+   * source VM's host; null where no VM host is attached.
+   */
   constructor(
     private readonly db: Db,
     private readonly clock: Clock,
+    private readonly capturer: ((templateId: string) => void) | null = null,
   ) {}
-
-  /** Set by the VM host: makes the template's disk image (copy, scrub when public) in the background. */
-  capturer: ((templateId: string) => void) | null = null;
 
   /**
    * Starts a capture of a VM's persist disk: a template row in status `capturing`, then the host

@@ -82,6 +82,17 @@ export function resolveOrder(input: CreateVmInput): VmOrder {
   return { plan, cycle: input.cycle ?? 'monthly', tier: null, harness, count, vcpus, memory_mib, disk_gib };
 }
 
+export interface VmServiceOptions {
+  /** Called after every change a reconciler should act on (the local one wakes at once). */
+  onChange?: () => void;
+  /**
+   * On API replicas: a VM whose host has stopped heartbeating shows `host_unavailable` in its
+   * status_reason (its status is what it was; it is not metered meanwhile, and shows as before once
+   * its host is back). One process with its own host never needs it.
+   */
+  showLostHosts?: boolean;
+}
+
 /** The status_reason of a VM whose host is lost (not heartbeating). */
 export const HOST_UNAVAILABLE = 'host_unavailable';
 
@@ -92,16 +103,12 @@ export class VmService {
     private readonly billing: BillingService,
     private readonly hosts: HostService,
     private readonly templates: TemplateService,
+    private readonly opts: VmServiceOptions = {},
   ) {}
 
-  /** Called after every change a reconciler should act on (the local one wakes at once). */
-  onChange: () => void = () => undefined;
-  /**
-   * Set on API replicas: a VM whose host has stopped heartbeating shows `host_unavailable` in its
-   * status_reason (its status is what it was; it is not metered meanwhile, and shows as before once
-   * its host is back). One process with its own host never needs it.
-   */
-  showLostHosts = false;
+  private onChange(): void {
+    this.opts.onChange?.();
+  }
 
   async list(tenantId: string): Promise<VmRow[]> {
     return this.markLostHosts(
@@ -119,7 +126,7 @@ export class VmService {
   }
 
   private async markLostHosts(rows: VmRow[]): Promise<VmRow[]> {
-    if (!this.showLostHosts || rows.length === 0) return rows;
+    if (!this.opts.showLostHosts || rows.length === 0) return rows;
     const lost = new Set(
       (await this.db.query<{ host_id: string }>('SELECT host_id FROM hosts WHERE heartbeat_at <= $1', [new Date(Date.now() - this.hosts.staleMs)])).map(
         (h) => h.host_id,

@@ -51,6 +51,18 @@ interface Row extends VmRow {
 
 const PLATFORM_REASONS = new Set(['preempted', 'credits_exhausted']);
 
+/** What one pass over a VM came to: its desired state reached, or something it must wait for first. */
+type Outcome = { done: true } | { done: false; waitingFor: string };
+const DONE: Outcome = { done: true };
+
+/** Retry delays of a VM that cannot proceed yet: 250 ms doubling to 30 s. */
+export function retryDelayMs(attempts: number): number {
+  return Math.min(30_000, 250 * 2 ** Math.min(attempts, 7));
+}
+
+/** The part of a row a customer changes: a new request on a waiting VM is acted on at once. */
+const generation = (row: Row) => `${row.desired_state}:${row.restart_requested}:${row.reprovision_requested}`;
+
 export class Reconciler {
   readonly owner: string;
   private readonly inflight = new Map<string, Promise<void>>();
@@ -58,8 +70,12 @@ export class Reconciler {
   private meterTimer?: NodeJS.Timeout;
   private heartbeatTimer?: NodeJS.Timeout;
   private running = false;
+  private stopped = false;
   private ticking?: Promise<void>;
   private again = false;
+  private scheduled?: NodeJS.Immediate;
+  /** VMs that could not proceed: not taken again before `at`, unless their generation changes. */
+  private readonly waits = new Map<string, { at: number; attempts: number; generation: string; waitingFor: string }>();
   private boots = 0;
   private readonly bootQueue: Array<() => void> = [];
 
@@ -80,18 +96,18 @@ export class Reconciler {
     ]);
     const rows = await db.query<Row>('SELECT * FROM vms WHERE host_id = $1 AND disks_removed_at IS NULL', [hostId]);
     const known = new Set(rows.map((r) => r.vm_id));
-    let adopted = 0;
-    for (const row of rows) {
-      if (await driver.adopt(row.vm_id)) adopted++;
-    }
+    // All at once: a guest killed mid-boot makes its adoption wait for its agent's answer.
+    const adopted = (await Promise.all(rows.map((row) => driver.adopt(row.vm_id)))).filter(Boolean).length;
     // A directory without a row (its create rolled back, or its row is gone): stop and remove it.
-    for (const dir of await driver.listVmDirs()) {
-      if (!known.has(dir)) {
+    const orphans = (await driver.listVmDirs()).filter((dir) => !known.has(dir));
+    await Promise.all(
+      orphans.map((dir) => {
         log.warn({ vm_id: dir }, 'removing a VM directory that no VM row owns');
-        await driver.destroy(dir);
-      }
-    }
+        return driver.destroy(dir);
+      }),
+    );
     if (adopted) log.info({ adopted }, 're-adopted running VMs');
+    if (this.stopped) return;
     this.running = true;
     this.timer = setInterval(() => this.kick(), this.o.intervalMs ?? 1000);
     this.meterTimer = setInterval(() => void this.meterAll(), this.o.meterIntervalMs ?? 10_000);
@@ -104,31 +120,53 @@ export class Reconciler {
 
   /** Stops the loop and waits for actions in flight; the VMs keep running. */
   async stop(): Promise<void> {
+    this.stopped = true;
     this.running = false;
     clearInterval(this.timer);
     clearInterval(this.meterTimer);
     clearInterval(this.heartbeatTimer);
+    if (this.scheduled) clearImmediate(this.scheduled);
+    this.scheduled = undefined;
     await this.ticking;
     await Promise.allSettled([...this.inflight.values()]);
     await this.meterAll();
   }
 
-  /** Runs a pass soon (and another after the current one, if one is going). */
+  /**
+   * Runs a pass soon (and another after the current one, if one is going). Never synchronously: a
+   * pass starts from the event loop's check phase, so timers, I/O and requests always get a turn.
+   */
   kick(): void {
     if (!this.running) return;
     if (this.ticking) {
       this.again = true;
       return;
     }
-    this.ticking = this.tick()
-      .catch((err) => this.o.log.error({ err }, 'reconcile pass failed'))
-      .finally(() => {
-        this.ticking = undefined;
-        if (this.again) {
-          this.again = false;
-          this.kick();
-        }
-      });
+    this.scheduled ??= setImmediate(() => {
+      this.scheduled = undefined;
+      if (!this.running || this.ticking) return;
+      this.ticking = this.tick()
+        .catch((err) => this.o.log.error({ err }, 'reconcile pass failed'))
+        .finally(() => {
+          this.ticking = undefined;
+          if (this.again) {
+            this.again = false;
+            this.kick();
+          }
+        });
+    });
+  }
+
+  /** Something every waiting VM may have waited for has come (the image): retry them now. */
+  wake(): void {
+    this.waits.clear();
+    this.kick();
+  }
+
+  /** What the VMs of this host that cannot proceed yet are waiting for (readiness reports it). */
+  waiting(): Array<{ vm_id: string; waiting_for: string; retry_in_ms: number }> {
+    const now = Date.now();
+    return [...this.waits].map(([vmId, w]) => ({ vm_id: vmId, waiting_for: w.waitingFor, retry_in_ms: Math.max(0, w.at - now) }));
   }
 
   /** Resolves when no VM of this host needs work and nothing is in flight (tests and benchmarks). */
@@ -146,17 +184,40 @@ export class Reconciler {
 
   private async tick(): Promise<void> {
     const rows = await this.o.db.query<Row>('SELECT * FROM vms WHERE host_id = $1 AND disks_removed_at IS NULL', [this.o.hostId]);
+    const now = Date.now();
     for (const row of rows) {
       if (!this.running) return;
-      if (this.inflight.has(row.vm_id) || !this.needsWork(row)) continue;
-      const p = this.converge(row.vm_id)
-        .catch((err) => this.o.log.error({ err, vm_id: row.vm_id }, 'reconcile failed'))
+      if (this.inflight.has(row.vm_id) || !this.needsWork(row)) {
+        if (!this.inflight.has(row.vm_id)) this.waits.delete(row.vm_id);
+        continue;
+      }
+      const wait = this.waits.get(row.vm_id);
+      if (wait && wait.generation === generation(row) && wait.at > now) continue;
+      const p = this.converge(row)
+        .then(
+          (outcome) => this.recordOutcome(row, outcome),
+          (err) => {
+            this.o.log.error({ err, vm_id: row.vm_id }, 'reconcile failed');
+            this.recordOutcome(row, { done: false, waitingFor: `a retry after an error: ${(err as Error).message}` });
+          },
+        )
         .finally(() => {
           this.inflight.delete(row.vm_id);
           this.kick();
         });
       this.inflight.set(row.vm_id, p);
     }
+  }
+
+  /** A VM that could not proceed is retried later, each time later (the 1 s loop picks it up when due). */
+  private recordOutcome(row: Row, outcome: Outcome): void {
+    if (outcome.done) {
+      this.waits.delete(row.vm_id);
+      return;
+    }
+    const previous = this.waits.get(row.vm_id);
+    const attempts = previous && previous.generation === generation(row) ? previous.attempts + 1 : 0;
+    this.waits.set(row.vm_id, { at: Date.now() + retryDelayMs(attempts), attempts, generation: generation(row), waitingFor: outcome.waitingFor });
   }
 
   needsWork(row: Row): boolean {
@@ -186,25 +247,25 @@ export class Reconciler {
     ]);
   }
 
-  private async converge(vmId: string): Promise<void> {
-    const row = await this.claim(vmId);
-    if (!row) return; // another loop holds it
-    const renew = setInterval(() => void this.claim(vmId).catch(() => undefined), (this.o.leaseMs ?? 60_000) / 3);
+  private async converge(seen: Row): Promise<Outcome> {
+    const row = await this.claim(seen.vm_id);
+    if (!row) return { done: false, waitingFor: 'a lease held by another process' };
+    const renew = setInterval(() => void this.claim(row.vm_id).catch(() => undefined), (this.o.leaseMs ?? 60_000) / 3);
     try {
-      await this.act(row);
+      return await this.act(row);
     } finally {
       clearInterval(renew);
-      await this.release(vmId);
+      await this.release(row.vm_id);
     }
   }
 
-  private async act(row: Row): Promise<void> {
+  private async act(row: Row): Promise<Outcome> {
     const { driver, db, clock } = this.o;
     if (row.desired_state === 'deleted') {
       await driver.destroy(row.vm_id);
       await db.query('UPDATE vms SET disks_removed_at = $2, net_slot = NULL WHERE vm_id = $1', [row.vm_id, clock.now()]);
       this.o.log.info({ vm_id: row.vm_id }, 'VM destroyed, disks removed');
-      return;
+      return DONE;
     }
     if (row.desired_state === 'stopped') {
       if (driver.isRunning(row.vm_id) || (await driver.ownPid(row.vm_id))) {
@@ -217,13 +278,13 @@ export class Reconciler {
         `UPDATE vms SET status = 'stopped', updated_at = $2 WHERE vm_id = $1 AND desired_state = 'stopped' AND status <> 'failed'`,
         [row.vm_id, clock.now()],
       );
-      return;
+      return DONE;
     }
     const reprovision = row.reprovision_requested > row.reprovision_done;
     const restart = row.restart_requested > row.restart_done;
     if (!reprovision && !restart && driver.isRunning(row.vm_id)) {
       await this.markRunning(row, row.image_id, driver.facts(row.vm_id)?.ipv4 ?? null);
-      return;
+      return DONE;
     }
     const imageId = reprovision || !row.image_id ? this.o.currentImageId() : row.image_id;
     let image = await this.o.image(imageId);
@@ -231,7 +292,7 @@ export class Reconciler {
       // The VM's own image is gone from this host: it boots on the current one.
       image = await this.o.image(this.o.currentImageId());
     }
-    if (!image) return; // the image is still being built; the VM waits
+    if (!image) return { done: false, waitingFor: 'the guest image' };
     if (driver.isRunning(row.vm_id) || (await driver.ownPid(row.vm_id))) await driver.stop(row.vm_id);
     if (row.net_slot === null) throw new Error(`${row.vm_id} has no network slot`);
     const spec: VmSpec = {
@@ -271,6 +332,7 @@ export class Reconciler {
         },
         'VM running',
       );
+      return DONE;
     } catch (err) {
       const reason = `boot failed: ${(err as Error).message}`.slice(0, 500);
       await db.query(
@@ -280,6 +342,7 @@ export class Reconciler {
       );
       await this.endMetering(row.vm_id);
       this.o.log.warn({ vm_id: row.vm_id, reason }, 'VM failed to boot');
+      return DONE;
     } finally {
       this.releaseBootSlot();
     }

@@ -292,7 +292,7 @@ export class QemuDriver extends EventEmitter {
       try {
         return await this.launch(spec, snap);
       } catch (err) {
-        this.opts.log?.('resuming from the snapshot failed; booting cold', { vm_id: spec.vmId, snapshot: snap.key, err: (err as Error).message });
+        this.opts.log?.('resuming from the snapshot failed; booting cold', { vm_id: spec.vmId, snapshot: snap.key, err });
         this.snapshots?.failed(snap, err as Error);
       }
     }
@@ -413,7 +413,7 @@ export class QemuDriver extends EventEmitter {
       this.track(vmId, 'cold', pid, qmpCh, agent, facts, new Promise<string>(() => undefined));
       return facts;
     } catch (err) {
-      this.opts.log?.('could not adopt a running VM; stopping it', { vm_id: vmId, err: (err as Error).message });
+      this.opts.log?.('could not adopt a running VM; stopping it', { vm_id: vmId, err });
       await this.killPid(vmId, pid);
       return null;
     }

@@ -152,7 +152,7 @@ export class SnapshotStore implements SnapshotSource {
       this.o.log('snapshot ready', { snapshot: key, shape, build_ms: Date.now() - t0 });
     } catch (err) {
       this.failedAt.set(await this.keyOf(spec), Date.now());
-      this.o.log('building a snapshot failed; VMs of this shape boot cold', { shape, err: (err as Error).message });
+      this.o.log('building a snapshot failed; VMs of this shape boot cold', { shape, err });
     } finally {
       this.building = null;
       this.queued.delete(shape);

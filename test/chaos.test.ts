@@ -1,0 +1,416 @@
+/**
+ * Chaos: random operations against a real `agentvm serve` process with real VMs, `kill -9` of the
+ * server at random moments, restarts on the same data dir, retries of lost answers with the same
+ * Idempotency-Keys; then the invariants every crash must keep.
+ *
+ * Seeded: a failure prints the seed, and AGENTVM_CHAOS_SEED=<seed> runs the same operations and kill
+ * moments again. AGENTVM_CHAOS_ROUNDS sets the rounds (CI's short form: 4; nights: 12 or more).
+ * Runs on PGlite, and on PostgreSQL too when AGENTVM_TEST_DATABASE_URL is set. Needs the guest image
+ * of `npm run test:all` (AGENTVM_TEST_IMAGE_DIR).
+ */
+import { describe, test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import { openDb, type Db } from '../src/store/db.ts';
+import { TIERS } from '../src/domain/plans.ts';
+import { randomBase62 } from '../src/domain/ids.ts';
+import { killQemusUnder, qemuPidsUnder, until } from './helpers.ts';
+
+const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;
+const skip = imageDir ? false : 'needs AGENTVM_TEST_IMAGE_DIR (npm run test:all sets it)';
+const ROUNDS = Number(process.env.AGENTVM_CHAOS_ROUNDS ?? 4);
+const SEED = Number(process.env.AGENTVM_CHAOS_SEED ?? Math.floor(Math.random() * 2 ** 31));
+const BIN = path.resolve('bin/agentvm.js');
+const ADMIN = `avm_admin_chaos_${randomBase62(32)}`;
+
+/** mulberry32: a small seeded generator, so that a seed replays the same run. */
+function seeded(seed: number) {
+  let a = seed >>> 0;
+  const next = () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  return { next, int: (n: number) => Math.floor(next() * n), pick: <T,>(xs: T[]) => xs[Math.floor(next() * xs.length)] };
+}
+
+interface Answer {
+  status: number;
+  body: any;
+  retryAfter: string | null;
+}
+
+/** A money POST: its key and body stay the same however often it is retried. */
+interface MoneyCall {
+  key: string;
+  path: string;
+  body: object;
+  /** vm_ids of every 201 answer for this key (all must be the same). */
+  answers: string[];
+  lost: boolean;
+  tier: boolean;
+}
+
+interface KnownVm {
+  desired: 'running' | 'stopped' | 'deleted';
+  /** The highest persist_runs an echo run has answered (it may only grow). */
+  persistRuns: number;
+  tier: boolean;
+}
+
+type LifecycleOp = 'stop' | 'start' | 'restart' | 'reprovision' | 'destroy';
+
+class Chaos {
+  readonly rng = seeded(SEED);
+  readonly money: MoneyCall[] = [];
+  readonly vms = new Map<string, KnownVm>();
+  /** Lifecycle calls whose answer was lost: issued again after the restart, so the desired state is known. */
+  readonly lostLifecycle: Array<{ vmId: string; op: LifecycleOp }> = [];
+  readonly templates: string[] = [];
+  readonly serverErrors: string[] = [];
+  readonly listenMs: number[] = [];
+  readonly kills: number[] = [];
+  private proc?: ChildProcess;
+  private url = '';
+  private out = '';
+  key = '';
+  tenantId = '';
+  readonly started = Date.now();
+
+  constructor(
+    readonly dataDir: string,
+    readonly env: Record<string, string>,
+  ) {}
+
+  where(): string {
+    return `seed ${SEED} (AGENTVM_CHAOS_SEED=${SEED} AGENTVM_CHAOS_ROUNDS=${ROUNDS} replays it)`;
+  }
+
+  /** Starts the server and waits for its URL; the listen time is the server's own figure (process start → listening). */
+  async start(): Promise<void> {
+    this.out = '';
+    const proc = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--data-dir', this.dataDir], {
+      env: { ...process.env, ...this.env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    this.proc = proc;
+    proc.stdout!.on('data', (d) => (this.out += d));
+    proc.stderr!.on('data', (d) => (this.out += d));
+    const line = await new Promise<{ url: string; listen_ms: number }>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`the server did not listen within 60 s:\n${this.out.slice(-3000)}`)), 60_000);
+      const look = () => {
+        const m = /^.*"agentvm is listening".*$/m.exec(this.out);
+        if (!m) return;
+        clearTimeout(timer);
+        proc.stdout!.off('data', look);
+        resolve(JSON.parse(m[0]));
+      };
+      proc.stdout!.on('data', look);
+      proc.once('exit', (code) => reject(new Error(`the server exited (${code}) before listening:\n${this.out.slice(-3000)}`)));
+    });
+    this.url = line.url;
+    this.listenMs.push(line.listen_ms);
+  }
+
+  /** kill -9, and wait until the process is gone. */
+  async kill9(): Promise<void> {
+    const proc = this.proc!;
+    if (proc.exitCode !== null || proc.signalCode !== null) return;
+    // Listening never waits for re-adoption: the order of the two lines shows it whatever the machine's speed.
+    const adopted = this.out.indexOf('re-adopted running VMs');
+    assert.ok(adopted === -1 || this.out.indexOf('agentvm is listening') < adopted, `the server listened only after re-adopting VMs; ${this.where()}`);
+    const gone = new Promise((r) => proc.once('exit', r));
+    proc.kill('SIGKILL');
+    await gone;
+    this.kills.push(Date.now());
+  }
+
+  async stop(): Promise<void> {
+    const proc = this.proc;
+    if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
+    const gone = new Promise((r) => proc.once('exit', r));
+    proc.kill('SIGTERM');
+    await gone;
+  }
+
+  log(): string {
+    return this.out;
+  }
+
+  /** One request; a connection the kill cut answers null. Every 5xx but a 503 with Retry-After is recorded. */
+  async call(method: string, p: string, body?: object, headers: Record<string, string> = {}, key = this.key): Promise<Answer | null> {
+    let res: Response;
+    try {
+      res = await fetch(`${this.url}${p}`, {
+        method,
+        headers: { authorization: `Bearer ${key}`, ...(body ? { 'content-type': 'application/json' } : {}), ...headers },
+        body: body ? JSON.stringify(body) : undefined,
+        signal: AbortSignal.timeout(120_000),
+      });
+    } catch {
+      return null;
+    }
+    const text = await res.text().catch(() => null);
+    if (text === null) return null;
+    const retryAfter = res.headers.get('retry-after');
+    if (res.status >= 500 && !(res.status === 503 && retryAfter)) this.serverErrors.push(`${method} ${p} → ${res.status} ${text}`);
+    return { status: res.status, body: text ? JSON.parse(text) : undefined, retryAfter };
+  }
+
+  async setUp(): Promise<void> {
+    const admin = async (method: string, p: string, body: object) => (await this.call(method, p, body, {}, ADMIN))!;
+    const t = await admin('POST', '/v1/admin/tenants', { email: `chaos-${randomBase62(8).toLowerCase()}@example.com` });
+    this.tenantId = t.body.tenant_id;
+    this.key = t.body.api_key;
+    await admin('PUT', `/v1/admin/tenants/${this.tenantId}/card`, { brand: 'visa', last4: '4242' });
+    await admin('POST', `/v1/admin/tenants/${this.tenantId}/credits`, { amount_cents: 100_000 });
+  }
+
+  /** A money POST (create or fork) with its Idempotency-Key; answers the VM id when it got a 201. */
+  async moneyCall(m: MoneyCall): Promise<void> {
+    const res = await this.call('POST', m.path, m.body, { 'idempotency-key': m.key });
+    if (!res) {
+      m.lost = true;
+      return;
+    }
+    m.lost = false;
+    // Refused, nothing charged, nothing made: no room or a template still capturing (503), or a fork
+    // of a template whose capture a kill interrupted (400).
+    if (res.status === 503 || (res.status === 400 && m.path.includes('/fork'))) return;
+    assert.equal(res.status, 201, `${m.path} with key ${m.key}: ${JSON.stringify(res.body)}; ${this.where()}`);
+    m.answers.push(res.body.vm_id);
+    if (!this.vms.has(res.body.vm_id)) this.vms.set(res.body.vm_id, { desired: 'running', persistRuns: 0, tier: m.tier });
+  }
+
+  async lifecycle(vmId: string, op: LifecycleOp): Promise<void> {
+    const res = op === 'destroy' ? await this.call('DELETE', `/v1/api/vms/${vmId}`) : await this.call('POST', `/v1/api/vms/${vmId}/${op}`);
+    if (!res) {
+      this.lostLifecycle.push({ vmId, op });
+      return;
+    }
+    const vm = this.vms.get(vmId)!;
+    if (res.status === 404 && vm.desired === 'deleted') return;
+    assert.equal(res.status, 200, `${op} ${vmId}: ${JSON.stringify(res.body)}; ${this.where()}`);
+    vm.desired = op === 'destroy' ? 'deleted' : op === 'stop' ? 'stopped' : 'running';
+  }
+
+  /** An echo run: its persist_runs is at least one more than the last one answered. */
+  async echo(vmId: string): Promise<void> {
+    const res = await this.call('POST', `/v1/api/vms/${vmId}/run`, { task: 'chaos' });
+    if (!res || res.status === 409 || res.status === 404) return; // cut, or the VM is not running (now)
+    assert.equal(res.status, 200, `run on ${vmId}: ${JSON.stringify(res.body)}; ${this.where()}`);
+    if (res.body.exit_code !== 0) return; // the guest went away under the run
+    const { persist_runs } = JSON.parse(res.body.stdout);
+    const vm = this.vms.get(vmId)!;
+    assert.ok(persist_runs > vm.persistRuns, `persist_runs of ${vmId} went from ${vm.persistRuns} to ${persist_runs}; ${this.where()}`);
+    vm.persistRuns = persist_runs;
+  }
+
+  async capture(vmId: string): Promise<void> {
+    const res = await this.call('POST', `/v1/api/vms/${vmId}/capture`, { visibility: 'private' });
+    if (res?.status === 201) this.templates.push(res.body.template_id);
+  }
+
+  live(): string[] {
+    return [...this.vms].filter(([, v]) => v.desired !== 'deleted').map(([id]) => id);
+  }
+
+  newMoneyCall(round: number, i: number): MoneyCall {
+    const { rng } = this;
+    const fork = this.templates.length > 0 && rng.next() < 0.3;
+    const tier = !fork && rng.next() < 0.25;
+    const m: MoneyCall = {
+      key: `chaos-${SEED}-${round}-${i}`,
+      path: fork ? `/v1/api/templates/${rng.pick(this.templates)}/fork` : '/v1/api/vms',
+      body: fork ? {} : tier ? { harness: 'echo', tier: 'ondemand' } : { harness: 'echo' },
+      answers: [],
+      lost: false,
+      tier,
+    };
+    this.money.push(m);
+    return m;
+  }
+
+  /** One random operation of a round. */
+  operation(round: number, i: number): Promise<void> {
+    const { rng } = this;
+    const live = this.live();
+    const roll = rng.next();
+    if (live.length < 2 || (roll < 0.25 && live.length < 6)) return this.moneyCall(this.newMoneyCall(round, i));
+    const vmId = rng.pick(live);
+    if (roll < 0.6) return this.lifecycle(vmId, rng.pick<LifecycleOp>(['stop', 'start', 'restart', 'reprovision', 'reprovision']));
+    if (roll < 0.85) return this.echo(vmId);
+    if (roll < 0.93) return this.capture(vmId);
+    return this.lifecycle(vmId, 'destroy');
+  }
+
+  /** After a restart: lost money calls again with their keys, lost lifecycle calls again. */
+  async retryLost(): Promise<void> {
+    for (const m of this.money.filter((x) => x.lost)) {
+      await until(`the retry of ${m.key} is answered`, async () => {
+        await this.moneyCall(m);
+        return !m.lost;
+      }, 60_000);
+    }
+    for (const l of this.lostLifecycle.splice(0)) {
+      if (this.vms.get(l.vmId)!.desired !== 'deleted') await this.lifecycle(l.vmId, l.op);
+    }
+  }
+
+  /** A round: start, retry what was lost, random operations at once, kill -9 at a random moment. */
+  async round(round: number): Promise<void> {
+    await this.start();
+    await this.retryLost();
+    const { rng } = this;
+    const ops = 3 + rng.int(4);
+    const killAfter = 100 + rng.int(2400);
+    const running = Array.from({ length: ops }, (_, i) =>
+      new Promise((r) => setTimeout(r, rng.int(400))).then(() => this.operation(round, i)),
+    );
+    await new Promise((r) => setTimeout(r, killAfter));
+    await this.kill9();
+    await Promise.all(running);
+  }
+}
+
+const backends: Array<{ name: 'pglite' | 'postgres'; url?: string }> = [{ name: 'pglite' }];
+if (process.env.AGENTVM_TEST_DATABASE_URL) backends.push({ name: 'postgres', url: process.env.AGENTVM_TEST_DATABASE_URL });
+
+for (const backend of backends) {
+  describe(`chaos: kill -9 during random operations (${backend.name})`, { skip }, () => {
+    const cleanups: Array<() => Promise<void>> = [];
+    after(async () => {
+      for (const c of cleanups.reverse()) await c().catch(() => undefined);
+    });
+
+    test(`${ROUNDS} rounds keep every invariant`, { timeout: 40 * 60_000 }, async () => {
+      const dataDir = await mkdtemp(path.join(tmpdir(), 'agentvm-chaos-'));
+      cleanups.push(async () => {
+        await killQemusUnder(dataDir);
+        await rm(dataDir, { recursive: true, force: true });
+      });
+      let dbUrl: string | undefined;
+      if (backend.url) {
+        const name = `agentvm_chaos_${randomBase62(10).toLowerCase()}`;
+        const admin = new pg.Client({ connectionString: backend.url });
+        await admin.connect();
+        await admin.query(`CREATE DATABASE ${name}`);
+        await admin.end();
+        const u = new URL(backend.url);
+        u.pathname = `/${name}`;
+        dbUrl = u.toString();
+        cleanups.push(async () => {
+          const c = new pg.Client({ connectionString: backend.url });
+          await c.connect();
+          await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+          await c.end();
+        });
+      }
+      const chaos = new Chaos(dataDir, {
+        AGENTVM_ADMIN_TOKEN: ADMIN,
+        AGENTVM_IMAGE_DIR: imageDir!,
+        AGENTVM_IMAGE_BUILD: 'off',
+        AGENTVM_METER_INTERVAL_S: '1',
+        AGENTVM_LOG_LEVEL: 'info',
+        ...(dbUrl ? { DATABASE_URL: dbUrl } : {}),
+      });
+      cleanups.push(() => chaos.stop());
+      process.stderr.write(`chaos on ${backend.name}: ${chaos.where()}\n`);
+
+      // A VM and a template to fork from, before the kills begin.
+      await chaos.start();
+      await chaos.setUp();
+      const first = chaos.newMoneyCall(0, 0);
+      await chaos.moneyCall(first);
+      const seedVm = first.answers[0];
+      await until('the first VM runs', async () => (await chaos.call('GET', `/v1/api/vms/${seedVm}`))?.body.status === 'running');
+      await chaos.echo(seedVm);
+      await chaos.capture(seedVm);
+      await until('the first template is ready', async () => (await chaos.call('GET', `/v1/api/templates/${chaos.templates[0]}`))?.body.status === 'ready');
+      await chaos.kill9();
+
+      for (let r = 1; r <= ROUNDS; r++) await chaos.round(r);
+
+      // The last start: everything lost is asked again, then every VM must reach what was asked of it.
+      await chaos.start();
+      await chaos.retryLost();
+      const settled = await until(
+        'every VM reaches its desired state',
+        async () => {
+          const list = (await chaos.call('GET', '/v1/api/vms'))!.body.data as Array<{ vm_id: string; status: string }>;
+          const byId = new Map(list.map((v) => [v.vm_id, v.status]));
+          for (const [id, vm] of chaos.vms) {
+            const status = byId.get(id) ?? 'deleted';
+            if (status !== vm.desired) return false;
+          }
+          return list;
+        },
+        300_000,
+      ).catch((err) => {
+        throw new Error(`${err.message}: ${JSON.stringify([...chaos.vms])}; ${chaos.where()}\n${chaos.log().slice(-4000)}`);
+      });
+      const running = settled.filter((v) => v.status === 'running').map((v) => v.vm_id);
+      for (const id of running) await chaos.echo(id);
+
+      // One VM per Idempotency-Key: every answer for a key names the same VM, and the tenant has no other.
+      for (const m of chaos.money) {
+        assert.equal(new Set(m.answers).size <= 1, true, `key ${m.key} answered ${m.answers.join(', ')}; ${chaos.where()}`);
+      }
+      const made = new Set(chaos.money.flatMap((m) => m.answers));
+      // QEMU processes equal running VMs; no VM directory without a VM.
+      const vmsDir = path.join(dataDir, 'vms');
+      const qemus = await qemuPidsUnder(`${vmsDir}${path.sep}`);
+      assert.equal(qemus.length, running.length, `${qemus.length} QEMU processes for ${running.length} running VMs; ${chaos.where()}`);
+      const dirs = await readdir(vmsDir).catch(() => [] as string[]);
+      const live = new Set(chaos.live());
+      for (const d of dirs) assert.ok(live.has(d), `the directory of ${d} outlived its VM; ${chaos.where()}`);
+      assert.deepEqual(chaos.serverErrors, [], `server errors; ${chaos.where()}`);
+
+      await chaos.stop();
+      const db: Db = await openDb(dbUrl ? { databaseUrl: dbUrl } : { pgliteDir: path.join(dataDir, 'db') });
+      try {
+        const rows = await db.query<{ vm_id: string; tier: string | null; created_at: Date }>(
+          'SELECT vm_id, tier, created_at FROM vms WHERE tenant_id = $1',
+          [chaos.tenantId],
+        );
+        assert.deepEqual(new Set(rows.map((r) => r.vm_id)), made, `the tenant's VMs are exactly those the keys answered; ${chaos.where()}`);
+        // Ledger: one card charge per plan VM (created or forked); draws never beyond running time.
+        const charges = await db.query<{ vm_id: string; n: number }>(
+          `SELECT vm_id, count(*)::int AS n FROM ledger WHERE tenant_id = $1 AND kind = 'card_charge' GROUP BY vm_id`,
+          [chaos.tenantId],
+        );
+        const charged = new Map(charges.map((c) => [c.vm_id, c.n]));
+        const now = Date.now();
+        for (const vm of rows) {
+          if (!vm.tier) {
+            assert.equal(charged.get(vm.vm_id), 1, `${vm.vm_id} charged ${charged.get(vm.vm_id) ?? 0} times; ${chaos.where()}`);
+            continue;
+          }
+          const [{ drawn }] = await db.query<{ drawn: number }>(
+            `SELECT coalesce(sum(amount_cents), 0)::int AS drawn FROM ledger WHERE vm_id = $1 AND kind = 'credit_draw'`,
+            [vm.vm_id],
+          );
+          const lived = now - new Date(vm.created_at).getTime();
+          const most = Math.ceil((TIERS.ondemand.cents_per_hour * lived) / 3_600_000) + 1;
+          assert.ok(drawn <= most, `${vm.vm_id} drew ${drawn} cents in ${lived} ms of life (at most ${most}); ${chaos.where()}`);
+        }
+        assert.equal(charges.length, rows.filter((r) => !r.tier).length, `a charge without a plan VM; ${chaos.where()}`);
+      } finally {
+        await db.close();
+      }
+      // Listening never waits for the VMs: the server's own figure from process start, on this machine.
+      const worst = Math.max(...chaos.listenMs);
+      process.stderr.write(
+        `chaos on ${backend.name}: ${ROUNDS} rounds, ${chaos.kills.length} kills, ${chaos.money.length} money calls, ${made.size} VMs, ` +
+          `${running.length} running at the end; listen after start: max ${worst} ms, all ${chaos.listenMs.join(' ')} ms; ${chaos.where()}\n`,
+      );
+      assert.ok(worst < 10_000, `a restart took ${worst} ms to listen; ${chaos.where()}`);
+    });
+  });
+}
