@@ -1,19 +1,26 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the test suite needs, when they are missing (needs root for that).
+# Installs the Debian packages agentvm needs, when they are missing (needs root for that).
+#   install-debs.sh          what the test suite needs: the VM packages and a PostgreSQL server
+#   install-debs.sh --vms    what `serve` needs to run VMs (`npm start` runs this first)
 set -euo pipefail
-# postgresql: the second database backend of the tests. The rest runs VMs and builds the guest image:
-# QEMU (microvm), qemu-img, debootstrap, a static busybox and cpio for the initramfs, lz4 for the
-# kernel payload, e2fsprogs for the ext4 images.
-packages=(postgresql qemu-system-x86 qemu-utils debootstrap busybox-static cpio lz4 e2fsprogs)
+# QEMU (microvm) and qemu-img run the VMs; debootstrap, a static busybox, cpio, lz4 and e2fsprogs
+# build the guest image on the first start; util-linux's setpriv ties a golden VM to its server.
+packages=(qemu-system-x86 qemu-utils debootstrap busybox-static cpio lz4 e2fsprogs util-linux)
+# postgresql: the second database backend of the tests.
+[ "${1:-}" = "--vms" ] || packages+=(postgresql)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
-  echo "missing Debian packages: ${missing[*]} (run as root, or install them)" >&2
+  echo "agentvm needs these Debian packages to run VMs: ${missing[*]}" >&2
+  echo "install them as root: apt-get install ${missing[*]}" >&2
+  # Without them the API still serves; /readyz says what is missing.
+  [ "${1:-}" = "--vms" ] && exit 0
   exit 1
 fi
+echo "installing Debian packages: ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

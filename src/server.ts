@@ -132,9 +132,12 @@ export async function startServer(config: Config, log: Logger = createLogger(con
     if (!config.databaseUrl) throw new Error(`role ${config.role} needs DATABASE_URL: API replicas and VM hosts share one PostgreSQL server`);
     if (!config.internalToken) throw new Error(`role ${config.role} needs AGENTVM_INTERNAL_TOKEN, the secret API replicas and VM hosts share`);
   }
+  // Where a slow start goes: the modules (process start → here), the database's open (recovery after a crash).
+  const loadedMs = Math.round(performance.now());
   await mkdir(config.dataDir, { recursive: true, mode: 0o700 });
   // One server per data dir: it holds the embedded database and the VMs' disks.
   const unlock = await lockDataDir(config.dataDir);
+  const opening = performance.now();
   let db: Db;
   try {
     db = await openDb({ databaseUrl: config.databaseUrl, pgliteDir: path.join(config.dataDir, 'db') });
@@ -142,7 +145,10 @@ export async function startServer(config: Config, log: Logger = createLogger(con
     await unlock();
     throw err;
   }
-  log.info({ database: db.kind }, db.kind === 'pglite' ? 'embedded PostgreSQL (PGlite) ready' : 'PostgreSQL server ready');
+  log.info(
+    { database: db.kind, loaded_ms: loadedMs, open_ms: Math.round(performance.now() - opening) },
+    db.kind === 'pglite' ? 'embedded PostgreSQL (PGlite) ready' : 'PostgreSQL server ready',
+  );
   const { services, host, app } = await compose(config, db, log);
 
   const server: ServerType = await new Promise((resolve, reject) => {

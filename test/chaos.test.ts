@@ -11,7 +11,7 @@
 import { describe, test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
@@ -116,6 +116,9 @@ class Chaos {
     });
     this.url = line.url;
     this.listenMs.push(line.listen_ms);
+    // AGENTVM_CHAOS_LOG_DIR keeps each server's log (nights, and a failure to look into).
+    const logDir = process.env.AGENTVM_CHAOS_LOG_DIR;
+    if (logDir) proc.once('exit', () => void writeFile(path.join(logDir, `server-${this.listenMs.length}.log`), this.out));
   }
 
   /** kill -9, and wait until the process is gone. */

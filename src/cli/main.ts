@@ -22,7 +22,14 @@ async function serveUntilSignal(config: ReturnType<typeof loadConfig>): Promise<
   }
 }
 
+/** An error nothing awaited: said plainly, and the process ends non-zero rather than running on half-broken. */
+function exitOnUnhandled(err: unknown): never {
+  process.stderr.write(`agentvm: unexpected error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exit(1);
+}
+
 export async function main(argv: string[]): Promise<void> {
+  process.on('unhandledRejection', exitOnUnhandled);
   const program = new Command('agentvm')
     .description('agentvm: an isolated microVM for every AI coding agent')
     .showHelpAfterError();

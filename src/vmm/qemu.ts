@@ -587,6 +587,19 @@ export interface Machine {
 }
 
 const SETPRIV = '/usr/bin/setpriv';
+const NICE = '/usr/bin/nice';
+/**
+ * Guests run below the control plane: a host whose VMs are busy (boots under TCG take a whole core
+ * each) still answers its API, restarts in seconds and meters on time. `nice` execs QEMU, so every
+ * thread QEMU makes later (its vCPUs) inherits the priority. With the kernel's autogroup scheduling,
+ * a detached QEMU (a session of its own) is a group of its own that competes as an equal whatever
+ * its threads' niceness: the group is niced too.
+ */
+const VM_NICENESS = '19';
+
+async function niceAutogroup(pid: number): Promise<void> {
+  await writeFile(`/proc/${pid}/autogroup`, VM_NICENESS).catch(() => undefined); // no autogroup here: nothing to do
+}
 
 /**
  * Spawns QEMU detached and connects to its QMP, agent and assume sockets. A VM's QEMU outlives this
@@ -596,9 +609,11 @@ const SETPRIV = '/usr/bin/setpriv';
 export async function spawnMachine(qemu: string, f: MachineFiles, args: string[], timeoutMs: number, opts: { dieWithServer?: boolean } = {}): Promise<Machine> {
   for (const p of [f.qmp, f.agent, f.assume, f.pid, f.console]) await rm(p, { force: true });
   const logFd = openSync(f.log, 'a');
-  const [cmd, argv] = opts.dieWithServer && existsSync(SETPRIV) ? [SETPRIV, ['--pdeathsig', 'KILL', '--', qemu, ...args]] : [qemu, args];
+  const niced = existsSync(NICE) ? [NICE, '-n', VM_NICENESS, qemu, ...args] : [qemu, ...args];
+  const [cmd, ...argv] = opts.dieWithServer && existsSync(SETPRIV) ? [SETPRIV, '--pdeathsig', 'KILL', '--', ...niced] : niced;
   const child: ChildProcess = spawn(cmd, argv, { detached: true, stdio: ['ignore', logFd, logFd] });
   closeSync(logFd);
+  if (child.pid) await niceAutogroup(child.pid);
   let exitInfo: { code: number | null; signal: NodeJS.Signals | null } | undefined;
   const childExit = new Promise<void>((resolve) => {
     child.once('exit', (code, signal) => ((exitInfo = { code, signal }), resolve()));
