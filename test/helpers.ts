@@ -73,7 +73,14 @@ export interface TestApp {
 
 export async function createTestApp(
   backend: { name: string; url?: string },
-  opts: { clock?: Clock; rateLimit?: { perSecond: number; burst: number }; driver?: () => Promise<DriverProbe>; mailer?: Mailer } = {},
+  opts: {
+    clock?: Clock;
+    rateLimit?: { perSecond: number; burst: number };
+    driver?: () => Promise<DriverProbe>;
+    mailer?: Mailer;
+    /** Stands in for a VM host's capturer, so that a capture is accepted without QEMU. */
+    capture?: (templateId: string) => void;
+  } = {},
 ): Promise<TestApp> {
   const { db, drop } = await freshDb(backend);
   const logs: string[] = [];
@@ -83,7 +90,11 @@ export async function createTestApp(
       cb();
     },
   });
-  const services = buildServices(buildCoreServices(db, { clock: opts.clock }), { driver: opts.driver ?? usableDriver }, { mailer: opts.mailer });
+  const services = buildServices(
+    buildCoreServices(db, { clock: opts.clock }),
+    { driver: opts.driver ?? usableDriver, capture: opts.capture },
+    { mailer: opts.mailer },
+  );
   const adminToken = `avm_admin_${randomBase62(40)}`;
   const app = buildApp({
     services,

@@ -59,6 +59,16 @@ test('every error status an operation answers with is in the document', async ()
   );
 });
 
+test('a fork answers its tier (null for a plan VM); the owner-only scrub_report is nullable', async () => {
+  const { schemas } = (await t.request('GET', '/v1/api/openapi.json')).body.components;
+  assert.deepEqual(schemas.ForkResponse.required.sort(), ['status', 'template_id', 'tier', 'vm_id']);
+  assert.deepEqual(schemas.ForkResponse.properties.tier.type, ['string', 'null']);
+  const scrub = schemas.Template.properties.scrub_report;
+  assert.ok(scrub.type.includes('null'), JSON.stringify(scrub));
+  assert.match(scrub.description, /owner/);
+  assert.ok(!schemas.Template.required.includes('scrub_report'), 'other tenants never see it');
+});
+
 test('the document is rendered for people at /docs', async () => {
   const res = await t.request('GET', '/docs');
   assert.equal(res.status, 200);

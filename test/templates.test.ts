@@ -3,12 +3,16 @@ import assert from 'node:assert/strict';
 import { backends, createTestApp, insertVm, type TestApp } from './helpers.ts';
 import { randomBase62 } from '../src/domain/ids.ts';
 
-async function insertTemplate(t: TestApp, owner: string | null, f: { slug: string; visibility: 'public' | 'private'; name?: string; tags?: string[]; forks?: number; harness?: string }) {
+async function insertTemplate(
+  t: TestApp,
+  owner: string | null,
+  f: { slug: string; visibility: 'public' | 'private'; name?: string; tags?: string[]; forks?: number; harness?: string; scrubReport?: object },
+) {
   const id = `tpl_${randomBase62(22)}`;
   await t.db.query(
-    `INSERT INTO templates (template_id, tenant_id, slug, name, description, harness, visibility, tags, forks, status)
-     VALUES ($1, $2, $3, $4, 'a workspace', $5, $6, $7, $8, 'ready')`,
-    [id, owner, f.slug, f.name ?? f.slug, f.harness ?? 'echo', f.visibility, f.tags ?? [], f.forks ?? 0],
+    `INSERT INTO templates (template_id, tenant_id, slug, name, description, harness, visibility, tags, forks, status, scrub_report)
+     VALUES ($1, $2, $3, $4, 'a workspace', $5, $6, $7, $8, 'ready', $9)`,
+    [id, owner, f.slug, f.name ?? f.slug, f.harness ?? 'echo', f.visibility, f.tags ?? [], f.forks ?? 0, f.scrubReport ? JSON.stringify(f.scrubReport) : null],
   );
   return id;
 }
@@ -16,8 +20,9 @@ async function insertTemplate(t: TestApp, owner: string | null, f: { slug: strin
 for (const backend of backends()) {
   describe(`templates and lifecycle reads on ${backend.name}`, () => {
     let t: TestApp;
+    const captured: string[] = [];
     before(async () => {
-      t = await createTestApp(backend);
+      t = await createTestApp(backend, { capture: (templateId) => captured.push(templateId) });
     });
     after(() => t.close());
 
@@ -81,6 +86,36 @@ for (const backend of backends()) {
       assert.match(small.body.message, /plan.*50 GiB.*10 GiB/);
       const charges = await t.db.query(`SELECT 1 FROM ledger WHERE tenant_id = $1`, [c.tenantId]);
       assert.equal(charges.length, 0);
+    });
+
+    test('the owner always sees scrub_report (null while capturing and when private); other tenants never see the field', async () => {
+      const a = await t.tenant();
+      const b = await t.tenant();
+      const vmId = await insertVm(t.db, a.tenantId, { status: 'running' });
+      const capture = await t.request('POST', `/v1/api/vms/${vmId}/capture`, { key: a.key, body: { visibility: 'public', name: 'Scrub report lab' } });
+      assert.equal(capture.status, 201, capture.text);
+      assert.equal(capture.body.status, 'capturing');
+      assert.ok('scrub_report' in capture.body, 'the owner sees the field while capturing');
+      assert.equal(capture.body.scrub_report, null);
+      assert.ok(captured.includes(capture.body.template_id));
+      assert.equal((await t.request('GET', `/v1/api/templates/${capture.body.template_id}`, { key: a.key })).body.scrub_report, null);
+
+      const priv = await insertTemplate(t, a.tenantId, { slug: 'scrub-private', visibility: 'private' });
+      const privOwned = await t.request('GET', `/v1/api/templates/${priv}`, { key: a.key });
+      assert.ok('scrub_report' in privOwned.body);
+      assert.equal(privOwned.body.scrub_report, null);
+
+      const report = { removed: ['home/.ssh/id_ed25519'], redacted: [{ path: 'workspace/app/main.js', count: 1 }] };
+      const pub = await insertTemplate(t, a.tenantId, { slug: 'scrub-public', visibility: 'public', scrubReport: report });
+      assert.deepEqual((await t.request('GET', `/v1/api/templates/${pub}`, { key: a.key })).body.scrub_report, report);
+      const seen = await t.request('GET', `/v1/api/templates/${pub}`, { key: b.key });
+      assert.equal(seen.status, 200);
+      assert.ok(!('scrub_report' in seen.body), 'another tenant never sees the field');
+      const listed = (await t.request('GET', '/v1/api/templates?q=scrub&sort=new', { key: b.key })).body.data;
+      assert.ok(listed.some((x: any) => x.template_id === pub));
+      assert.ok(listed.every((x: any) => !('scrub_report' in x)));
+      const owned = (await t.request('GET', '/v1/api/templates?limit=100', { key: a.key })).body.data.filter((x: any) => x.owned);
+      assert.deepEqual(new Map(owned.map((x: any) => [x.template_id, x.scrub_report])), new Map([[capture.body.template_id, null], [priv, null], [pub, report]]));
     });
 
     test('lifecycle calls set the desired state and answer the VM; no-ops stay no-ops', async () => {

@@ -235,7 +235,7 @@ for (const backend of backends()) {
       const other = await t.tenant({ card: '4242' });
       const fork = await t.request('POST', '/v1/api/templates/echo-workspace/fork', { key: owner.key, body: {}, headers: { 'idempotency-key': 'fork-1' } });
       assert.equal(fork.status, 201, fork.text);
-      assert.equal(fork.body.template_id, 'tpl_starterecho00000000000');
+      assert.deepEqual(fork.body, { vm_id: fork.body.vm_id, status: 'provisioning', tier: null, template_id: 'tpl_starterecho00000000000' });
       const again = await t.request('POST', '/v1/api/templates/echo-workspace/fork', { key: owner.key, body: {}, headers: { 'idempotency-key': 'fork-1' } });
       assert.equal(again.body.vm_id, fork.body.vm_id);
       assert.deepEqual(await ledger(owner.tenantId), [{ kind: 'card_charge', amount_cents: 1900, vm_id: fork.body.vm_id }]);

@@ -46,7 +46,8 @@ export function presentTemplate(t: TemplateRow, tenantId: string): z.input<typeo
     size_bytes: t.size_bytes,
     status: t.status,
     created_at: iso(t.created_at),
-    ...(owned && t.scrub_report ? { scrub_report: t.scrub_report } : {}),
+    // The owner always sees the field (null until a public capture is scrubbed); nobody else ever does.
+    ...(owned ? { scrub_report: t.scrub_report } : {}),
   };
 }
 

@@ -116,6 +116,12 @@ export const RunTaskResult = z
   })
   .meta({ id: 'RunTaskResult' });
 
+/** What a public capture took out of the copy (src/guest/scrub.ts). */
+const ScrubReport = z.object({
+  removed: z.array(z.string()).meta({ description: 'Paths deleted from the copy' }),
+  redacted: z.array(z.object({ path: z.string(), count: z.int() })).meta({ description: 'Files in which secrets were replaced, and how many' }),
+});
+
 export const Template = z
   .object({
     template_id: z.string(),
@@ -131,10 +137,9 @@ export const Template = z
     size_bytes: z.int(),
     status: z.enum(['capturing', 'ready', 'failed']),
     created_at: timestamp,
-    scrub_report: z
-      .unknown()
-      .optional()
-      .meta({ description: 'Owner only: what a public capture removed or redacted' }),
+    scrub_report: ScrubReport.nullable().optional().meta({
+      description: 'Present only for the owner: what a public capture removed or redacted; null while capturing and for a private template',
+    }),
   })
   .meta({ id: 'Template' });
 
@@ -162,7 +167,12 @@ export const ForkRequest = z
   .meta({ id: 'ForkRequest' });
 
 export const ForkResponse = z
-  .object({ vm_id: z.string(), status: VmStatus, tier: z.string().optional(), template_id: z.string() })
+  .object({
+    vm_id: z.string(),
+    status: VmStatus,
+    tier: tier.nullable().meta({ description: "The new VM's tier; null for a plan VM" }),
+    template_id: z.string(),
+  })
   .meta({ id: 'ForkResponse' });
 
 export const CaptureRequest = z

@@ -1,4 +1,5 @@
 import { Command } from 'commander';
+import { EXIT, exitCodeForStatus } from './exitCodes.ts';
 
 /** `agentvm admin …`: the operator API over HTTP (AGENTVM_BASE_URL, AGENTVM_ADMIN_TOKEN). */
 export function adminCommands(): Command {
@@ -6,7 +7,7 @@ export function adminCommands(): Command {
   const call = async (method: string, path: string, body?: unknown, json = false) => {
     const base = (process.env.AGENTVM_BASE_URL || 'http://127.0.0.1:8080').replace(/\/+$/, '');
     const token = process.env.AGENTVM_ADMIN_TOKEN;
-    if (!token) fail('AGENTVM_ADMIN_TOKEN is not set (the server writes one to <data-dir>/admin-token)', 2);
+    if (!token) fail('AGENTVM_ADMIN_TOKEN is not set (the server writes one to <data-dir>/admin-token)', EXIT.usage);
     let res: Response;
     try {
       res = await fetch(`${base}${path}`, {
@@ -15,11 +16,11 @@ export function adminCommands(): Command {
         body: body ? JSON.stringify(body) : undefined,
       });
     } catch (err) {
-      fail(`cannot reach ${base}: ${(err as Error).message}`, 7);
+      fail(`cannot reach ${base}: ${(err as Error).message}`, EXIT.unreachable);
     }
     const payload = (await res.json().catch(() => ({}))) as Record<string, unknown>;
     if (!res.ok) {
-      fail(`${payload.error ?? res.status}: ${payload.message ?? ''}${payload.hint ? `\nhint: ${payload.hint}` : ''}`, res.status === 401 ? 3 : 1);
+      fail(`${payload.error ?? res.status}: ${payload.message ?? ''}${payload.hint ? `\nhint: ${payload.hint}` : ''}`, exitCodeForStatus(res.status));
     }
     if (json) process.stdout.write(`${JSON.stringify(payload, null, 2)}\n`);
     else for (const [k, v] of Object.entries(payload)) process.stdout.write(`${k}: ${v === null ? '-' : v}\n`);
@@ -64,7 +65,7 @@ export function adminCommands(): Command {
     .addHelpText('after', '\nExample:\n  agentvm admin credits add --tenant ten_… --cents 5000')
     .action((o: { tenant: string; cents: string; json?: boolean }) => {
       const cents = Number(o.cents);
-      if (!Number.isInteger(cents) || cents <= 0) fail('--cents must be a positive whole number', 4);
+      if (!Number.isInteger(cents) || cents <= 0) fail('--cents must be a positive whole number', EXIT.invalid);
       return call('POST', `/v1/admin/tenants/${encodeURIComponent(o.tenant)}/credits`, { amount_cents: cents }, o.json);
     });
   return admin;

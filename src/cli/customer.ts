@@ -19,34 +19,13 @@ import {
   type ApiClient,
   type Schemas,
 } from '../client/client.ts';
+import { ERROR_STATUS, type ErrorCode } from '../domain/errors.ts';
+import { EXIT, exitCodeForStatus } from './exitCodes.ts';
 
-/** Exit codes, one per kind of failure, so that scripts can tell them apart. */
-export const EXIT = { ok: 0, usage: 2, auth: 3, invalid: 4, payment: 5, notFound: 6, unreachable: 7, conflict: 8, server: 9 } as const;
-
-export function exitCodeFor(code: string): number {
-  switch (code) {
-    case 'unauthorized':
-    case 'read_only_key':
-      return EXIT.auth;
-    case 'invalid_request':
-    case 'payload_too_large':
-    case 'unsupported_media_type':
-    case 'method_not_allowed':
-      return EXIT.invalid;
-    case 'card_required':
-    case 'card_declined':
-    case 'insufficient_credits':
-      return EXIT.payment;
-    case 'not_found':
-      return EXIT.notFound;
-    case 'unreachable':
-      return EXIT.unreachable;
-    case 'vm_not_running':
-    case 'idempotency_conflict':
-      return EXIT.conflict;
-    default:
-      return EXIT.server;
-  }
+/** A failure's exit code: by the HTTP status it came with, else the one its code stands for; `unreachable` had no answer. */
+function exitCodeFor(err: ClientError): number {
+  if (err.code === 'unreachable') return EXIT.unreachable;
+  return exitCodeForStatus(err.status ?? ERROR_STATUS[err.code as ErrorCode]);
 }
 
 interface Out {
@@ -89,7 +68,7 @@ function action<A extends unknown[]>(fn: (...args: A) => Promise<void>): (...arg
     } catch (err) {
       if (err instanceof ClientError) {
         process.stderr.write(`error: ${err.code}${err.message ? `: ${err.message}` : ''}\n${err.hint ? `hint: ${err.hint}\n` : ''}`);
-        process.exit(exitCodeFor(err.code));
+        process.exit(exitCodeFor(err));
       }
       throw err;
     }

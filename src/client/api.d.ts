@@ -550,13 +550,25 @@ export interface components {
              * @description RFC 3339 UTC timestamp
              */
             created_at: string;
-            /** @description Owner only: what a public capture removed or redacted */
-            scrub_report?: unknown;
+            /** @description Present only for the owner: what a public capture removed or redacted; null while capturing and for a private template */
+            scrub_report?: {
+                /** @description Paths deleted from the copy */
+                removed: string[];
+                /** @description Files in which secrets were replaced, and how many */
+                redacted: {
+                    path: string;
+                    count: number;
+                }[];
+            } | null;
         };
         ForkResponse: {
             vm_id: string;
             status: components["schemas"]["VMStatus"];
-            tier?: string;
+            /**
+             * @description The new VM's tier; null for a plan VM
+             * @enum {string|null}
+             */
+            tier: "ondemand" | "spot" | null;
             template_id: string;
         };
         ForkRequest: {

@@ -2,6 +2,7 @@ import type { Db, Queryable } from '../store/db.ts';
 import type { Clock } from './clock.ts';
 import { ApiError, notFound } from './errors.ts';
 import { newId } from './ids.ts';
+import type { ScrubReport } from '../guest/scrub.ts';
 
 export interface TemplateRow {
   template_id: string;
@@ -17,7 +18,8 @@ export interface TemplateRow {
   stars: number;
   size_bytes: number;
   status: 'capturing' | 'ready' | 'failed';
-  scrub_report: unknown;
+  /** Set when a public capture is ready; null while capturing and for a private template. */
+  scrub_report: ScrubReport | null;
   created_at: Date;
 }
 

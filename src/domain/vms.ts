@@ -53,6 +53,8 @@ export interface VmOrder {
 export interface ForkResult {
   vm_id: string;
   status: 'provisioning';
+  /** Null for a plan VM, which every fork is today. */
+  tier: TierId | null;
   template_id: string;
 }
 
@@ -202,7 +204,7 @@ export class VmService {
           cycle: 'monthly',
         });
         await tx.query('UPDATE templates SET forks = forks + 1 WHERE template_id = $1', [template.template_id]);
-        return { status: 201, body: { vm_id: vmId, status: 'provisioning' as const, template_id: template.template_id } };
+        return { status: 201, body: { vm_id: vmId, status: 'provisioning' as const, tier: order.tier, template_id: template.template_id } };
       }),
     );
     this.onChange();
