@@ -75,82 +75,86 @@ class Chaos {
   readonly templates: string[] = [];
   readonly serverErrors: string[] = [];
   readonly listenMs: number[] = [];
-  readonly kills: number[] = [];
-  private proc?: ChildProcess;
-  private url = '';
-  private out = '';
+  readonly kills: string[] = [];
   key = '';
   tenantId = '';
-  readonly started = Date.now();
 
-  constructor(
-    readonly dataDir: string,
-    readonly env: Record<string, string>,
-  ) {}
+  /** `procs[0]` answers the API (role all, or an API replica); the others are VM hosts (the scale-out form). */
+  constructor(readonly procs: Proc[]) {}
+
+  get api(): Proc {
+    return this.procs[0];
+  }
 
   where(): string {
     return `seed ${SEED} (AGENTVM_CHAOS_SEED=${SEED} AGENTVM_CHAOS_ROUNDS=${ROUNDS} replays it)`;
   }
 
-  /** Starts the server and waits for its URL; the listen time is the server's own figure (process start → listening). */
-  async start(): Promise<void> {
-    this.out = '';
-    const proc = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--data-dir', this.dataDir], {
-      env: { ...process.env, ...this.env },
+  /** Starts a process and waits for its URL; the listen time is its own figure (process start → listening). */
+  async start(p: Proc): Promise<void> {
+    p.out = '';
+    const proc = spawn(process.execPath, [BIN, ...p.args, '--port', '0', '--data-dir', p.dir], {
+      env: { ...process.env, ...p.env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
-    this.proc = proc;
-    proc.stdout!.on('data', (d) => (this.out += d));
-    proc.stderr!.on('data', (d) => (this.out += d));
+    p.proc = proc;
+    proc.stdout!.on('data', (d) => (p.out += d));
+    proc.stderr!.on('data', (d) => (p.out += d));
     const line = await new Promise<{ url: string; listen_ms: number }>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`the server did not listen within 60 s:\n${this.out.slice(-3000)}`)), 60_000);
+      const timer = setTimeout(() => reject(new Error(`${p.name} did not listen within 60 s:\n${p.out.slice(-3000)}`)), 60_000);
       const look = () => {
-        const m = /^.*"agentvm is listening".*$/m.exec(this.out);
+        const m = /^.*"agentvm is listening".*$/m.exec(p.out);
         if (!m) return;
         clearTimeout(timer);
         proc.stdout!.off('data', look);
         resolve(JSON.parse(m[0]));
       };
       proc.stdout!.on('data', look);
-      proc.once('exit', (code) => reject(new Error(`the server exited (${code}) before listening:\n${this.out.slice(-3000)}`)));
+      proc.once('exit', (code) => reject(new Error(`${p.name} exited (${code}) before listening:\n${p.out.slice(-3000)}`)));
     });
-    this.url = line.url;
+    p.url = line.url;
     this.listenMs.push(line.listen_ms);
-    // AGENTVM_CHAOS_LOG_DIR keeps each server's log (nights, and a failure to look into).
+    // AGENTVM_CHAOS_LOG_DIR keeps each process's log (nights, and a failure to look into).
     const logDir = process.env.AGENTVM_CHAOS_LOG_DIR;
-    if (logDir) proc.once('exit', () => void writeFile(path.join(logDir, `server-${this.listenMs.length}.log`), this.out));
+    const n = this.listenMs.length;
+    if (logDir) proc.once('exit', () => void writeFile(path.join(logDir, `${p.name}-${n}.log`), p.out));
   }
 
   /** kill -9, and wait until the process is gone. */
-  async kill9(): Promise<void> {
-    const proc = this.proc!;
+  async kill9(p: Proc): Promise<void> {
+    const proc = p.proc!;
     if (proc.exitCode !== null || proc.signalCode !== null) return;
     // Listening never waits for re-adoption: the order of the two lines shows it whatever the machine's speed.
-    const adopted = this.out.indexOf('re-adopted running VMs');
-    assert.ok(adopted === -1 || this.out.indexOf('agentvm is listening') < adopted, `the server listened only after re-adopting VMs; ${this.where()}`);
+    const adopted = p.out.indexOf('re-adopted running VMs');
+    assert.ok(adopted === -1 || p.out.indexOf('agentvm is listening') < adopted, `${p.name} listened only after re-adopting VMs; ${this.where()}`);
     const gone = new Promise((r) => proc.once('exit', r));
     proc.kill('SIGKILL');
     await gone;
-    this.kills.push(Date.now());
+    this.kills.push(p.name);
   }
 
-  async stop(): Promise<void> {
-    const proc = this.proc;
-    if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
-    const gone = new Promise((r) => proc.once('exit', r));
-    proc.kill('SIGTERM');
-    await gone;
+  down(p: Proc): boolean {
+    return !p.proc || p.proc.exitCode !== null || p.proc.signalCode !== null;
+  }
+
+  async stopAll(): Promise<void> {
+    for (const p of this.procs) {
+      if (this.down(p)) continue;
+      const gone = new Promise((r) => p.proc!.once('exit', r));
+      p.proc!.kill('SIGTERM');
+      await gone;
+    }
   }
 
   log(): string {
-    return this.out;
+    return this.procs.map((p) => `--- ${p.name}\n${p.out.slice(-3000)}`).join('\n');
   }
 
   /** One request; a connection the kill cut answers null. Every 5xx but a 503 with Retry-After is recorded. */
   async call(method: string, p: string, body?: object, headers: Record<string, string> = {}, key = this.key): Promise<Answer | null> {
     let res: Response;
     try {
-      res = await fetch(`${this.url}${p}`, {
+      res = await fetch(`${this.api.url}${p}`, {
         method,
         headers: { authorization: `Bearer ${key}`, ...(body ? { 'content-type': 'application/json' } : {}), ...headers },
         body: body ? JSON.stringify(body) : undefined,
@@ -266,27 +270,63 @@ class Chaos {
     }
   }
 
-  /** A round: start, retry what was lost, random operations at once, kill -9 at a random moment. */
+  /** A round: bring back what the last one killed, retry what was lost, random operations at once, kill -9 at a random moment. */
   async round(round: number): Promise<void> {
-    await this.start();
+    for (const p of this.procs) if (this.down(p)) await this.start(p);
     await this.retryLost();
     const { rng } = this;
     const ops = 3 + rng.int(4);
     const killAfter = 100 + rng.int(2400);
+    const victim = rng.pick(this.procs);
     const running = Array.from({ length: ops }, (_, i) =>
       new Promise((r) => setTimeout(r, rng.int(400))).then(() => this.operation(round, i)),
     );
     await new Promise((r) => setTimeout(r, killAfter));
-    await this.kill9();
+    await this.kill9(victim);
     await Promise.all(running);
   }
 }
 
-const backends: Array<{ name: 'pglite' | 'postgres'; url?: string }> = [{ name: 'pglite' }];
-if (process.env.AGENTVM_TEST_DATABASE_URL) backends.push({ name: 'postgres', url: process.env.AGENTVM_TEST_DATABASE_URL });
+interface Proc {
+  name: string;
+  args: string[];
+  dir: string;
+  env: Record<string, string>;
+  proc?: ChildProcess;
+  out: string;
+  url?: string;
+}
 
-for (const backend of backends) {
-  describe(`chaos: kill -9 during random operations (${backend.name})`, { skip }, () => {
+const INTERNAL = `avm_internal_${randomBase62(32)}`;
+const pgUrl = process.env.AGENTVM_TEST_DATABASE_URL;
+
+/** The forms: one server on each database; API replica and two VM hosts on PostgreSQL (any of them killed). */
+const forms: Array<{ name: string; backend: 'pglite' | 'postgres'; scaleOut: boolean }> = [{ name: 'one server, PGlite', backend: 'pglite', scaleOut: false }];
+if (pgUrl) {
+  forms.push({ name: 'one server, PostgreSQL', backend: 'postgres', scaleOut: false });
+  forms.push({ name: 'an API replica and two hosts, PostgreSQL', backend: 'postgres', scaleOut: true });
+}
+
+/** A database of its own on the PostgreSQL server, dropped by the cleanup it registers. */
+async function freshPostgres(cleanups: Array<() => Promise<void>>): Promise<string> {
+  const name = `agentvm_chaos_${randomBase62(10).toLowerCase()}`;
+  const admin = new pg.Client({ connectionString: pgUrl });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.end();
+  cleanups.push(async () => {
+    const c = new pg.Client({ connectionString: pgUrl });
+    await c.connect();
+    await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    await c.end();
+  });
+  const u = new URL(pgUrl!);
+  u.pathname = `/${name}`;
+  return u.toString();
+}
+
+for (const form of forms) {
+  describe(`chaos: kill -9 during random operations (${form.name})`, { skip }, () => {
     const cleanups: Array<() => Promise<void>> = [];
     after(async () => {
       for (const c of cleanups.reverse()) await c().catch(() => undefined);
@@ -298,36 +338,27 @@ for (const backend of backends) {
         await killQemusUnder(dataDir);
         await rm(dataDir, { recursive: true, force: true });
       });
-      let dbUrl: string | undefined;
-      if (backend.url) {
-        const name = `agentvm_chaos_${randomBase62(10).toLowerCase()}`;
-        const admin = new pg.Client({ connectionString: backend.url });
-        await admin.connect();
-        await admin.query(`CREATE DATABASE ${name}`);
-        await admin.end();
-        const u = new URL(backend.url);
-        u.pathname = `/${name}`;
-        dbUrl = u.toString();
-        cleanups.push(async () => {
-          const c = new pg.Client({ connectionString: backend.url });
-          await c.connect();
-          await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-          await c.end();
-        });
-      }
-      const chaos = new Chaos(dataDir, {
+      const dbUrl = form.backend === 'postgres' ? await freshPostgres(cleanups) : undefined;
+      const env = {
         AGENTVM_ADMIN_TOKEN: ADMIN,
         AGENTVM_IMAGE_DIR: imageDir!,
         AGENTVM_IMAGE_BUILD: 'off',
         AGENTVM_METER_INTERVAL_S: '1',
         AGENTVM_LOG_LEVEL: 'info',
         ...(dbUrl ? { DATABASE_URL: dbUrl } : {}),
-      });
-      cleanups.push(() => chaos.stop());
-      process.stderr.write(`chaos on ${backend.name}: ${chaos.where()}\n`);
+        ...(form.scaleOut ? { AGENTVM_INTERNAL_TOKEN: INTERNAL, AGENTVM_TEMPLATE_DIR: path.join(dataDir, 'templates'), AGENTVM_HOST_STALE_S: '3' } : {}),
+      };
+      const proc = (name: string, args: string[]): Proc => ({ name, args, dir: path.join(dataDir, name), env, out: '' });
+      const chaos = new Chaos(
+        form.scaleOut ? [proc('api', ['serve', '--role', 'api']), proc('host1', ['host']), proc('host2', ['host'])] : [proc('server', ['serve'])],
+      );
+      const hosts = form.scaleOut ? chaos.procs.slice(1) : chaos.procs;
+      cleanups.push(() => chaos.stopAll());
+      process.stderr.write(`chaos (${form.name}): ${chaos.where()}\n`);
 
       // A VM and a template to fork from, before the kills begin.
-      await chaos.start();
+      for (const p of chaos.procs) await chaos.start(p);
+      await until('a VM host is ready', async () => (await fetch(`${chaos.api.url}/readyz`)).status === 200);
       await chaos.setUp();
       const first = chaos.newMoneyCall(0, 0);
       await chaos.moneyCall(first);
@@ -336,27 +367,26 @@ for (const backend of backends) {
       await chaos.echo(seedVm);
       await chaos.capture(seedVm);
       await until('the first template is ready', async () => (await chaos.call('GET', `/v1/api/templates/${chaos.templates[0]}`))?.body.status === 'ready');
-      await chaos.kill9();
 
       for (let r = 1; r <= ROUNDS; r++) await chaos.round(r);
 
       // The last start: everything lost is asked again, then every VM must reach what was asked of it.
-      await chaos.start();
+      for (const p of chaos.procs) if (chaos.down(p)) await chaos.start(p);
       await chaos.retryLost();
       const settled = await until(
         'every VM reaches its desired state',
         async () => {
-          const list = (await chaos.call('GET', '/v1/api/vms'))!.body.data as Array<{ vm_id: string; status: string }>;
-          const byId = new Map(list.map((v) => [v.vm_id, v.status]));
+          const list = (await chaos.call('GET', '/v1/api/vms'))!.body.data as Array<{ vm_id: string; status: string; status_reason: string | null }>;
+          const byId = new Map(list.map((v) => [v.vm_id, v]));
           for (const [id, vm] of chaos.vms) {
-            const status = byId.get(id) ?? 'deleted';
-            if (status !== vm.desired) return false;
+            const seen = byId.get(id);
+            if ((seen?.status ?? 'deleted') !== vm.desired || seen?.status_reason === 'host_unavailable') return false;
           }
           return list;
         },
         300_000,
       ).catch((err) => {
-        throw new Error(`${err.message}: ${JSON.stringify([...chaos.vms])}; ${chaos.where()}\n${chaos.log().slice(-4000)}`);
+        throw new Error(`${err.message}: ${JSON.stringify([...chaos.vms])}; ${chaos.where()}\n${chaos.log()}`);
       });
       const running = settled.filter((v) => v.status === 'running').map((v) => v.vm_id);
       for (const id of running) await chaos.echo(id);
@@ -367,16 +397,20 @@ for (const backend of backends) {
       }
       const made = new Set(chaos.money.flatMap((m) => m.answers));
       // QEMU processes equal running VMs; no VM directory without a VM.
-      const vmsDir = path.join(dataDir, 'vms');
-      const qemus = await qemuPidsUnder(`${vmsDir}${path.sep}`);
-      assert.equal(qemus.length, running.length, `${qemus.length} QEMU processes for ${running.length} running VMs; ${chaos.where()}`);
-      const dirs = await readdir(vmsDir).catch(() => [] as string[]);
+      let qemus = 0;
       const live = new Set(chaos.live());
-      for (const d of dirs) assert.ok(live.has(d), `the directory of ${d} outlived its VM; ${chaos.where()}`);
+      for (const h of hosts) {
+        const vmsDir = path.join(h.dir, 'vms');
+        qemus += (await qemuPidsUnder(`${vmsDir}${path.sep}`)).length;
+        for (const d of await readdir(vmsDir).catch(() => [] as string[])) {
+          assert.ok(live.has(d), `the directory of ${d} on ${h.name} outlived its VM; ${chaos.where()}`);
+        }
+      }
+      assert.equal(qemus, running.length, `${qemus} QEMU processes for ${running.length} running VMs; ${chaos.where()}`);
       assert.deepEqual(chaos.serverErrors, [], `server errors; ${chaos.where()}`);
 
-      await chaos.stop();
-      const db: Db = await openDb(dbUrl ? { databaseUrl: dbUrl } : { pgliteDir: path.join(dataDir, 'db') });
+      await chaos.stopAll();
+      const db: Db = await openDb(dbUrl ? { databaseUrl: dbUrl } : { pgliteDir: path.join(chaos.api.dir, 'db') });
       try {
         const rows = await db.query<{ vm_id: string; tier: string | null; created_at: Date }>(
           'SELECT vm_id, tier, created_at FROM vms WHERE tenant_id = $1',
@@ -407,10 +441,10 @@ for (const backend of backends) {
       } finally {
         await db.close();
       }
-      // Listening never waits for the VMs: the server's own figure from process start, on this machine.
+      // Listening never waits for the VMs: each process's own figure from its start, on this machine.
       const worst = Math.max(...chaos.listenMs);
       process.stderr.write(
-        `chaos on ${backend.name}: ${ROUNDS} rounds, ${chaos.kills.length} kills, ${chaos.money.length} money calls, ${made.size} VMs, ` +
+        `chaos (${form.name}): ${ROUNDS} rounds, kills ${chaos.kills.join(' ')}, ${chaos.money.length} money calls, ${made.size} VMs, ` +
           `${running.length} running at the end; listen after start: max ${worst} ms, all ${chaos.listenMs.join(' ')} ms; ${chaos.where()}\n`,
       );
       assert.ok(worst < 10_000, `a restart took ${worst} ms to listen; ${chaos.where()}`);
