@@ -1,6 +1,7 @@
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { backends, createTestApp, insertVm, type TestApp } from './helpers.ts';
+import { backends, createTestApp, insertVm, ManualClock, type TestApp } from './helpers.ts';
+import { AUTH_CACHE_MS } from '../src/domain/keys.ts';
 import { CUSTOMER_OPERATIONS } from '../src/api/routes.ts';
 import { isWrite } from '../src/api/operation.ts';
 
@@ -70,10 +71,11 @@ for (const backend of backends()) {
       }
       const raise = await t.request('POST', '/v1/api/keys', { key: read, body: { scope: 'readwrite' } });
       assert.equal(raise.status, 403);
+      // Every read answers the read key; {id} is a VM id, so the one read of a template by id is 404.
       for (const op of CUSTOMER_OPERATIONS.filter((o) => o.audience === 'customer' && !isWrite(o))) {
         const path = op.path.replace('{id}', vmId).replace('{name}', 'echo');
         const res = await t.request('GET', path, { key: read });
-        assert.ok(res.status === 200 || res.status === 404, `${op.operationId} ${res.status}`);
+        assert.equal(res.status, op.operationId === 'getTemplate' ? 404 : 200, `${op.operationId} ${res.text}`);
       }
       assert.equal((await t.request('GET', `/v1/api/vms/${vmId}`, { key: read })).status, 200);
     });
@@ -101,7 +103,7 @@ for (const backend of backends()) {
       assert.equal((await t.request('GET', '/v1/api/whoami', { key: owner.key })).status, 200);
     });
 
-    test('a revoked key is refused within one second', async () => {
+    test('a revoked key is refused at once by the process that revoked it', async () => {
       const tenant = await t.tenant();
       const second = (await t.request('POST', '/v1/api/keys', { key: tenant.key, body: { scope: 'readwrite', label: 'temp' } })).body;
       assert.equal((await t.request('GET', '/v1/api/whoami', { key: second.key })).status, 200);
@@ -116,19 +118,23 @@ for (const backend of backends()) {
     });
 
     test('a key revoked through another process is refused within one second', async () => {
-      const tenant = await t.tenant();
-      const second = (await t.request('POST', '/v1/api/keys', { key: tenant.key, body: { scope: 'read' } })).body;
-      assert.equal((await t.request('GET', '/v1/api/whoami', { key: second.key })).status, 200);
-      // Another replica writes the revocation; this process only sees it through the database.
-      await t.db.query('UPDATE api_keys SET revoked_at = now() WHERE key_id = $1', [second.key_id]);
-      const started = Date.now();
-      let status = 200;
-      while (status === 200 && Date.now() - started < 3000) {
-        status = (await t.request('GET', '/v1/api/whoami', { key: second.key })).status;
-        if (status === 200) await new Promise((r) => setTimeout(r, 50));
+      // The bound is the auth cache's lifetime, on the service's own clock: no wall time is measured.
+      assert.ok(AUTH_CACHE_MS <= 1000, `the auth cache trusts a key for ${AUTH_CACHE_MS} ms`);
+      const clock = new ManualClock();
+      const own = await createTestApp(backend, { clock });
+      try {
+        const tenant = await own.tenant();
+        const second = (await own.request('POST', '/v1/api/keys', { key: tenant.key, body: { scope: 'read' } })).body;
+        assert.equal((await own.request('GET', '/v1/api/whoami', { key: second.key })).status, 200);
+        // Another replica writes the revocation; this process only sees it through the database.
+        await own.db.query('UPDATE api_keys SET revoked_at = now() WHERE key_id = $1', [second.key_id]);
+        clock.t += AUTH_CACHE_MS - 1;
+        assert.equal((await own.request('GET', '/v1/api/whoami', { key: second.key })).status, 200, 'still trusted from the cache');
+        clock.t += 1;
+        assert.equal((await own.request('GET', '/v1/api/whoami', { key: second.key })).status, 401, 'refused once the cache lifetime is over');
+      } finally {
+        await own.close();
       }
-      assert.equal(status, 401);
-      assert.ok(Date.now() - started <= 1000, `refused after ${Date.now() - started} ms`);
     });
   });
 }

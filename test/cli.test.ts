@@ -169,10 +169,21 @@ describe('the CLI and the MCP server against a real server', () => {
     assert.match(list.stdout, /claude-code.*yes/);
     const json = JSON.parse((await cli(['harnesses', 'list', '--json'])).stdout);
     assert.equal(json.default, 'claude-code');
-    for (const args of [['billing', '--json'], ['usage', '--json'], ['templates', 'list', '--json'], ['keys', 'list', '--json'], ['vms', 'list', '--json']]) {
-      const r = await cli(args);
+    // --json prints exactly what the API answers for the same call with the same key.
+    const key = JSON.parse(await readFile(path.join(configHome, 'agentvm', 'config.json'), 'utf8')).api_key;
+    const api = async (p: string) => (await fetch(`${url}${p}`, { headers: { authorization: `Bearer ${key}` } })).json();
+    for (const [args, p] of [
+      [['billing', '--json'], '/v1/api/billing'],
+      [['usage', '--json'], '/v1/api/usage'],
+      [['templates', 'list', '--json'], '/v1/api/templates'],
+      [['keys', 'list', '--json'], '/v1/api/keys'],
+      [['vms', 'list', '--json'], '/v1/api/vms'],
+    ] as const) {
+      const r = await cli([...args]);
       assert.equal(r.code, 0, `${args.join(' ')}: ${r.stderr}`);
-      JSON.parse(r.stdout);
+      // last_used_at moves when a key is used (at most every 10 s): not part of what is compared.
+      const stable = (body: { data?: Array<Record<string, unknown>> }) => JSON.stringify(body, (k, v) => (k === 'last_used_at' ? undefined : v));
+      assert.equal(stable(JSON.parse(r.stdout)), stable(await api(p)), args.join(' '));
     }
     for (const args of [['vms', 'create'], ['vms', 'run'], ['templates', 'fork'], ['keys', 'issue'], ['login'], ['billing']]) {
       const help = await cli([...args, '--help']);

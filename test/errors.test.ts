@@ -1,6 +1,7 @@
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { backends, createTestApp, type TestApp } from './helpers.ts';
+import { CUSTOMER_OPERATIONS } from '../src/api/routes.ts';
 
 for (const backend of backends()) {
   describe(`errors on ${backend.name}`, () => {
@@ -69,6 +70,31 @@ for (const backend of backends()) {
       assert.equal(put.headers.get('allow'), 'GET, HEAD');
       const vms = await t.request('DELETE', '/v1/api/vms', { key });
       assert.equal(vms.headers.get('allow'), 'GET, HEAD, POST');
+    });
+
+    test('every customer operation: 401 without a key, 404 for an unknown id, 415 for a body that is not JSON', async () => {
+      // The smallest valid body of each operation that has one, so that the id is what is wrong.
+      const VALID: Record<string, unknown> = { runVMTask: { task: 'x' }, setVMSecrets: { A: 'b' } };
+      const ops = CUSTOMER_OPERATIONS.filter((o) => o.audience === 'customer');
+      assert.ok(ops.length >= 20);
+      for (const op of ops) {
+        const method = op.method.toUpperCase();
+        const path = op.path.replace(/\{[^}]+\}/g, 'unknown_0123456789');
+        const body = op.body ? (VALID[op.operationId] ?? {}) : undefined;
+        const anonymous = await t.request(method, path, { body });
+        assert.equal(anonymous.status, 401, op.operationId);
+        assert.deepEqual(anonymous.body, { error: 'unauthorized', message: '' }, op.operationId);
+        if (path !== op.path) {
+          const unknown = await t.request(method, path, { key, body });
+          assert.equal(unknown.status, 404, `${op.operationId}: ${unknown.text}`);
+          assert.equal(unknown.body.error, 'not_found', op.operationId);
+        }
+        if (op.body) {
+          const text = await t.request(method, path, { key, raw: 'x=1', headers: { 'content-type': 'text/plain' } });
+          assert.equal(text.status, 415, op.operationId);
+          assert.equal(text.body.error, 'unsupported_media_type', op.operationId);
+        }
+      }
     });
 
     test('413 over 1 MiB, 415 for a body that is not JSON', async () => {

@@ -4,7 +4,7 @@ import pg from 'pg';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import type { ValidateFunction } from 'ajv';
-import { openDb, type Db } from '../src/store/db.ts';
+import { dumpDb, openDb, type Db } from '../src/store/db.ts';
 import type { Mailer } from '../src/domain/login.ts';
 import { buildCoreServices, buildServices, type Services } from '../src/domain/services.ts';
 import { buildApp } from '../src/api/app.ts';
@@ -19,10 +19,25 @@ export function backends(): { name: 'pglite' | 'postgres'; url?: string }[] {
   return url ? [{ name: 'pglite' }, { name: 'postgres', url }] : [{ name: 'pglite' }];
 }
 
+let migratedPglite: Promise<Blob> | undefined;
+
+/** A migrated embedded database, made once per test process: each fresh one starts as its copy (~5× faster than initdb). */
+function migratedDump(): Promise<Blob> {
+  migratedPglite ??= (async () => {
+    const db = await openDb({ pgliteDir: 'memory://' });
+    try {
+      return await dumpDb(db);
+    } finally {
+      await db.close();
+    }
+  })();
+  return migratedPglite;
+}
+
 /** A fresh database on the backend: PGlite in memory, or a new database on the PostgreSQL server. */
 export async function freshDb(backend: { name: string; url?: string }): Promise<{ db: Db; drop: () => Promise<void> }> {
   if (!backend.url) {
-    const db = await openDb({ pgliteDir: 'memory://' });
+    const db = await openDb({ pgliteDir: 'memory://', pgliteDump: await migratedDump() });
     return { db, drop: () => db.close() };
   }
   const name = `agentvm_test_${randomBase62(12).toLowerCase()}`;
@@ -45,7 +60,7 @@ export async function freshDb(backend: { name: string; url?: string }): Promise<
   };
 }
 
-/** The VM driver as the API sees it; the real probe has its own test in driver.test.ts. */
+/** The VM driver as the API sees it; the real probe is tested in server.test.ts. */
 export const usableDriver = async (): Promise<DriverProbe> => ({ usable: true, accel: 'tcg', qemu: '/usr/bin/qemu-system-x86_64', detail: 'tcg: test' });
 
 export interface TestResponse {
@@ -227,6 +242,14 @@ export async function insertVm(
       status === 'running' ? '10.0.2.15' : null, fields.deleted ? new Date() : null],
   );
   return vmId;
+}
+
+/** A clock a test moves by hand (one per test: tests never share one). */
+export class ManualClock implements Clock {
+  constructor(public t = Date.parse('2026-11-01T00:00:00Z')) {}
+  now(): Date {
+    return new Date(this.t);
+  }
 }
 
 /** Polls `fn` every 200 ms until it answers something truthy; fails with the last error after `ms`. */

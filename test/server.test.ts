@@ -5,7 +5,7 @@ import { mkdtemp, readFile, stat, rm } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { chooseAccel, probeDriver } from '../src/vmm/probe.ts';
+import { accelFor, chooseAccel, probeDriver } from '../src/vmm/probe.ts';
 
 const run = promisify(execFile);
 const BIN = path.resolve('bin/agentvm.js');
@@ -104,14 +104,20 @@ test('a newcomer: serve, create a tenant, card and credits with the admin CLI, t
   }
 });
 
-test('the driver probe: TCG on a CPU without vmx/svm, and the choice is named', async () => {
-  const cpuinfo = await readFile('/proc/cpuinfo', 'utf8');
-  const hardware = /^flags\s*:.*\b(vmx|svm)\b/m.test(cpuinfo);
-  const { accel, why } = await chooseAccel();
-  if (!hardware) assert.equal(accel, 'tcg');
-  assert.ok(why.length > 0);
+test('the driver probe: KVM only with vmx/svm and an accessible /dev/kvm, else TCG, and the choice is named', async () => {
+  const intel = 'processor\t: 0\nflags\t\t: fpu vme de pse tsc msr vmx ept\n';
+  const amd = 'processor\t: 0\nflags\t\t: fpu vme svm npt\n';
+  const pvm = 'processor\t: 0\nflags\t\t: fpu vme de pse tsc msr hypervisor\nvmx flags\t: none\n';
+  assert.deepEqual(accelFor(intel, true), { accel: 'kvm', why: 'hardware virtualisation and /dev/kvm are available' });
+  assert.equal(accelFor(amd, true).accel, 'kvm');
+  assert.deepEqual(accelFor(intel, false), { accel: 'tcg', why: '/dev/kvm is not accessible' });
+  // A paravirtualised /dev/kvm (PVM) is there, but the CPU flags carry no vmx/svm.
+  assert.deepEqual(accelFor(pvm, true), { accel: 'tcg', why: 'the CPU shows no vmx/svm flag' });
+  // This machine: a missing QEMU is named, a present one is used with the choice above.
   const probe = await probeDriver();
-  assert.equal(probe.usable, probe.qemu !== null);
+  const chosen = await chooseAccel();
+  if (probe.qemu) assert.deepEqual({ usable: probe.usable, accel: probe.accel, detail: probe.detail }, { usable: true, accel: chosen.accel, detail: `${chosen.accel}: ${chosen.why}` });
+  else assert.deepEqual(probe, { usable: false, accel: null, qemu: null, detail: 'qemu-system-x86_64 is not installed' });
 });
 
 /** A tenant with a card on the server at `url`, through the operator API; answers its readwrite key. */

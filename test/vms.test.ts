@@ -2,19 +2,11 @@
  * createVM and destroyVM against the database: money, Idempotency-Key, placement, metering. No QEMU
  * here: a registered host row is enough for the API side; vm-real.test.ts boots real VMs.
  */
-import { describe, test, before, after } from 'node:test';
+import { describe, test, beforeEach, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { backends, createTestApp, type TestApp } from './helpers.ts';
+import { backends, createTestApp, ManualClock, type TestApp } from './helpers.ts';
 import { meterReading, meterVm } from '../src/domain/metering.ts';
-import type { Clock } from '../src/domain/clock.ts';
-
-class ManualClock implements Clock {
-  constructor(public t = Date.parse('2026-11-01T00:00:00Z')) {}
-  now() {
-    return new Date(this.t);
-  }
-}
 
 describe('metering arithmetic', () => {
   test('whatever the readings, the cents drawn equal the running time at the tier rate, rounded down, the rest carried', () => {
@@ -46,19 +38,23 @@ describe('metering arithmetic', () => {
 
 for (const backend of backends()) {
   describe(`creating and destroying VMs on ${backend.name}`, () => {
+    // Each test has its own database, clock and host row: none depends on what another left behind.
     let t: TestApp;
-    const clock = new ManualClock();
+    let clock: ManualClock;
     const host = { host_id: 'host_test', name: 'test', accel: 'tcg', image_id: 'img_test', vcpus_total: 64, memory_mib_total: 64 * 1024, disk_gib_total: 10_000 };
-    before(async () => {
+    beforeEach(async () => {
+      clock = new ManualClock();
       t = await createTestApp(backend, { clock });
+      await t.services.hosts.register(host);
     });
-    after(() => t.close());
+    afterEach(() => t.close());
 
     const ledger = (tenantId: string) =>
       t.db.query<{ kind: string; amount_cents: number; vm_id: string | null }>('SELECT kind, amount_cents, vm_id FROM ledger WHERE tenant_id = $1 ORDER BY entry_id', [tenantId]);
     const vmCount = async (tenantId: string) => (await t.db.query<{ n: number }>('SELECT count(*)::int AS n FROM vms WHERE tenant_id = $1', [tenantId]))[0].n;
 
     test('with no VM host registered, a create is 503 with Retry-After and charges nothing', async () => {
+      await t.db.query('DELETE FROM hosts');
       const tenant = await t.tenant({ card: '4242' });
       const res = await t.request('POST', '/v1/api/vms', { key: tenant.key, body: {} });
       assert.equal(res.status, 503);
@@ -68,8 +64,6 @@ for (const backend of backends()) {
     });
 
     test('a plan VM is placed on a host, charged once on the card and shown as provisioning', async () => {
-      clock.t += 1000;
-      await t.services.hosts.register(host);
       const tenant = await t.tenant({ card: '4242' });
       const res = await t.request('POST', '/v1/api/vms', { key: tenant.key, body: { plan: 'pro', cycle: 'annual', harness: 'echo' } });
       assert.equal(res.status, 201);
@@ -164,7 +158,6 @@ for (const backend of backends()) {
     });
 
     test('a full host preempts spot VMs for a plan VM, and refuses a spot VM', async () => {
-      clock.t += 1000;
       await t.services.hosts.register({ ...host, memory_mib_total: 0, vcpus_total: 0 }); // full, whatever runs there
       await t.services.hosts.register({ ...host, host_id: 'host_small', vcpus_total: 2, memory_mib_total: 2048 });
       const spotTenant = await t.tenant({ credits: 100 });
@@ -180,8 +173,6 @@ for (const backend of backends()) {
         [spots.body.vm_ids],
       );
       assert.deepEqual(preempted, [{ status: 'stopping', status_reason: 'preempted', desired_state: 'stopped' }]);
-      await t.services.hosts.register(host);
-      await t.db.query(`UPDATE hosts SET draining = true WHERE host_id = 'host_small'`);
     });
 
     test('a tier VM draws credits for its running time; at zero credits its tenant\'s tier VMs stop; destroy draws the last part-cent', async () => {
@@ -217,7 +208,6 @@ for (const backend of backends()) {
     });
 
     test('a read key cannot create or destroy; another tenant\'s VM is 404 to destroy', async () => {
-      await t.services.hosts.register(host); // a fresh heartbeat after the clock moved on
       const owner = await t.tenant({ card: '4242' });
       const other = await t.tenant({ card: '4242' });
       const vm = await t.request('POST', '/v1/api/vms', { key: owner.key, body: {} });
@@ -230,7 +220,6 @@ for (const backend of backends()) {
     });
   
     test('templates: fork charges like a create and counts; tenancy and state rules of fork and capture', async () => {
-      await t.services.hosts.register(host);
       const owner = await t.tenant({ card: '4242' });
       const other = await t.tenant({ card: '4242' });
       const fork = await t.request('POST', '/v1/api/templates/echo-workspace/fork', { key: owner.key, body: {}, headers: { 'idempotency-key': 'fork-1' } });

@@ -25,7 +25,7 @@ export interface Principal {
 
 const KEY_COLUMNS = 'key_id, label, scope, prefix, created_at, last_used_at, revoked_at';
 /** How long a resolved key is trusted without asking the database: revocation reaches every process within this. */
-const AUTH_CACHE_MS = 500;
+export const AUTH_CACHE_MS = 500;
 /** last_used_at is written at most this often per key, so that reads stay reads. */
 const LAST_USED_WRITE_MS = 10_000;
 const AUTH_CACHE_MAX = 10_000;

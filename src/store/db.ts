@@ -26,6 +26,10 @@ class PgliteDb implements Db {
   readonly kind = 'pglite' as const;
   constructor(private readonly pglite: PGlite) {}
 
+  dump(): Promise<Blob> {
+    return this.pglite.dumpDataDir('none');
+  }
+
   async query<T>(sql: string, params: unknown[] = []): Promise<T[]> {
     return (await this.pglite.query<T>(sql, params)).rows;
   }
@@ -86,6 +90,14 @@ export interface OpenDbOptions {
   databaseUrl?: string;
   /** Where PGlite keeps its files; `memory://` keeps them in memory (tests). */
   pgliteDir?: string;
+  /** An embedded database to start from, made by `dumpDb` (tests: a migrated copy opens in a fraction of initdb's time). */
+  pgliteDump?: Blob;
+}
+
+/** A copy of an embedded database's files, for `openDb({ pgliteDump })`. */
+export async function dumpDb(db: Db): Promise<Blob> {
+  if (!(db instanceof PgliteDb)) throw new Error('only an embedded database can be dumped');
+  return db.dump();
 }
 
 export async function openDb(opts: OpenDbOptions): Promise<Db> {
@@ -105,7 +117,7 @@ export async function openDb(opts: OpenDbOptions): Promise<Db> {
   } else {
     const dir = opts.pgliteDir ?? 'memory://';
     if (!dir.startsWith('memory://')) await mkdir(dir, { recursive: true });
-    const pglite = await PGlite.create(dir, { parsers: { [INT8]: toNumber, [NUMERIC]: toNumber } });
+    const pglite = await PGlite.create(dir, { parsers: { [INT8]: toNumber, [NUMERIC]: toNumber }, loadDataDir: opts.pgliteDump });
     db = new PgliteDb(pglite);
   }
   await migrate(db);

@@ -28,16 +28,21 @@ async function findOnPath(binary: string): Promise<string | null> {
  * KVM needs hardware virtualisation (vmx/svm) as well as /dev/kvm: a paravirtualised /dev/kvm (PVM)
  * does not boot stock kernels, so such hosts fall back to TCG emulation.
  */
-export async function chooseAccel(): Promise<{ accel: Accel; why: string }> {
-  const cpuinfo = await readFile('/proc/cpuinfo', 'utf8').catch(() => '');
+export function accelFor(cpuinfo: string, kvmAccessible: boolean): { accel: Accel; why: string } {
   const hardware = /^flags\s*:.*\b(vmx|svm)\b/m.test(cpuinfo);
   if (!hardware) return { accel: 'tcg', why: 'the CPU shows no vmx/svm flag' };
-  try {
-    await access('/dev/kvm', constants.R_OK | constants.W_OK);
-    return { accel: 'kvm', why: 'hardware virtualisation and /dev/kvm are available' };
-  } catch {
-    return { accel: 'tcg', why: '/dev/kvm is not accessible' };
-  }
+  if (!kvmAccessible) return { accel: 'tcg', why: '/dev/kvm is not accessible' };
+  return { accel: 'kvm', why: 'hardware virtualisation and /dev/kvm are available' };
+}
+
+/** This machine's choice: its /proc/cpuinfo and whether /dev/kvm can be opened read-write. */
+export async function chooseAccel(): Promise<{ accel: Accel; why: string }> {
+  const cpuinfo = await readFile('/proc/cpuinfo', 'utf8').catch(() => '');
+  const kvm = await access('/dev/kvm', constants.R_OK | constants.W_OK).then(
+    () => true,
+    () => false,
+  );
+  return accelFor(cpuinfo, kvm);
 }
 
 /** Whether this machine can run VMs at all, and how. */
