@@ -95,9 +95,11 @@ export class RunService {
         this.limits.timeoutMs + 60_000,
       );
     } catch (err) {
-      // The guest went away under the run (stopped, restarted, crashed).
-      const [now] = await this.db.query<{ status: string }>('SELECT status FROM vms WHERE vm_id = $1', [vm.vm_id]);
-      if (!now || now.status !== 'running' || (await executor.harnesses(vm.vm_id).catch(() => null)) === null) {
+      // The guest went away under the run (stopped, restarted, crashed): it is not running, or it
+      // booted again meanwhile (a restart resumes in well under a second, before this check).
+      const [now] = await this.db.query<{ status: string; boots: number }>('SELECT status, boots FROM vms WHERE vm_id = $1', [vm.vm_id]);
+      const rebooted = now && now.boots !== vm.boots;
+      if (!now || rebooted || now.status !== 'running' || (await executor.harnesses(vm.vm_id).catch(() => null)) === null) {
         throw new ApiError('vm_not_running', 'the VM stopped while the task ran', 'start the VM and run the task again');
       }
       throw err;

@@ -26,6 +26,8 @@ export interface VmRow extends VmStateFields {
   memory_mib: number;
   disk_gib: number;
   secret_names: string[];
+  /** How often the VM has booted: a run whose VM booted again under it lost its guest. */
+  boots: number;
   created_at: Date;
   updated_at: Date;
 }
