@@ -26,6 +26,7 @@ import { PLANS } from './domain/plans.ts';
 import { Reconciler } from './reconcile/reconciler.ts';
 import { Capturer } from './reconcile/capture.ts';
 import type { ExecResult } from './guest/protocol.ts';
+import { RunQueue } from './host/runQueue.ts';
 
 /** What the domain and the internal endpoint need of the machine its VMs run on. */
 export interface VmHost {
@@ -186,9 +187,10 @@ export class LocalVmHost implements VmHost {
       ? new SnapshotStore({ dir: path.join(config.dataDir, 'snapshots'), driver: this.driver, log: (msg, fields) => log.info(fields ?? {}, msg) })
       : null;
     const driver = this.driver;
+    const runs = new RunQueue(config.runQueueMax);
     this.executor = {
       harnesses: async (vmId) => driver.facts(vmId)?.harnesses ?? null,
-      run: (vmId, args, timeoutMs) => driver.request<ExecResult>(vmId, 'run', args, timeoutMs),
+      run: (vmId, args, timeoutMs) => runs.run(vmId, () => driver.request<ExecResult>(vmId, 'run', args, timeoutMs)),
       setSecrets: async (vmId, set) => (await driver.request<{ names: string[] }>(vmId, 'secrets', { set }, 30_000)).names,
     };
     this.capture = (templateId) => this.capturer.start(templateId);

@@ -10,7 +10,8 @@ import { LocalVmHost, readHostId, unusableVmHost, type VmHost } from './host.ts'
 import { probeDriver } from './vmm/probe.ts';
 import { createMailer } from './mail.ts';
 import { randomBase62 } from './domain/ids.ts';
-import { buildInternalApp, liveHostsProbe, RemoteHosts } from './scaleout.ts';
+import { buildInternalApp } from './host/internalApp.ts';
+import { liveHostsProbe, RemoteHosts } from './replica/remoteHosts.ts';
 
 export interface RunningServer {
   url: string;
@@ -97,11 +98,11 @@ async function compose(config: Config, db: Db, log: Logger): Promise<{ services:
   const core = buildCoreServices(db, { hostStaleMs: config.hostStaleMs });
   const domainOpts = {
     mailer: createMailer(config.smtpUrl, config.mailFrom, log),
-    runLimits: { timeoutMs: config.runTimeoutMs, maxOutputBytes: config.runOutputMaxBytes, maxQueued: config.runQueueMax },
+    runLimits: { timeoutMs: config.runTimeoutMs, maxOutputBytes: config.runOutputMaxBytes },
   };
   const rateLimit = { perSecond: config.rateLimitPerSecond, burst: config.rateLimitBurst };
   if (config.role === 'api') {
-    const remote = new RemoteHosts(db, config.internalToken!, log);
+    const remote = new RemoteHosts(db, config.internalToken!, config.hostStaleMs, log);
     const host = remoteVmHost(db, config.hostStaleMs);
     const services = buildServices(
       core,

@@ -8,6 +8,7 @@ import { ApiError } from '../domain/errors.ts';
 import type { Services } from '../domain/services.ts';
 import { requestLogger, type Logger } from '../log.ts';
 import { runOperation, type Operation } from './operation.ts';
+import { renderError } from './renderError.ts';
 import { ADMIN_OPERATIONS, CUSTOMER_OPERATIONS } from './routes.ts';
 import { buildOpenApiDocument } from './openapi.ts';
 import { RateLimiter } from './rateLimit.ts';
@@ -200,12 +201,6 @@ export function buildApp(opts: AppOptions): Hono<Env> {
     app.on(op.method.toUpperCase(), op.path.replace(/\{([^}]+)\}/g, ':$1'), (c) => runOperation(op, c, services));
   }
   return app;
-}
-
-function renderError(c: Context, err: ApiError): Response {
-  const body: { error: string; message: string; hint?: string } = { error: err.code, message: err.message };
-  if (err.hint) body.hint = err.hint;
-  return c.json(body, err.status as 400, err.headers);
 }
 
 const DOCS_ASSETS: Record<string, string> = {

@@ -17,8 +17,6 @@ export interface VmExecutor {
 export interface RunLimits {
   timeoutMs: number;
   maxOutputBytes: number;
-  /** Runs waiting behind the one running, per VM. */
-  maxQueued: number;
 }
 
 export interface RunResult {
@@ -38,10 +36,8 @@ export interface RunResult {
 const notRunning = (vm: { status: string }) =>
   new ApiError('vm_not_running', `the VM is ${vm.status}`, 'start the VM and wait until it is running');
 
-/** Runs one harness task in a VM; runs on one VM go one at a time, in the order they came. */
+/** Runs one harness task in a VM; the VM's host runs them one at a time, in the order they came (host/runQueue.ts). */
 export class RunService {
-  private readonly queues = new Map<string, { waiting: number; tail: Promise<unknown> }>();
-
   /** `executor` reaches the guests (this process's host, or the VM's host from a replica); null where none is attached. */
   constructor(
     private readonly db: Db,
@@ -67,26 +63,10 @@ export class RunService {
     if (!installed.includes(vm.harness)) {
       throw invalid('harness', `harness ${vm.harness} is not installed in this VM's guest image, so it cannot run here`);
     }
-    const queue = this.queues.get(vmId) ?? { waiting: 0, tail: Promise.resolve() };
-    if (queue.waiting > this.limits.maxQueued) {
-      throw new ApiError('rate_limited', `this VM already has ${queue.waiting - 1} runs waiting behind the one running`, 'retry when a run has finished', {
-        'Retry-After': '5',
-      });
-    }
-    queue.waiting++;
-    this.queues.set(vmId, queue);
-    const mine = queue.tail.catch(() => undefined).then(() => this.runNow(vm, executor, inv, input));
-    queue.tail = mine;
-    try {
-      return await mine;
-    } finally {
-      queue.waiting--;
-      if (queue.waiting === 0 && this.queues.get(vmId) === queue) this.queues.delete(vmId);
-    }
+    return this.runNow(vm, executor, inv, input);
   }
 
   private async runNow(vm: VmRow, executor: VmExecutor, inv: { argv: string[]; env: Record<string, string> }, input: TaskInput): Promise<RunResult> {
-    const startedAt = this.clock.now();
     let result: ExecResult;
     try {
       result = await executor.run(
@@ -95,6 +75,7 @@ export class RunService {
         this.limits.timeoutMs + 60_000,
       );
     } catch (err) {
+      if (err instanceof ApiError) throw err; // the host's own answer (its VM's queue is full, …)
       // The guest went away under the run (stopped, restarted, crashed): it is not running, or it
       // booted again meanwhile (a restart resumes in well under a second, before this check).
       const [now] = await this.db.query<{ status: string; boots: number }>('SELECT status, boots FROM vms WHERE vm_id = $1', [vm.vm_id]);
@@ -104,6 +85,7 @@ export class RunService {
       }
       throw err;
     }
+    const finishedAt = this.clock.now();
     const note = (bytes: number) => (bytes > 0 ? `\n[agentvm: output truncated: ${bytes} more bytes were not kept]\n` : '');
     return {
       vm_id: vm.vm_id,
@@ -115,8 +97,9 @@ export class RunService {
       stderr: result.stderr + note(result.stderr_truncated_bytes),
       timed_out: result.timed_out,
       duration_ms: result.duration_ms,
-      started_at: startedAt,
-      finished_at: this.clock.now(),
+      // When the guest started it: a run may have waited in its VM's queue before.
+      started_at: new Date(finishedAt.getTime() - result.duration_ms),
+      finished_at: finishedAt,
     };
   }
 

@@ -12,7 +12,7 @@ import { TemplateService } from './templates.ts';
 import { LedgerPaymentProvider, type PaymentProvider } from './payments.ts';
 import type { DriverProbe } from '../vmm/probe.ts';
 
-export const DEFAULT_RUN_LIMITS: RunLimits = { timeoutMs: 30 * 60_000, maxOutputBytes: 4 * 1024 * 1024, maxQueued: 16 };
+export const DEFAULT_RUN_LIMITS: RunLimits = { timeoutMs: 30 * 60_000, maxOutputBytes: 4 * 1024 * 1024 };
 
 /** The domain, wired: what handlers call. */
 export interface Services {

@@ -1,0 +1,87 @@
+/**
+ * The host side of the internal endpoint: health, readiness and /internal/*, every /internal/* call
+ * with the shared token (AGENTVM_INTERNAL_TOKEN), each validated against its route in
+ * internalContract.ts and answered, or refused, in the public Error shape.
+ */
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { Hono, type Context } from 'hono';
+import type { z } from 'zod';
+import type { Logger } from '../log.ts';
+import type { VmExecutor } from '../domain/runs.ts';
+import type { DriverProbe } from '../vmm/probe.ts';
+import { ApiError } from '../domain/errors.ts';
+import { renderError } from '../api/renderError.ts';
+import { INTERNAL_ROUTES, type InternalRoute } from './internalContract.ts';
+
+const digest = (s: string) => createHash('sha256').update(s).digest();
+
+export interface InternalAppOptions {
+  token: string;
+  /** Null where this machine cannot run VMs (no QEMU): every internal call is then 503. */
+  executor: VmExecutor | null;
+  capture: ((templateId: string) => void) | null;
+  probe: () => Promise<DriverProbe>;
+  log: Logger;
+}
+
+/** The first zod issue as the public API words it: `field: problem`. */
+function invalidFrom(err: z.ZodError, where: string): ApiError {
+  const issue = err.issues[0];
+  const field = issue?.path.length ? issue.path.join('.') : where;
+  return new ApiError('invalid_request', `${field}: ${issue?.message ?? 'invalid'}`);
+}
+
+export function buildInternalApp(o: InternalAppOptions): Hono {
+  const app = new Hono();
+  const want = digest(o.token);
+  app.get('/healthz', (c) => c.json({ ok: true }));
+  app.get('/readyz', async (c) => {
+    const p = await o.probe();
+    return c.json({ ok: p.usable, driver: { accel: p.accel, detail: p.detail } }, p.usable ? 200 : 503);
+  });
+  app.use('/internal/*', async (c, next) => {
+    const token = /^Bearer (.+)$/.exec(c.req.header('authorization') ?? '')?.[1];
+    if (!token || !timingSafeEqual(digest(token), want)) return renderError(c, new ApiError('unauthorized', ''));
+    if (!o.executor || !o.capture) return renderError(c, new ApiError('unavailable', 'this host cannot run VMs', undefined, { 'Retry-After': '30' }));
+    await next();
+  });
+  app.onError((err, c) => {
+    if (err instanceof ApiError) return renderError(c, err);
+    o.log.warn({ err, path: c.req.path }, 'internal request failed');
+    return renderError(c, new ApiError('internal', ''));
+  });
+  app.notFound((c) => renderError(c, new ApiError('not_found', `no such path: ${c.req.path}`)));
+
+  /** Registers one route: its id and body parsed with the contract's schemas, its answer from `handle`. */
+  function route<R extends InternalRoute>(
+    name: R,
+    handle: (id: string, body: (typeof INTERNAL_ROUTES)[R]['body'] extends z.ZodType ? z.output<(typeof INTERNAL_ROUTES)[R]['body']> : undefined) => Promise<{ body: z.input<(typeof INTERNAL_ROUTES)[R]['response']>; status?: 200 | 202 }>,
+  ): void {
+    const def = INTERNAL_ROUTES[name];
+    app[def.method](def.path, async (c: Context) => {
+      const id = def.params.safeParse(c.req.param('id'));
+      if (!id.success) throw invalidFrom(id.error, 'id');
+      let body: unknown;
+      if (def.body) {
+        const raw = await c.req.json().catch(() => {
+          throw new ApiError('invalid_request', 'body: malformed JSON');
+        });
+        const parsed = def.body.safeParse(raw);
+        if (!parsed.success) throw invalidFrom(parsed.error, 'body');
+        body = parsed.data;
+      }
+      const out = await handle(id.data, body as never);
+      return c.json(out.body, out.status ?? 200);
+    });
+  }
+
+  const executor = () => o.executor!;
+  route('harnesses', async (vmId) => ({ body: { harnesses: await executor().harnesses(vmId) } }));
+  route('run', async (vmId, { args, timeout_ms }) => ({ body: await executor().run(vmId, args, timeout_ms) }));
+  route('secrets', async (vmId, { set }) => ({ body: { names: await executor().setSecrets(vmId, set) } }));
+  route('capture', async (templateId) => {
+    o.capture!(templateId);
+    return { body: { started: true }, status: 202 };
+  });
+  return app;
+}

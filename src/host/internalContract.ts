@@ -1,0 +1,69 @@
+/**
+ * The internal endpoint a VM host serves to the API replicas (runs, secrets and captures of its own
+ * VMs), declared once like the public operations: each route's parameters, body and answer as zod
+ * schemas. The host validates what comes in with them, the replica what comes back; errors have the
+ * public Error shape (`{error, message}`) with the public codes and statuses.
+ */
+import { z } from 'zod';
+
+export const VmIdParam = z.string().regex(/^vm_[A-Za-z0-9]+$/, 'a VM id');
+export const TemplateIdParam = z.string().regex(/^tpl_[A-Za-z0-9]+$/, 'a template id');
+
+export const RunArgsSchema = z.strictObject({
+  argv: z.array(z.string()).min(1),
+  env: z.record(z.string(), z.string()).optional(),
+  timeout_ms: z.number().int().positive(),
+  max_output_bytes: z.number().int().positive(),
+});
+
+export const ExecResultSchema = z.object({
+  exit_code: z.number().int().nullable(),
+  signal: z.string().nullable(),
+  stdout: z.string(),
+  stderr: z.string(),
+  stdout_truncated_bytes: z.number().int(),
+  stderr_truncated_bytes: z.number().int(),
+  timed_out: z.boolean(),
+  duration_ms: z.number(),
+});
+
+export const INTERNAL_ROUTES = {
+  harnesses: {
+    method: 'get',
+    path: '/internal/vms/:id/harnesses',
+    params: VmIdParam,
+    body: null,
+    response: z.object({ harnesses: z.array(z.string()).nullable() }),
+  },
+  run: {
+    method: 'post',
+    path: '/internal/vms/:id/run',
+    params: VmIdParam,
+    body: z.strictObject({ args: RunArgsSchema, timeout_ms: z.number().int().positive() }),
+    response: ExecResultSchema,
+  },
+  secrets: {
+    method: 'post',
+    path: '/internal/vms/:id/secrets',
+    params: VmIdParam,
+    body: z.strictObject({ set: z.record(z.string(), z.string().nullable()) }),
+    response: z.object({ names: z.array(z.string()) }),
+  },
+  capture: {
+    method: 'post',
+    path: '/internal/templates/:id/capture',
+    params: TemplateIdParam,
+    body: null,
+    response: z.object({ started: z.literal(true) }),
+  },
+} as const;
+
+export type InternalRoute = keyof typeof INTERNAL_ROUTES;
+
+/** Where a route is for one id. */
+export function internalPath(route: InternalRoute, id: string): string {
+  return INTERNAL_ROUTES[route].path.replace(':id', encodeURIComponent(id));
+}
+
+/** The error body of every non-2xx internal answer: the public Error shape. */
+export const InternalErrorSchema = z.object({ error: z.string(), message: z.string(), hint: z.string().optional() });

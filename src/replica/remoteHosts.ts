@@ -1,0 +1,139 @@
+/**
+ * The API replica's side of several machines: each run, secret change and capture goes to the host
+ * the VM's row names, through the internal endpoint declared in host/internalContract.ts. Rows
+ * coordinate everything else (placement, desired state, leases, heartbeats).
+ */
+import type { z } from 'zod';
+import type { Db } from '../store/db.ts';
+import type { Logger } from '../log.ts';
+import type { VmExecutor } from '../domain/runs.ts';
+import type { ExecResult, RunArgs } from '../guest/protocol.ts';
+import type { DriverProbe } from '../vmm/probe.ts';
+import { ApiError, ERROR_STATUS, type ErrorCode } from '../domain/errors.ts';
+import { INTERNAL_ROUTES, InternalErrorSchema, internalPath, type InternalRoute } from '../host/internalContract.ts';
+
+/** Codes a host answers that mean the same to the customer (the VM is not running, wait and retry). */
+const PASSED_ON = new Set<ErrorCode>(['vm_not_running', 'rate_limited', 'not_found']);
+
+interface HostOf {
+  url: string | null;
+  hostId: string | null;
+}
+
+export class RemoteHosts implements VmExecutor {
+  constructor(
+    private readonly db: Db,
+    private readonly token: string,
+    /** A host silent this long is lost: a call waiting on it ends. */
+    private readonly staleMs: number,
+    private readonly log: Logger,
+  ) {}
+
+  private async hostOfVm(vmId: string): Promise<HostOf> {
+    const [row] = await this.db.query<{ internal_url: string | null; host_id: string }>(
+      'SELECT h.internal_url, h.host_id FROM vms v JOIN hosts h ON h.host_id = v.host_id WHERE v.vm_id = $1',
+      [vmId],
+    );
+    return { url: row?.internal_url ?? null, hostId: row?.host_id ?? null };
+  }
+
+  /** Whether the host still heartbeats (a call to it may wait as long as it does). */
+  private async hostLive(hostId: string): Promise<boolean> {
+    const [row] = await this.db.query<{ live: boolean }>('SELECT heartbeat_at > $2 AS live FROM hosts WHERE host_id = $1', [
+      hostId,
+      new Date(Date.now() - this.staleMs),
+    ]);
+    return row?.live ?? false;
+  }
+
+  /**
+   * One call to a host's route: the body and the answer checked against the contract. A host's error
+   * in the Error shape comes back as the same ApiError when the customer should see it. `until`:
+   * a fixed time limit, or `host` to wait as long as the host heartbeats (a run waits in its VM's queue).
+   */
+  private async call<R extends InternalRoute>(
+    host: HostOf,
+    route: R,
+    id: string,
+    body: unknown,
+    until: { ms: number } | 'host',
+  ): Promise<z.output<(typeof INTERNAL_ROUTES)[R]['response']>> {
+    if (!host.url) throw new Error('the VM has no reachable host');
+    const def = INTERNAL_ROUTES[route];
+    const abort = new AbortController();
+    const watch =
+      until === 'host'
+        ? setInterval(() => void this.hostLive(host.hostId!).then((live) => live || abort.abort(new Error("the VM's host was lost"))), Math.max(1000, this.staleMs / 2))
+        : setTimeout(() => abort.abort(new Error(`the VM's host did not answer in ${until.ms} ms`)), until.ms);
+    try {
+      const res = await fetch(`${host.url}${internalPath(route, id)}`, {
+        method: def.method.toUpperCase(),
+        headers: { authorization: `Bearer ${this.token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        body: body === undefined ? undefined : JSON.stringify(body),
+        signal: abort.signal,
+      });
+      const json: unknown = await res.json().catch(() => ({}));
+      if (!res.ok) {
+        const err = InternalErrorSchema.safeParse(json);
+        const code = err.success ? (err.data.error as ErrorCode) : undefined;
+        if (code && PASSED_ON.has(code) && ERROR_STATUS[code] === res.status) throw new ApiError(code, err.data!.message, err.data!.hint, retryAfter(res));
+        throw new Error(`the VM's host answered ${res.status}: ${err.success ? err.data.message : ''}`);
+      }
+      return def.response.parse(json) as z.output<(typeof INTERNAL_ROUTES)[R]['response']>;
+    } finally {
+      clearInterval(watch);
+      clearTimeout(watch);
+    }
+  }
+
+  async harnesses(vmId: string): Promise<string[] | null> {
+    try {
+      return (await this.call(await this.hostOfVm(vmId), 'harnesses', vmId, undefined, { ms: 5000 })).harnesses;
+    } catch {
+      return null; // its host is down or unreachable: the VM cannot run anything now
+    }
+  }
+
+  async run(vmId: string, args: RunArgs, timeoutMs: number): Promise<ExecResult> {
+    return this.call(await this.hostOfVm(vmId), 'run', vmId, { args, timeout_ms: timeoutMs }, 'host');
+  }
+
+  async setSecrets(vmId: string, set: Record<string, string | null>): Promise<string[]> {
+    return (await this.call(await this.hostOfVm(vmId), 'secrets', vmId, { set }, { ms: 30_000 })).names;
+  }
+
+  /** Hands a capture to the host of the template's source VM; a host that cannot be reached fails it. */
+  capture(templateId: string): void {
+    void (async () => {
+      const [row] = await this.db.query<{ internal_url: string | null; host_id: string | null }>(
+        `SELECT h.internal_url, h.host_id FROM templates t JOIN vms v ON v.vm_id = t.source_vm_id JOIN hosts h ON h.host_id = v.host_id
+         WHERE t.template_id = $1`,
+        [templateId],
+      );
+      await this.call({ url: row?.internal_url ?? null, hostId: row?.host_id ?? null }, 'capture', templateId, undefined, { ms: 30_000 });
+    })().catch(async (err: Error) => {
+      this.log.warn({ err, template_id: templateId }, 'handing a capture to its host failed');
+      await this.db
+        .query(`UPDATE templates SET status = 'failed', status_reason = $2 WHERE template_id = $1 AND status = 'capturing'`, [
+          templateId,
+          `the VM's host could not be reached: ${err.message}`.slice(0, 300),
+        ])
+        .catch(() => undefined);
+    });
+  }
+}
+
+function retryAfter(res: Response): Record<string, string> | undefined {
+  const value = res.headers.get('retry-after');
+  return value ? { 'Retry-After': value } : undefined;
+}
+
+/** What an API replica's /readyz says of VM hosts: usable while at least one host is live. */
+export async function liveHostsProbe(db: Db, staleMs: number): Promise<DriverProbe> {
+  const [row] = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM hosts WHERE NOT draining AND heartbeat_at > $1', [
+    new Date(Date.now() - staleMs),
+  ]);
+  return row.n > 0
+    ? { usable: true, accel: null, qemu: null, detail: `${row.n} live VM host(s)` }
+    : { usable: false, accel: null, qemu: null, detail: 'no live VM host' };
+}
