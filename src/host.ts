@@ -27,6 +27,8 @@ import { Reconciler } from './reconcile/reconciler.ts';
 import { Capturer } from './reconcile/capture.ts';
 import type { ExecResult } from './guest/protocol.ts';
 import { RunQueue } from './host/runQueue.ts';
+import * as hostStore from './store/hosts.ts';
+import * as vmStore from './store/vms.ts';
 
 /** What the domain and the internal endpoint need of the machine its VMs run on. */
 export interface VmHost {
@@ -89,8 +91,7 @@ export async function drainHost(config: Config, draining: boolean): Promise<stri
   const { openDb } = await import('./store/db.ts');
   const db = await openDb({ databaseUrl: config.databaseUrl });
   try {
-    const rows = await db.query('UPDATE hosts SET draining = $2 WHERE host_id = $1 RETURNING host_id', [id, draining]);
-    if (rows.length === 0) throw new Error(`host ${id} is not registered in this database`);
+    if (!(await hostStore.setDraining(db, id, draining))) throw new Error(`host ${id} is not registered in this database`);
   } finally {
     await db.close();
   }
@@ -238,18 +239,14 @@ export class LocalVmHost implements VmHost {
   private async forgiveLostTime(): Promise<void> {
     const { config, db, clock, log } = this.d;
     if (config.role !== 'host') return;
-    const [previous] = await db.query<{ heartbeat_at: Date | null }>('SELECT heartbeat_at FROM hosts WHERE host_id = $1', [this.hostId]);
+    const lastHeartbeat = await hostStore.lastHeartbeat(db, this.hostId);
     const now = clock.now();
-    if (!previous?.heartbeat_at || now.getTime() - new Date(previous.heartbeat_at).getTime() <= config.hostStaleMs) return;
+    if (!lastHeartbeat || now.getTime() - new Date(lastHeartbeat).getTime() <= config.hostStaleMs) return;
     const lost = await db.transaction(async (tx) => {
-      await tx.query('UPDATE hosts SET lost_from = $2, lost_until = $3 WHERE host_id = $1', [this.hostId, previous.heartbeat_at, now]);
-      return tx.query(
-        `UPDATE vms SET metered_until = CASE WHEN metered_until < $2 THEN metered_until + ($3::timestamptz - $2::timestamptz) ELSE $3 END
-         WHERE host_id = $1 AND metered_until IS NOT NULL RETURNING vm_id`,
-        [this.hostId, previous.heartbeat_at, now],
-      );
+      await hostStore.recordLoss(tx, this.hostId, lastHeartbeat, now);
+      return vmStore.forgiveLostTime(tx, this.hostId, lastHeartbeat, now);
     });
-    if (lost.length) log.info({ vms: lost.length, since: previous.heartbeat_at }, 'this host was lost; its VMs are not charged for that time');
+    if (lost.length) log.info({ vms: lost.length, since: lastHeartbeat }, 'this host was lost; its VMs are not charged for that time');
   }
 
   private async loadOrBuildImage(): Promise<Image> {

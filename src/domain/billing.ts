@@ -2,6 +2,7 @@ import type { Db, Queryable } from '../store/db.ts';
 import type { Clock } from './clock.ts';
 import { ApiError } from './errors.ts';
 import type { PaymentProvider } from './payments.ts';
+import * as ledgerStore from '../store/ledger.ts';
 
 export interface Billing {
   card_on_file: boolean;
@@ -10,13 +11,7 @@ export interface Billing {
   credits_cents: number;
 }
 
-export interface ChargeMeta {
-  description: string;
-  vmId?: string;
-  templateId?: string;
-  plan?: string;
-  cycle?: string;
-}
+export type ChargeMeta = ledgerStore.LedgerMeta;
 
 /** The card on file, prepaid credits and the append-only ledger behind both. */
 export class BillingService {
@@ -50,12 +45,8 @@ export class BillingService {
     return rows.length ? this.get(tenantId) : null;
   }
 
-  async creditBalance(q: Queryable, tenantId: string): Promise<number> {
-    const [row] = await q.query<{ balance: number }>(
-      'SELECT coalesce(sum(credits_delta_cents), 0) AS balance FROM ledger WHERE tenant_id = $1',
-      [tenantId],
-    );
-    return row.balance;
+  creditBalance(q: Queryable, tenantId: string): Promise<number> {
+    return ledgerStore.creditBalance(q, tenantId);
   }
 
   /** Adds prepaid credits; answers the new balance, or null for an unknown tenant. */
@@ -63,11 +54,7 @@ export class BillingService {
     return this.db.transaction(async (tx) => {
       const tenant = await tx.query('SELECT 1 FROM tenants WHERE tenant_id = $1 FOR UPDATE', [tenantId]);
       if (!tenant.length) return null;
-      await tx.query(
-        `INSERT INTO ledger (tenant_id, kind, amount_cents, credits_delta_cents, description, created_at)
-         VALUES ($1, 'credit_purchase', $2, $2, 'prepaid credits', $3)`,
-        [tenantId, amountCents, this.clock.now()],
-      );
+      await ledgerStore.recordCreditPurchase(tx, tenantId, amountCents, this.clock.now());
       return this.creditBalance(tx, tenantId);
     });
   }
@@ -91,13 +78,7 @@ export class BillingService {
     if (!result.ok) {
       throw new ApiError('card_declined', result.message, 'use another card on file and try again');
     }
-    await q.query(
-      `INSERT INTO ledger (tenant_id, kind, amount_cents, credits_delta_cents, vm_id, template_id, plan, cycle,
-                           description, provider_reference, created_at)
-       VALUES ($1, 'card_charge', $2, 0, $3, $4, $5, $6, $7, $8, $9)`,
-      [tenantId, amountCents, meta.vmId ?? null, meta.templateId ?? null, meta.plan ?? null, meta.cycle ?? null,
-        meta.description, result.reference, this.clock.now()],
-    );
+    await ledgerStore.recordCardCharge(q, tenantId, amountCents, meta, result.reference, this.clock.now());
     return result.reference;
   }
 
@@ -120,11 +101,7 @@ export class BillingService {
     await q.query('SELECT 1 FROM tenants WHERE tenant_id = $1 FOR UPDATE', [tenantId]);
     const drawn = Math.min(amountCents, Math.max(0, await this.creditBalance(q, tenantId)));
     if (drawn > 0) {
-      await q.query(
-        `INSERT INTO ledger (tenant_id, kind, amount_cents, credits_delta_cents, vm_id, description, created_at)
-         VALUES ($1, 'credit_draw', $2, $3, $4, $5, $6)`,
-        [tenantId, drawn, -drawn, meta.vmId ?? null, meta.description, this.clock.now()],
-      );
+      await ledgerStore.recordCreditDraw(q, tenantId, drawn, meta, this.clock.now());
     }
     return drawn;
   }

@@ -1,4 +1,5 @@
 import type { Queryable } from '../store/db.ts';
+import * as vmStore from '../store/vms.ts';
 import type { BillingService } from './billing.ts';
 import { TIERS, type TierId } from './plans.ts';
 
@@ -46,22 +47,7 @@ export async function meterVm(
     : 0;
   const ms = vm.unbilled_ms + Math.max(0, elapsed);
   const unbilled = opts.final ? 0 : Math.max(0, ms - reading.msCovered(drawn));
-  await tx.query('UPDATE vms SET unbilled_ms = $2, metered_until = $3 WHERE vm_id = $1', [
-    vm.vm_id,
-    Math.round(unbilled),
-    opts.running ? now : null,
-  ]);
+  await vmStore.recordMetered(tx, vm.vm_id, Math.round(unbilled), opts.running ? now : null);
   const exhausted = drawn < reading.cents || (reading.cents > 0 && (await billing.creditBalance(tx, vm.tenant_id)) <= 0);
   return { drawn, exhausted };
-}
-
-/** Credits are gone: every tier VM of the tenant is stopped (never deleted). */
-export async function stopTierVms(tx: Queryable, tenantId: string, now: Date): Promise<number> {
-  const rows = await tx.query(
-    `UPDATE vms SET desired_state = 'stopped', status = CASE WHEN status IN ('stopped', 'failed') THEN status ELSE 'stopping' END,
-            status_reason = 'credits_exhausted', updated_at = $2
-     WHERE tenant_id = $1 AND tier IS NOT NULL AND deleted_at IS NULL AND desired_state = 'running' RETURNING vm_id`,
-    [tenantId, now],
-  );
-  return rows.length;
 }

@@ -3,6 +3,7 @@ import type { Db } from '../store/db.ts';
 import { ApiError, invalid } from './errors.ts';
 import type { VmService, VmRow } from './vms.ts';
 import { buildInvocation, type TaskInput } from '../harness/invoke.ts';
+import * as vmStore from '../store/vms.ts';
 import type { ExecResult, RunArgs } from '../guest/protocol.ts';
 
 /** What runs things inside a VM: the host's driver (in this process, or later on another host). */
@@ -107,10 +108,6 @@ export class RunService {
   async setSecrets(tenantId: string, vmId: string, set: Record<string, string | null>): Promise<VmRow> {
     const { executor } = await this.runningVm(tenantId, vmId);
     const names = await executor.setSecrets(vmId, set);
-    const [row] = await this.db.query<VmRow>(
-      'UPDATE vms SET secret_names = $3, updated_at = $4 WHERE tenant_id = $1 AND vm_id = $2 RETURNING *',
-      [tenantId, vmId, names, this.clock.now()],
-    );
-    return row;
+    return vmStore.setSecretNames(this.db, tenantId, vmId, names, this.clock.now());
   }
 }

@@ -1,6 +1,8 @@
 import type { Db } from '../store/db.ts';
 import type { Clock } from './clock.ts';
-import { planMonthlyCents, PLAN_IDS, TIER_IDS, type Cycle, type PlanId } from './plans.ts';
+import { planMonthlyCents, PLAN_IDS, TIER_IDS } from './plans.ts';
+import * as vmStore from '../store/vms.ts';
+import * as ledgerStore from '../store/ledger.ts';
 
 export interface Usage {
   vms: { live: number; running: number; stopped: number; by_plan: Record<string, number>; by_tier: Record<string, number> };
@@ -21,11 +23,7 @@ export class UsageService {
   ) {}
 
   async get(tenantId: string): Promise<Usage> {
-    const groups = await this.db.query<{ status: string; plan: PlanId | null; cycle: Cycle | null; tier: string | null; n: number }>(
-      `SELECT status, plan, cycle, tier, count(*)::int AS n FROM vms
-       WHERE tenant_id = $1 AND deleted_at IS NULL GROUP BY status, plan, cycle, tier`,
-      [tenantId],
-    );
+    const groups = await vmStore.tallyForTenant(this.db, tenantId);
     const usage: Usage = {
       vms: { live: 0, running: 0, stopped: 0, by_plan: zeroes(PLAN_IDS), by_tier: zeroes(TIER_IDS) },
       mrr: { amount_cents: 0, by_plan: zeroes(PLAN_IDS) },
@@ -45,12 +43,7 @@ export class UsageService {
     }
     const now = this.clock.now();
     const monthStart = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1));
-    const [credits] = await this.db.query<{ balance: number; spent: number }>(
-      `SELECT coalesce(sum(credits_delta_cents), 0) AS balance,
-              coalesce(sum(amount_cents) FILTER (WHERE kind = 'credit_draw' AND created_at >= $2), 0) AS spent
-       FROM ledger WHERE tenant_id = $1`,
-      [tenantId, monthStart],
-    );
+    const credits = await ledgerStore.creditsSummary(this.db, tenantId, monthStart);
     usage.credits = { balance_cents: credits.balance, spent_month_cents: credits.spent };
     return usage;
   }

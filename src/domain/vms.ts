@@ -7,30 +7,16 @@ import type { Queryable } from '../store/db.ts';
 import type { HostService } from './hosts.ts';
 import type { TemplateService } from './templates.ts';
 import { onceForKey, requestHash, type StoredResponse } from './idempotency.ts';
-import { meterVm, type MeteredVm } from './metering.ts';
+import { meterVm } from './metering.ts';
 import { newId } from './ids.ts';
 import type { BillingService } from './billing.ts';
-import { applyLifecycle, type LifecycleAction, type VmStateFields } from './vmState.ts';
+import { applyLifecycle, type LifecycleAction } from './vmState.ts';
+import * as vmStore from '../store/vms.ts';
+import * as hostStore from '../store/hosts.ts';
+import * as templateStore from '../store/templates.ts';
+import type { VmRow } from '../store/vms.ts';
 
-export interface VmRow extends VmStateFields {
-  vm_id: string;
-  tenant_id: string;
-  host_id: string | null;
-  plan: PlanId | null;
-  cycle: Cycle | null;
-  tier: TierId | null;
-  harness: string;
-  template_id: string | null;
-  ipv4: string | null;
-  vcpus: number;
-  memory_mib: number;
-  disk_gib: number;
-  secret_names: string[];
-  /** How often the VM has booted: a run whose VM booted again under it lost its guest. */
-  boots: number;
-  created_at: Date;
-  updated_at: Date;
-}
+export type { VmRow } from '../store/vms.ts';
 
 export interface CreateVmInput {
   plan?: PlanId;
@@ -115,27 +101,18 @@ export class VmService {
   }
 
   async list(tenantId: string): Promise<VmRow[]> {
-    return this.markLostHosts(
-      await this.db.query<VmRow>('SELECT * FROM vms WHERE tenant_id = $1 AND deleted_at IS NULL ORDER BY created_at DESC, vm_id DESC', [tenantId]),
-    );
+    return this.markLostHosts(await vmStore.listForTenant(this.db, tenantId));
   }
 
   async get(tenantId: string, vmId: string): Promise<VmRow> {
-    const [vm] = await this.db.query<VmRow>('SELECT * FROM vms WHERE tenant_id = $1 AND vm_id = $2 AND deleted_at IS NULL', [
-      tenantId,
-      vmId,
-    ]);
+    const vm = await vmStore.getForTenant(this.db, tenantId, vmId);
     if (!vm) throw notFound('VM');
     return (await this.markLostHosts([vm]))[0];
   }
 
   private async markLostHosts(rows: VmRow[]): Promise<VmRow[]> {
     if (!this.opts.showLostHosts || rows.length === 0) return rows;
-    const lost = new Set(
-      (await this.db.query<{ host_id: string }>('SELECT host_id FROM hosts WHERE heartbeat_at <= $1', [new Date(Date.now() - this.hosts.staleMs)])).map(
-        (h) => h.host_id,
-      ),
-    );
+    const lost = new Set(await hostStore.listLost(this.db, new Date(Date.now() - this.hosts.staleMs)));
     for (const vm of rows) {
       if (vm.host_id && lost.has(vm.host_id) && vm.status !== 'stopped' && vm.status !== 'failed') vm.status_reason = HOST_UNAVAILABLE;
     }
@@ -205,7 +182,7 @@ export class VmService {
           plan,
           cycle: 'monthly',
         });
-        await tx.query('UPDATE templates SET forks = forks + 1 WHERE template_id = $1', [template.template_id]);
+        await templateStore.countFork(tx, template.template_id);
         return { status: 201, body: { vm_id: vmId, status: 'provisioning' as const, tier: order.tier, template_id: template.template_id } };
       }),
     );
@@ -223,30 +200,31 @@ export class VmService {
       });
     }
     const now = this.clock.now();
-    if (placed.preempt.length) {
-      await tx.query(
-        `UPDATE vms SET desired_state = 'stopped', status = CASE WHEN status IN ('stopped', 'failed') THEN status ELSE 'stopping' END,
-                status_reason = 'preempted', updated_at = $2
-         WHERE vm_id = ANY($1::text[])`,
-        [placed.preempt, now],
-      );
-    }
-    const slots = await this.hosts.freeNetSlots(tx, placed.host.host_id, order.count);
+    if (placed.preempt.length) await vmStore.preempt(tx, placed.preempt, now);
+    const slots = await vmStore.freeNetSlots(tx, placed.host.host_id, order.count);
     if (slots.length < order.count) {
       throw new ApiError('unavailable', 'the VM host has no free network for this VM', 'try again later', { 'Retry-After': RETRY_AFTER_SECONDS });
     }
     const ids: string[] = [];
     for (let i = 0; i < order.count; i++) {
       const vmId = newId('vm');
-      // Rows of one request get distinct, ordered timestamps so "newest first" is stable.
-      const createdAt = new Date(now.getTime() + i);
-      await tx.query(
-        `INSERT INTO vms (vm_id, tenant_id, host_id, plan, cycle, tier, harness, template_id, vcpus, memory_mib, disk_gib,
-                          status, desired_state, image_id, net_slot, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'provisioning', 'running', $12, $13, $14, $14)`,
-        [vmId, tenantId, placed.host.host_id, order.plan, order.cycle, order.tier, order.harness, templateId, order.vcpus,
-          order.memory_mib, order.disk_gib, placed.host.image_id, slots[i], createdAt],
-      );
+      await vmStore.insert(tx, {
+        vm_id: vmId,
+        tenant_id: tenantId,
+        host_id: placed.host.host_id,
+        plan: order.plan,
+        cycle: order.cycle,
+        tier: order.tier,
+        harness: order.harness,
+        template_id: templateId,
+        vcpus: order.vcpus,
+        memory_mib: order.memory_mib,
+        disk_gib: order.disk_gib,
+        image_id: placed.host.image_id,
+        net_slot: slots[i],
+        // Rows of one request get distinct, ordered timestamps so "newest first" is stable.
+        created_at: new Date(now.getTime() + i),
+      });
       ids.push(vmId);
     }
     return ids;
@@ -258,19 +236,11 @@ export class VmService {
    */
   async destroy(tenantId: string, vmId: string): Promise<VmRow> {
     const row = await this.db.transaction(async (tx) => {
-      const [vm] = await tx.query<VmRow & MeteredVm>(
-        'SELECT * FROM vms WHERE tenant_id = $1 AND vm_id = $2 AND deleted_at IS NULL FOR UPDATE',
-        [tenantId, vmId],
-      );
+      const vm = await vmStore.lockForTenant(tx, tenantId, vmId);
       if (!vm) throw notFound('VM');
       const now = this.clock.now();
       await meterVm(tx, this.billing, vm, now, { running: false, final: true });
-      const [updated] = await tx.query<VmRow>(
-        `UPDATE vms SET desired_state = 'deleted', status = 'deleted', status_reason = NULL, deleted_at = $2, updated_at = $2
-         WHERE vm_id = $1 RETURNING *`,
-        [vmId, now],
-      );
-      return updated;
+      return vmStore.markDeleted(tx, vmId, now);
     });
     this.onChange();
     return row;
@@ -279,22 +249,23 @@ export class VmService {
   /** Records a lifecycle request for the reconciler; answers the VM as it now stands. */
   async lifecycle(tenantId: string, vmId: string, action: LifecycleAction): Promise<VmRow> {
     const row = await this.db.transaction(async (tx) => {
-      const [vm] = await tx.query<VmRow>(
-        'SELECT * FROM vms WHERE tenant_id = $1 AND vm_id = $2 AND deleted_at IS NULL FOR UPDATE',
-        [tenantId, vmId],
-      );
+      const vm = await vmStore.lockForTenant(tx, tenantId, vmId);
       if (!vm) throw notFound('VM');
       const patch = applyLifecycle(vm, action);
       if (!patch) return vm;
-      const [updated] = await tx.query<VmRow>(
-        `UPDATE vms SET status = $3, status_reason = $4, desired_state = $5, restart_requested = $6,
-                        reprovision_requested = $7, updated_at = $8
-         WHERE tenant_id = $1 AND vm_id = $2 RETURNING *`,
-        [tenantId, vmId, patch.status ?? vm.status, patch.status_reason ?? null, patch.desired_state ?? vm.desired_state,
-          patch.restart_requested ?? vm.restart_requested, patch.reprovision_requested ?? vm.reprovision_requested,
-          this.clock.now()],
+      return vmStore.recordLifecycle(
+        tx,
+        tenantId,
+        vmId,
+        {
+          status: patch.status ?? vm.status,
+          status_reason: patch.status_reason ?? null,
+          desired_state: patch.desired_state ?? vm.desired_state,
+          restart_requested: patch.restart_requested ?? vm.restart_requested,
+          reprovision_requested: patch.reprovision_requested ?? vm.reprovision_requested,
+        },
+        this.clock.now(),
       );
-      return updated;
     });
     this.onChange();
     return row;

@@ -13,6 +13,7 @@ import type { Image } from '../image/build.ts';
 import { QemuDriver, runQemuImg } from '../vmm/qemu.ts';
 import { randomBase62 } from '../domain/ids.ts';
 import type { ScrubReport } from '../guest/scrub.ts';
+import * as templateStore from '../store/templates.ts';
 
 export interface CapturerOptions {
   db: Db;
@@ -57,21 +58,14 @@ export class Capturer {
 
   /** Captures that a crash interrupted never become ready: they fail, and their partial files go. */
   async failInterrupted(): Promise<void> {
-    const rows = await this.o.db.query<{ template_id: string }>(
-      `UPDATE templates t SET status = 'failed', status_reason = 'the capture was interrupted by a server restart', updated_at = $2
-       FROM vms v WHERE t.status = 'capturing' AND v.vm_id = t.source_vm_id AND v.host_id = $1 RETURNING t.template_id`,
-      [this.o.hostId, this.o.clock.now()],
-    );
-    for (const r of rows) await rm(path.join(this.o.templatesDir, `${r.template_id}.qcow2.tmp`), { force: true });
+    const failed = await templateStore.failInterruptedOnHost(this.o.db, this.o.hostId, this.o.clock.now());
+    for (const templateId of failed) await rm(path.join(this.o.templatesDir, `${templateId}.qcow2.tmp`), { force: true });
     await rm(this.o.scrubDir, { recursive: true, force: true });
   }
 
   private async capture(templateId: string): Promise<void> {
     const { db, driver, clock } = this.o;
-    const [t] = await db.query<{ template_id: string; source_vm_id: string; visibility: string }>(
-      `SELECT template_id, source_vm_id, visibility FROM templates WHERE template_id = $1 AND status = 'capturing'`,
-      [templateId],
-    );
+    const t = await templateStore.getCapturing(db, templateId);
     if (!t) return;
     await mkdir(this.o.templatesDir, { recursive: true });
     const final = path.join(this.o.templatesDir, `${templateId}.qcow2`);
@@ -82,18 +76,11 @@ export class Capturer {
       if (t.visibility === 'public') report = await this.scrub(tmp);
       await rename(tmp, final);
       const size = (await stat(final)).size;
-      await db.query(
-        `UPDATE templates SET status = 'ready', image_path = $2, size_bytes = $3, scrub_report = $4, updated_at = $5 WHERE template_id = $1`,
-        [templateId, final, size, report ? JSON.stringify(report) : null, clock.now()],
-      );
+      await templateStore.markReady(db, templateId, { path: final, sizeBytes: size, scrubReport: report }, clock.now());
       this.o.log.info({ template_id: templateId, bytes: size, scrubbed: Boolean(report) }, 'template captured');
     } catch (err) {
       await rm(tmp, { force: true });
-      await db.query(`UPDATE templates SET status = 'failed', status_reason = $2, updated_at = $3 WHERE template_id = $1`, [
-        templateId,
-        `capture failed: ${(err as Error).message}`.slice(0, 500),
-        clock.now(),
-      ]);
+      await templateStore.markFailed(db, templateId, `capture failed: ${(err as Error).message}`.slice(0, 500), clock.now());
       throw err;
     }
   }

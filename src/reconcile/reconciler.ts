@@ -8,8 +8,10 @@ import type { Db } from '../store/db.ts';
 import type { Clock } from '../domain/clock.ts';
 import type { BillingService } from '../domain/billing.ts';
 import type { HostService } from '../domain/hosts.ts';
-import { meterVm, stopTierVms } from '../domain/metering.ts';
-import type { VmRow } from '../domain/vms.ts';
+import { meterVm } from '../domain/metering.ts';
+import * as vmStore from '../store/vms.ts';
+import * as templateStore from '../store/templates.ts';
+import type { VmRecord } from '../store/vms.ts';
 import type { ExitInfo, QemuDriver, VmSpec } from '../vmm/qemu.ts';
 import type { Image } from '../image/build.ts';
 import { netOfSlot } from '../vmm/qemu.ts';
@@ -37,19 +39,7 @@ export interface ReconcilerOptions {
   maxConcurrentBoots?: number;
 }
 
-interface Row extends VmRow {
-  reprovision_done: number;
-  restart_done: number;
-  image_id: string | null;
-  net_slot: number | null;
-  unbilled_ms: number;
-  metered_until: Date | null;
-  lease_owner: string | null;
-  disks_removed_at: Date | null;
-  deleted_at: Date | null;
-}
-
-const PLATFORM_REASONS = new Set(['preempted', 'credits_exhausted']);
+const PLATFORM_REASONS = new Set<string>(vmStore.PLATFORM_STOP_REASONS);
 
 /** What one pass over a VM came to: its desired state reached, or something it must wait for first. */
 type Outcome = { done: true } | { done: false; waitingFor: string };
@@ -61,7 +51,10 @@ export function retryDelayMs(attempts: number): number {
 }
 
 /** The part of a row a customer changes: a new request on a waiting VM is acted on at once. */
-const generation = (row: Row) => `${row.desired_state}:${row.restart_requested}:${row.reprovision_requested}`;
+const generation = (row: VmRecord) => `${row.desired_state}:${row.restart_requested}:${row.reprovision_requested}`;
+
+/** The restart and reprovision requests a boot of this row serves (acknowledged whether it boots or fails). */
+const served = (row: VmRecord) => ({ restartDone: row.restart_requested, reprovisionDone: row.reprovision_requested });
 
 export class Reconciler {
   readonly owner: string;
@@ -90,11 +83,8 @@ export class Reconciler {
   /** Takes over this host's VMs after a (re)start: leases of earlier processes of this host end, running QEMUs are adopted. */
   async start(): Promise<void> {
     const { db, hostId, driver, log } = this.o;
-    await db.query(`UPDATE vms SET lease_owner = NULL, lease_expires_at = NULL WHERE host_id = $1 AND lease_owner LIKE $2`, [
-      hostId,
-      `${hostId}:%`,
-    ]);
-    const rows = await db.query<Row>('SELECT * FROM vms WHERE host_id = $1 AND disks_removed_at IS NULL', [hostId]);
+    await vmStore.releaseLeasesOfHost(db, hostId);
+    const rows = await vmStore.listOnHost(db, hostId);
     const known = new Set(rows.map((r) => r.vm_id));
     // All at once: a guest killed mid-boot makes its adoption wait for its agent's answer.
     const adopted = (await Promise.all(rows.map((row) => driver.adopt(row.vm_id)))).filter(Boolean).length;
@@ -174,7 +164,7 @@ export class Reconciler {
     const deadline = Date.now() + timeoutMs;
     while (Date.now() < deadline) {
       await Promise.allSettled([...this.inflight.values()]);
-      const rows = await this.o.db.query<Row>('SELECT * FROM vms WHERE host_id = $1 AND disks_removed_at IS NULL', [this.o.hostId]);
+      const rows = await vmStore.listOnHost(this.o.db, this.o.hostId);
       if (this.inflight.size === 0 && !rows.some((r) => this.needsWork(r))) return;
       this.kick();
       await new Promise((r) => setTimeout(r, 100));
@@ -183,7 +173,7 @@ export class Reconciler {
   }
 
   private async tick(): Promise<void> {
-    const rows = await this.o.db.query<Row>('SELECT * FROM vms WHERE host_id = $1 AND disks_removed_at IS NULL', [this.o.hostId]);
+    const rows = await vmStore.listOnHost(this.o.db, this.o.hostId);
     const now = Date.now();
     for (const row of rows) {
       if (!this.running) return;
@@ -210,7 +200,7 @@ export class Reconciler {
   }
 
   /** A VM that could not proceed is retried later, each time later (the 1 s loop picks it up when due). */
-  private recordOutcome(row: Row, outcome: Outcome): void {
+  private recordOutcome(row: VmRecord, outcome: Outcome): void {
     if (outcome.done) {
       this.waits.delete(row.vm_id);
       return;
@@ -220,7 +210,7 @@ export class Reconciler {
     this.waits.set(row.vm_id, { at: Date.now() + retryDelayMs(attempts), attempts, generation: generation(row), waitingFor: outcome.waitingFor });
   }
 
-  needsWork(row: Row): boolean {
+  needsWork(row: VmRecord): boolean {
     const up = this.o.driver.isRunning(row.vm_id);
     if (row.desired_state === 'deleted') return true;
     if (row.desired_state === 'stopped') return up || row.status !== 'stopped';
@@ -230,24 +220,17 @@ export class Reconciler {
     return row.status !== 'failed';
   }
 
-  private async claim(vmId: string): Promise<Row | null> {
-    const [row] = await this.o.db.query<Row>(
-      `UPDATE vms SET lease_owner = $2, lease_expires_at = $3
-       WHERE vm_id = $1 AND host_id = $4 AND (lease_owner IS NULL OR lease_owner = $2 OR lease_expires_at < $5)
-       RETURNING *`,
-      [vmId, this.owner, new Date(this.o.clock.now().getTime() + (this.o.leaseMs ?? 60_000)), this.o.hostId, this.o.clock.now()],
-    );
+  private async claim(vmId: string): Promise<VmRecord | null> {
+    const row = await vmStore.claimLease(this.o.db, vmId, {
+      hostId: this.o.hostId,
+      owner: this.owner,
+      expiresAt: new Date(this.o.clock.now().getTime() + (this.o.leaseMs ?? 60_000)),
+      now: this.o.clock.now(),
+    });
     return row ?? null;
   }
 
-  private release(vmId: string): Promise<unknown> {
-    return this.o.db.query('UPDATE vms SET lease_owner = NULL, lease_expires_at = NULL WHERE vm_id = $1 AND lease_owner = $2', [
-      vmId,
-      this.owner,
-    ]);
-  }
-
-  private async converge(seen: Row): Promise<Outcome> {
+  private async converge(seen: VmRecord): Promise<Outcome> {
     const row = await this.claim(seen.vm_id);
     if (!row) return { done: false, waitingFor: 'a lease held by another process' };
     const renew = setInterval(() => void this.claim(row.vm_id).catch(() => undefined), (this.o.leaseMs ?? 60_000) / 3);
@@ -255,35 +238,32 @@ export class Reconciler {
       return await this.act(row);
     } finally {
       clearInterval(renew);
-      await this.release(row.vm_id);
+      await vmStore.releaseLease(this.o.db, row.vm_id, this.owner);
     }
   }
 
-  private async act(row: Row): Promise<Outcome> {
+  private async act(row: VmRecord): Promise<Outcome> {
     const { driver, db, clock } = this.o;
     if (row.desired_state === 'deleted') {
       await driver.destroy(row.vm_id);
-      await db.query('UPDATE vms SET disks_removed_at = $2, net_slot = NULL WHERE vm_id = $1', [row.vm_id, clock.now()]);
+      await vmStore.markDisksRemoved(db, row.vm_id, clock.now());
       this.o.log.info({ vm_id: row.vm_id }, 'VM destroyed, disks removed');
       return DONE;
     }
     if (row.desired_state === 'stopped') {
       if (driver.isRunning(row.vm_id) || (await driver.ownPid(row.vm_id))) {
-        await this.setStatus(row.vm_id, 'stopping', PLATFORM_REASONS.has(row.status_reason ?? '') ? row.status_reason : null, ['stopped']);
+        await vmStore.setStatus(db, row.vm_id, 'stopping', PLATFORM_REASONS.has(row.status_reason ?? '') ? row.status_reason : null, ['stopped'], clock.now());
         await driver.stop(row.vm_id);
       }
       await this.endMetering(row.vm_id);
       // A platform stop keeps its reason; a failed VM stays failed.
-      await db.query(
-        `UPDATE vms SET status = 'stopped', updated_at = $2 WHERE vm_id = $1 AND desired_state = 'stopped' AND status <> 'failed'`,
-        [row.vm_id, clock.now()],
-      );
+      await vmStore.markStopped(db, row.vm_id, clock.now());
       return DONE;
     }
     const reprovision = row.reprovision_requested > row.reprovision_done;
     const restart = row.restart_requested > row.restart_done;
     if (!reprovision && !restart && driver.isRunning(row.vm_id)) {
-      await this.markRunning(row, row.image_id, driver.facts(row.vm_id)?.ipv4 ?? null);
+      await vmStore.markRunning(db, row.vm_id, row.image_id, driver.facts(row.vm_id)?.ipv4 ?? null, clock.now());
       return DONE;
     }
     const imageId = reprovision || !row.image_id ? this.o.currentImageId() : row.image_id;
@@ -303,9 +283,7 @@ export class Reconciler {
       image,
       netSlot: row.net_slot,
       hostname: row.vm_id.replace(/_/g, '-').toLowerCase(),
-      persistBacking: row.template_id
-        ? ((await db.query<{ image_path: string | null }>('SELECT image_path FROM templates WHERE template_id = $1', [row.template_id]))[0]?.image_path ?? null)
-        : null,
+      persistBacking: row.template_id ? await templateStore.imagePath(db, row.template_id) : null,
     };
     await this.acquireBootSlot();
     try {
@@ -314,11 +292,8 @@ export class Reconciler {
       const t1 = performance.now();
       const facts = await driver.start(spec);
       const t2 = performance.now();
-      await db.query(
-        `UPDATE vms SET restart_done = $2, reprovision_done = $3, boots = boots + 1, booted_at = $4 WHERE vm_id = $1`,
-        [row.vm_id, row.restart_requested, row.reprovision_requested, clock.now()],
-      );
-      await this.markRunning(row, image.id, facts.ipv4 ?? netOfSlot(row.net_slot).guest);
+      await vmStore.markBooted(db, row.vm_id, served(row), clock.now());
+      await vmStore.markRunning(db, row.vm_id, image.id, facts.ipv4 ?? netOfSlot(row.net_slot).guest, clock.now());
       this.o.log.info(
         {
           vm_id: row.vm_id,
@@ -335,11 +310,7 @@ export class Reconciler {
       return DONE;
     } catch (err) {
       const reason = `boot failed: ${(err as Error).message}`.slice(0, 500);
-      await db.query(
-        `UPDATE vms SET status = 'failed', status_reason = $2, restart_done = $3, reprovision_done = $4, updated_at = $5
-         WHERE vm_id = $1 AND desired_state = 'running'`,
-        [row.vm_id, reason, row.restart_requested, row.reprovision_requested, clock.now()],
-      );
+      await vmStore.markBootFailed(db, row.vm_id, reason, served(row), clock.now());
       await this.endMetering(row.vm_id);
       this.o.log.warn({ vm_id: row.vm_id, reason }, 'VM failed to boot');
       return DONE;
@@ -361,34 +332,12 @@ export class Reconciler {
     this.bootQueue.shift()?.();
   }
 
-  private async markRunning(row: Row, imageId: string | null, ipv4: string | null): Promise<void> {
-    const now = this.o.clock.now();
-    // Only while the customer still wants it running; metering starts now if it was not running.
-    await this.o.db.query(
-      `UPDATE vms SET status = 'running', status_reason = NULL, image_id = $2, ipv4 = coalesce($3, ipv4), updated_at = $4,
-              metered_until = CASE WHEN tier IS NULL THEN NULL ELSE coalesce(metered_until, $4) END
-       WHERE vm_id = $1 AND desired_state = 'running' AND deleted_at IS NULL`,
-      [row.vm_id, imageId, ipv4, now],
-    );
-  }
-
-  private async setStatus(vmId: string, status: string, reason: string | null, unless: string[]): Promise<void> {
-    await this.o.db.query(
-      `UPDATE vms SET status = $2, status_reason = $3, updated_at = $4 WHERE vm_id = $1 AND NOT (status = ANY($5::text[]))`,
-      [vmId, status, reason, this.o.clock.now(), unless],
-    );
-  }
-
   /** A QEMU ended without being asked to: the VM says so, and its metering stops. */
   private async recordCrash(vmId: string, reason: string): Promise<void> {
     const now = this.o.clock.now();
     await this.endMetering(vmId);
-    const rows = await this.o.db.query(
-      `UPDATE vms SET status = 'failed', status_reason = $2, updated_at = $3
-       WHERE vm_id = $1 AND desired_state = 'running' AND deleted_at IS NULL RETURNING vm_id`,
-      [vmId, `the VM stopped unexpectedly: qemu ${reason}`, now],
-    );
-    if (rows.length) this.o.log.warn({ vm_id: vmId, reason }, 'VM crashed');
+    const failed = await vmStore.recordCrash(this.o.db, vmId, `the VM stopped unexpectedly: qemu ${reason}`, now);
+    if (failed) this.o.log.warn({ vm_id: vmId, reason }, 'VM crashed');
   }
 
   private async endMetering(vmId: string): Promise<void> {
@@ -398,11 +347,11 @@ export class Reconciler {
   private async meterOne(vmId: string, running: boolean): Promise<void> {
     const { db, billing, clock } = this.o;
     await db.transaction(async (tx) => {
-      const [vm] = await tx.query<Row>('SELECT * FROM vms WHERE vm_id = $1 FOR UPDATE', [vmId]);
+      const vm = await vmStore.lock(tx, vmId);
       if (!vm || !vm.tier || !vm.metered_until) return;
       const { exhausted } = await meterVm(tx, billing, vm, clock.now(), { running });
       if (exhausted) {
-        const n = await stopTierVms(tx, vm.tenant_id, clock.now());
+        const n = await vmStore.stopTierVmsOfTenant(tx, vm.tenant_id, clock.now());
         this.o.log.warn({ tenant_id: vm.tenant_id, stopped: n }, 'prepaid credits exhausted: tier VMs stopped');
       }
     });
@@ -410,15 +359,10 @@ export class Reconciler {
 
   /** Draws what the running tier VMs of this host have used so far. */
   async meterAll(): Promise<void> {
-    const rows = await this.o.db
-      .query<{ vm_id: string }>(
-        `SELECT vm_id FROM vms WHERE host_id = $1 AND tier IS NOT NULL AND metered_until IS NOT NULL AND deleted_at IS NULL`,
-        [this.o.hostId],
-      )
-      .catch(() => [] as { vm_id: string }[]);
-    for (const { vm_id } of rows) {
+    const vmIds = await vmStore.listMeteredOnHost(this.o.db, this.o.hostId).catch(() => [] as string[]);
+    for (const vm_id of vmIds) {
       await this.meterOne(vm_id, this.o.driver.isRunning(vm_id)).catch((err) => this.o.log.error({ err, vm_id }, 'metering failed'));
     }
-    if (rows.length) this.kick();
+    if (vmIds.length) this.kick();
   }
 }

@@ -11,6 +11,8 @@ import type { ExecResult, RunArgs } from '../guest/protocol.ts';
 import type { DriverProbe } from '../vmm/probe.ts';
 import { ApiError, ERROR_STATUS, type ErrorCode } from '../domain/errors.ts';
 import { INTERNAL_ROUTES, InternalErrorSchema, internalPath, type InternalRoute } from '../host/internalContract.ts';
+import * as hostStore from '../store/hosts.ts';
+import * as templateStore from '../store/templates.ts';
 
 /** Codes a host answers that mean the same to the customer (the VM is not running, wait and retry). */
 const PASSED_ON = new Set<ErrorCode>(['vm_not_running', 'rate_limited', 'not_found']);
@@ -30,20 +32,13 @@ export class RemoteHosts implements VmExecutor {
   ) {}
 
   private async hostOfVm(vmId: string): Promise<HostOf> {
-    const [row] = await this.db.query<{ internal_url: string | null; host_id: string }>(
-      'SELECT h.internal_url, h.host_id FROM vms v JOIN hosts h ON h.host_id = v.host_id WHERE v.vm_id = $1',
-      [vmId],
-    );
+    const row = await hostStore.endpointOfVm(this.db, vmId);
     return { url: row?.internal_url ?? null, hostId: row?.host_id ?? null };
   }
 
   /** Whether the host still heartbeats (a call to it may wait as long as it does). */
-  private async hostLive(hostId: string): Promise<boolean> {
-    const [row] = await this.db.query<{ live: boolean }>('SELECT heartbeat_at > $2 AS live FROM hosts WHERE host_id = $1', [
-      hostId,
-      new Date(Date.now() - this.staleMs),
-    ]);
-    return row?.live ?? false;
+  private hostLive(hostId: string): Promise<boolean> {
+    return hostStore.isLive(this.db, hostId, new Date(Date.now() - this.staleMs));
   }
 
   /**
@@ -105,19 +100,12 @@ export class RemoteHosts implements VmExecutor {
   /** Hands a capture to the host of the template's source VM; a host that cannot be reached fails it. */
   capture(templateId: string): void {
     void (async () => {
-      const [row] = await this.db.query<{ internal_url: string | null; host_id: string | null }>(
-        `SELECT h.internal_url, h.host_id FROM templates t JOIN vms v ON v.vm_id = t.source_vm_id JOIN hosts h ON h.host_id = v.host_id
-         WHERE t.template_id = $1`,
-        [templateId],
-      );
+      const row = await hostStore.endpointOfTemplate(this.db, templateId);
       await this.call({ url: row?.internal_url ?? null, hostId: row?.host_id ?? null }, 'capture', templateId, undefined, { ms: 30_000 });
     })().catch(async (err: Error) => {
       this.log.warn({ err, template_id: templateId }, 'handing a capture to its host failed');
-      await this.db
-        .query(`UPDATE templates SET status = 'failed', status_reason = $2 WHERE template_id = $1 AND status = 'capturing'`, [
-          templateId,
-          `the VM's host could not be reached: ${err.message}`.slice(0, 300),
-        ])
+      await templateStore
+        .markUndelivered(this.db, templateId, `the VM's host could not be reached: ${err.message}`.slice(0, 300))
         .catch(() => undefined);
     });
   }
@@ -130,10 +118,8 @@ function retryAfter(res: Response): Record<string, string> | undefined {
 
 /** What an API replica's /readyz says of VM hosts: usable while at least one host is live. */
 export async function liveHostsProbe(db: Db, staleMs: number): Promise<DriverProbe> {
-  const [row] = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM hosts WHERE NOT draining AND heartbeat_at > $1', [
-    new Date(Date.now() - staleMs),
-  ]);
-  return row.n > 0
-    ? { usable: true, accel: null, qemu: null, detail: `${row.n} live VM host(s)` }
+  const n = await hostStore.countTakingVms(db, new Date(Date.now() - staleMs));
+  return n > 0
+    ? { usable: true, accel: null, qemu: null, detail: `${n} live VM host(s)` }
     : { usable: false, accel: null, qemu: null, detail: 'no live VM host' };
 }

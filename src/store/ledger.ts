@@ -1,0 +1,60 @@
+/**
+ * The `ledger` table: every money movement of a tenant, append-only (migration 001 refuses UPDATE
+ * and DELETE). A tenant's credit balance is the sum of its rows. Each function takes the database or
+ * the transaction it runs in; the tenant id is in every WHERE.
+ */
+import type { Queryable } from './db.ts';
+
+/** What a charge or a draw was for. */
+export interface LedgerMeta {
+  description: string;
+  vmId?: string;
+  templateId?: string;
+  plan?: string;
+  cycle?: string;
+}
+
+export async function creditBalance(q: Queryable, tenantId: string): Promise<number> {
+  const [row] = await q.query<{ balance: number }>('SELECT coalesce(sum(credits_delta_cents), 0) AS balance FROM ledger WHERE tenant_id = $1', [
+    tenantId,
+  ]);
+  return row.balance;
+}
+
+/** The credit balance, and the credits drawn since `monthStart`. */
+export async function creditsSummary(q: Queryable, tenantId: string, monthStart: Date): Promise<{ balance: number; spent: number }> {
+  const [credits] = await q.query<{ balance: number; spent: number }>(
+    `SELECT coalesce(sum(credits_delta_cents), 0) AS balance,
+            coalesce(sum(amount_cents) FILTER (WHERE kind = 'credit_draw' AND created_at >= $2), 0) AS spent
+     FROM ledger WHERE tenant_id = $1`,
+    [tenantId, monthStart],
+  );
+  return credits;
+}
+
+export async function recordCreditPurchase(q: Queryable, tenantId: string, amountCents: number, now: Date): Promise<void> {
+  await q.query(
+    `INSERT INTO ledger (tenant_id, kind, amount_cents, credits_delta_cents, description, created_at)
+     VALUES ($1, 'credit_purchase', $2, $2, 'prepaid credits', $3)`,
+    [tenantId, amountCents, now],
+  );
+}
+
+/** A charge of the card on file, with the payment provider's reference. */
+export async function recordCardCharge(q: Queryable, tenantId: string, amountCents: number, meta: LedgerMeta, reference: string, now: Date): Promise<void> {
+  await q.query(
+    `INSERT INTO ledger (tenant_id, kind, amount_cents, credits_delta_cents, vm_id, template_id, plan, cycle,
+                         description, provider_reference, created_at)
+     VALUES ($1, 'card_charge', $2, 0, $3, $4, $5, $6, $7, $8, $9)`,
+    [tenantId, amountCents, meta.vmId ?? null, meta.templateId ?? null, meta.plan ?? null, meta.cycle ?? null, meta.description, reference, now],
+  );
+}
+
+/** Prepaid credits drawn (running time of a tier VM). */
+export async function recordCreditDraw(q: Queryable, tenantId: string, drawnCents: number, meta: LedgerMeta, now: Date): Promise<void> {
+  await q.query(
+    `INSERT INTO ledger (tenant_id, kind, amount_cents, credits_delta_cents, vm_id, description, created_at)
+     VALUES ($1, 'credit_draw', $2, $3, $4, $5, $6)`,
+    [tenantId, drawnCents, -drawnCents, meta.vmId ?? null, meta.description, now],
+  );
+}

@@ -1,0 +1,343 @@
+/**
+ * The `vms` table: every statement on it, one function each, named for what it does to a VM. Each
+ * takes the database or the transaction it runs in. A customer's read or change carries the tenant
+ * id in its WHERE; the host's own transitions go by VM id (its host and lease chose the row).
+ */
+import type { Queryable } from './db.ts';
+import type { VmStateFields, VmStatus } from '../domain/vmState.ts';
+import type { Cycle, PlanId, TierId } from '../domain/plans.ts';
+
+/** A VM as the customer sees it. */
+export interface VmRow extends VmStateFields {
+  vm_id: string;
+  tenant_id: string;
+  host_id: string | null;
+  plan: PlanId | null;
+  cycle: Cycle | null;
+  tier: TierId | null;
+  harness: string;
+  template_id: string | null;
+  ipv4: string | null;
+  vcpus: number;
+  memory_mib: number;
+  disk_gib: number;
+  secret_names: string[];
+  /** How often the VM has booted: a run whose VM booted again under it lost its guest. */
+  boots: number;
+  created_at: Date;
+  updated_at: Date;
+}
+
+/** The whole row: what the VM's host works from (requests acknowledged, image, network, metering, lease). */
+export interface VmRecord extends VmRow {
+  reprovision_done: number;
+  restart_done: number;
+  image_id: string | null;
+  net_slot: number | null;
+  unbilled_ms: number;
+  metered_until: Date | null;
+  lease_owner: string | null;
+  disks_removed_at: Date | null;
+  deleted_at: Date | null;
+}
+
+/** A new VM's row: placed on a host, wanted running, not yet booted. */
+export interface NewVm {
+  vm_id: string;
+  tenant_id: string;
+  host_id: string;
+  plan: PlanId | null;
+  cycle: Cycle | null;
+  tier: TierId | null;
+  harness: string;
+  template_id: string | null;
+  vcpus: number;
+  memory_mib: number;
+  disk_gib: number;
+  image_id: string | null;
+  net_slot: number;
+  created_at: Date;
+}
+
+/** Why the platform, not the customer, stopped a VM; the reason stays on the VM until it runs again. */
+export type PlatformStopReason = 'preempted' | 'credits_exhausted';
+export const PLATFORM_STOP_REASONS: readonly PlatformStopReason[] = ['preempted', 'credits_exhausted'];
+
+/** Network slots per host: 10.128.0.0/9 in /24s. */
+const NET_SLOTS = 0x7fff;
+
+// ---- what the customer reads and asks for (tenant id in every WHERE) ----
+
+export function listForTenant(q: Queryable, tenantId: string): Promise<VmRow[]> {
+  return q.query<VmRow>('SELECT * FROM vms WHERE tenant_id = $1 AND deleted_at IS NULL ORDER BY created_at DESC, vm_id DESC', [tenantId]);
+}
+
+export async function getForTenant(q: Queryable, tenantId: string, vmId: string): Promise<VmRow | undefined> {
+  const [vm] = await q.query<VmRow>('SELECT * FROM vms WHERE tenant_id = $1 AND vm_id = $2 AND deleted_at IS NULL', [tenantId, vmId]);
+  return vm;
+}
+
+/** The tenant's VM, locked for the rest of the transaction. */
+export async function lockForTenant(q: Queryable, tenantId: string, vmId: string): Promise<VmRecord | undefined> {
+  const [vm] = await q.query<VmRecord>('SELECT * FROM vms WHERE tenant_id = $1 AND vm_id = $2 AND deleted_at IS NULL FOR UPDATE', [
+    tenantId,
+    vmId,
+  ]);
+  return vm;
+}
+
+/** The tenant's VM, locked, with what a capture of its persist disk needs. */
+export async function lockForCapture(
+  q: Queryable,
+  tenantId: string,
+  vmId: string,
+): Promise<{ vm_id: string; status: string; harness: string; plan: string | null } | undefined> {
+  const [vm] = await q.query<{ vm_id: string; status: string; harness: string; plan: string | null }>(
+    'SELECT vm_id, status, harness, plan FROM vms WHERE tenant_id = $1 AND vm_id = $2 AND deleted_at IS NULL FOR UPDATE',
+    [tenantId, vmId],
+  );
+  return vm;
+}
+
+/** The tenant's live VMs counted by status and by what they are billed as. */
+export function tallyForTenant(
+  q: Queryable,
+  tenantId: string,
+): Promise<Array<{ status: string; plan: PlanId | null; cycle: Cycle | null; tier: string | null; n: number }>> {
+  return q.query(
+    `SELECT status, plan, cycle, tier, count(*)::int AS n FROM vms
+     WHERE tenant_id = $1 AND deleted_at IS NULL GROUP BY status, plan, cycle, tier`,
+    [tenantId],
+  );
+}
+
+export async function insert(q: Queryable, vm: NewVm): Promise<void> {
+  await q.query(
+    `INSERT INTO vms (vm_id, tenant_id, host_id, plan, cycle, tier, harness, template_id, vcpus, memory_mib, disk_gib,
+                      status, desired_state, image_id, net_slot, created_at, updated_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'provisioning', 'running', $12, $13, $14, $14)`,
+    [vm.vm_id, vm.tenant_id, vm.host_id, vm.plan, vm.cycle, vm.tier, vm.harness, vm.template_id, vm.vcpus,
+      vm.memory_mib, vm.disk_gib, vm.image_id, vm.net_slot, vm.created_at],
+  );
+}
+
+/** A lifecycle request (stop, start, restart, reprovision): the state it asks for and the status it shows. */
+export async function recordLifecycle(q: Queryable, tenantId: string, vmId: string, state: VmStateFields, now: Date): Promise<VmRow> {
+  const [updated] = await q.query<VmRow>(
+    `UPDATE vms SET status = $3, status_reason = $4, desired_state = $5, restart_requested = $6,
+                    reprovision_requested = $7, updated_at = $8
+     WHERE tenant_id = $1 AND vm_id = $2 RETURNING *`,
+    [tenantId, vmId, state.status, state.status_reason, state.desired_state, state.restart_requested, state.reprovision_requested, now],
+  );
+  return updated;
+}
+
+/** Destroyed: gone from the API at once; its host removes the disks. Call with the row locked by `lockForTenant`. */
+export async function markDeleted(q: Queryable, vmId: string, now: Date): Promise<VmRow> {
+  const [updated] = await q.query<VmRow>(
+    `UPDATE vms SET desired_state = 'deleted', status = 'deleted', status_reason = NULL, deleted_at = $2, updated_at = $2
+     WHERE vm_id = $1 RETURNING *`,
+    [vmId, now],
+  );
+  return updated;
+}
+
+/** The names of the secrets set in the VM's guest (never their values). */
+export async function setSecretNames(q: Queryable, tenantId: string, vmId: string, names: string[], now: Date): Promise<VmRow> {
+  const [row] = await q.query<VmRow>('UPDATE vms SET secret_names = $3, updated_at = $4 WHERE tenant_id = $1 AND vm_id = $2 RETURNING *', [
+    tenantId,
+    vmId,
+    names,
+    now,
+  ]);
+  return row;
+}
+
+// ---- platform stops: the customer wanted the VM running, the platform stops it and says why ----
+
+/** One UPDATE for every platform stop; a VM already stopped or failed keeps its status. */
+const platformStop = (where: string) =>
+  `UPDATE vms SET desired_state = 'stopped', status = CASE WHEN status IN ('stopped', 'failed') THEN status ELSE 'stopping' END,
+          status_reason = $3, updated_at = $2
+   WHERE ${where} RETURNING vm_id`;
+
+/** Spot VMs stopped to make room for a VM that is not spot (call with their host locked). */
+export async function preempt(q: Queryable, vmIds: string[], now: Date): Promise<void> {
+  await q.query(platformStop('vm_id = ANY($1::text[])'), [vmIds, now, 'preempted' satisfies PlatformStopReason]);
+}
+
+/** The tenant's prepaid credits are gone: every tier VM it wants running stops (none is deleted). Answers how many. */
+export async function stopTierVmsOfTenant(q: Queryable, tenantId: string, now: Date): Promise<number> {
+  const rows = await q.query(platformStop(`tenant_id = $1 AND tier IS NOT NULL AND deleted_at IS NULL AND desired_state = 'running'`), [
+    tenantId,
+    now,
+    'credits_exhausted' satisfies PlatformStopReason,
+  ]);
+  return rows.length;
+}
+
+// ---- placement on a host (call with the host locked) ----
+
+/** The VMs that hold room on a host (disk while they exist, CPU and memory while wanted running), newest first. */
+export function listHoldingRoom(
+  q: Queryable,
+  hostId: string,
+): Promise<Array<{ vm_id: string; vcpus: number; memory_mib: number; disk_gib: number; running: boolean; spot: boolean }>> {
+  return q.query(
+    `SELECT vm_id, vcpus, memory_mib, disk_gib, desired_state = 'running' AS running, tier = 'spot' AS spot
+     FROM vms WHERE host_id = $1 AND disks_removed_at IS NULL AND desired_state <> 'deleted'
+     ORDER BY created_at DESC`,
+    [hostId],
+  );
+}
+
+/** The `count` lowest network slots free on a host. */
+export async function freeNetSlots(q: Queryable, hostId: string, count: number): Promise<number[]> {
+  const rows = await q.query<{ s: number }>(
+    `SELECT s FROM generate_series(0, ${NET_SLOTS}) AS s
+     WHERE s NOT IN (SELECT net_slot FROM vms WHERE host_id = $1 AND disks_removed_at IS NULL AND net_slot IS NOT NULL)
+     ORDER BY s LIMIT $2`,
+    [hostId, count],
+  );
+  return rows.map((r) => r.s);
+}
+
+// ---- what the VM's host reads and records ----
+
+/** The VMs a host still has disks for. */
+export function listOnHost(q: Queryable, hostId: string): Promise<VmRecord[]> {
+  return q.query<VmRecord>('SELECT * FROM vms WHERE host_id = $1 AND disks_removed_at IS NULL', [hostId]);
+}
+
+/** A VM by id, locked for the rest of the transaction. */
+export async function lock(q: Queryable, vmId: string): Promise<VmRecord | undefined> {
+  const [vm] = await q.query<VmRecord>('SELECT * FROM vms WHERE vm_id = $1 FOR UPDATE', [vmId]);
+  return vm;
+}
+
+/** A host's tier VMs whose running time is being metered. */
+export async function listMeteredOnHost(q: Queryable, hostId: string): Promise<string[]> {
+  const rows = await q.query<{ vm_id: string }>(
+    `SELECT vm_id FROM vms WHERE host_id = $1 AND tier IS NOT NULL AND metered_until IS NOT NULL AND deleted_at IS NULL`,
+    [hostId],
+  );
+  return rows.map((r) => r.vm_id);
+}
+
+/** Takes (or renews) the lease on a VM of this host: answers the row, or nothing while another owner holds it. */
+export async function claimLease(
+  q: Queryable,
+  vmId: string,
+  lease: { hostId: string; owner: string; expiresAt: Date; now: Date },
+): Promise<VmRecord | undefined> {
+  const [row] = await q.query<VmRecord>(
+    `UPDATE vms SET lease_owner = $2, lease_expires_at = $3
+     WHERE vm_id = $1 AND host_id = $4 AND (lease_owner IS NULL OR lease_owner = $2 OR lease_expires_at < $5)
+     RETURNING *`,
+    [vmId, lease.owner, lease.expiresAt, lease.hostId, lease.now],
+  );
+  return row;
+}
+
+export async function releaseLease(q: Queryable, vmId: string, owner: string): Promise<void> {
+  await q.query('UPDATE vms SET lease_owner = NULL, lease_expires_at = NULL WHERE vm_id = $1 AND lease_owner = $2', [vmId, owner]);
+}
+
+/** Ends the leases every earlier process of this host held (their owners are `<host id>:<pid>:<random>`). */
+export async function releaseLeasesOfHost(q: Queryable, hostId: string): Promise<void> {
+  await q.query(`UPDATE vms SET lease_owner = NULL, lease_expires_at = NULL WHERE host_id = $1 AND lease_owner LIKE $2`, [hostId, `${hostId}:%`]);
+}
+
+/** Booted: the restart and reprovision requests it served are acknowledged, and the boot counted. */
+export async function markBooted(
+  q: Queryable,
+  vmId: string,
+  served: { restartDone: number; reprovisionDone: number },
+  now: Date,
+): Promise<void> {
+  await q.query(`UPDATE vms SET restart_done = $2, reprovision_done = $3, boots = boots + 1, booted_at = $4 WHERE vm_id = $1`, [
+    vmId,
+    served.restartDone,
+    served.reprovisionDone,
+    now,
+  ]);
+}
+
+/** Running, only while the customer still wants it running; metering of a tier VM starts now if it was not running. */
+export async function markRunning(q: Queryable, vmId: string, imageId: string | null, ipv4: string | null, now: Date): Promise<void> {
+  await q.query(
+    `UPDATE vms SET status = 'running', status_reason = NULL, image_id = $2, ipv4 = coalesce($3, ipv4), updated_at = $4,
+            metered_until = CASE WHEN tier IS NULL THEN NULL ELSE coalesce(metered_until, $4) END
+     WHERE vm_id = $1 AND desired_state = 'running' AND deleted_at IS NULL`,
+    [vmId, imageId, ipv4, now],
+  );
+}
+
+/** A status the host observes (stopping), unless the VM already shows one of `unless`. */
+export async function setStatus(q: Queryable, vmId: string, status: VmStatus, reason: string | null, unless: VmStatus[], now: Date): Promise<void> {
+  await q.query(`UPDATE vms SET status = $2, status_reason = $3, updated_at = $4 WHERE vm_id = $1 AND NOT (status = ANY($5::text[]))`, [
+    vmId,
+    status,
+    reason,
+    now,
+    unless,
+  ]);
+}
+
+/** Stopped, while the customer still wants it stopped; a platform stop keeps its reason, a failed VM stays failed. */
+export async function markStopped(q: Queryable, vmId: string, now: Date): Promise<void> {
+  await q.query(`UPDATE vms SET status = 'stopped', updated_at = $2 WHERE vm_id = $1 AND desired_state = 'stopped' AND status <> 'failed'`, [
+    vmId,
+    now,
+  ]);
+}
+
+/** The boot failed: the VM shows why, and the requests it tried to serve are acknowledged (not retried). */
+export async function markBootFailed(
+  q: Queryable,
+  vmId: string,
+  reason: string,
+  served: { restartDone: number; reprovisionDone: number },
+  now: Date,
+): Promise<void> {
+  await q.query(
+    `UPDATE vms SET status = 'failed', status_reason = $2, restart_done = $3, reprovision_done = $4, updated_at = $5
+     WHERE vm_id = $1 AND desired_state = 'running'`,
+    [vmId, reason, served.restartDone, served.reprovisionDone, now],
+  );
+}
+
+/** Its QEMU ended unasked while the customer wanted it running: answers whether the VM now shows it failed. */
+export async function recordCrash(q: Queryable, vmId: string, reason: string, now: Date): Promise<boolean> {
+  const rows = await q.query(
+    `UPDATE vms SET status = 'failed', status_reason = $2, updated_at = $3
+     WHERE vm_id = $1 AND desired_state = 'running' AND deleted_at IS NULL RETURNING vm_id`,
+    [vmId, reason, now],
+  );
+  return rows.length > 0;
+}
+
+/** A destroyed VM's host removed its disks: its network slot is free again. */
+export async function markDisksRemoved(q: Queryable, vmId: string, now: Date): Promise<void> {
+  await q.query('UPDATE vms SET disks_removed_at = $2, net_slot = NULL WHERE vm_id = $1', [vmId, now]);
+}
+
+// ---- metering of tier VMs ----
+
+/** Running time drawn up to `meteredUntil` (null: the metered interval ended); `unbilledMs` carried to the next draw. */
+export async function recordMetered(q: Queryable, vmId: string, unbilledMs: number, meteredUntil: Date | null): Promise<void> {
+  await q.query('UPDATE vms SET unbilled_ms = $2, metered_until = $3 WHERE vm_id = $1', [vmId, unbilledMs, meteredUntil]);
+}
+
+/**
+ * A host back after it was lost from `lostFrom` to `lostUntil`: its tier VMs' watermarks move on by
+ * that gap (one before the loss moves by the gap, one inside it to its end). Answers the VMs moved.
+ */
+export async function forgiveLostTime(q: Queryable, hostId: string, lostFrom: Date, lostUntil: Date): Promise<string[]> {
+  const rows = await q.query<{ vm_id: string }>(
+    `UPDATE vms SET metered_until = CASE WHEN metered_until < $2 THEN metered_until + ($3::timestamptz - $2::timestamptz) ELSE $3 END
+     WHERE host_id = $1 AND metered_until IS NOT NULL RETURNING vm_id`,
+    [hostId, lostFrom, lostUntil],
+  );
+  return rows.map((r) => r.vm_id);
+}
