@@ -6,7 +6,7 @@ import { openDb, type Db } from './store/db.ts';
 import { buildCoreServices, buildServices, type CoreServices, type Services } from './domain/services.ts';
 import { buildApp } from './api/app.ts';
 import { createLogger, type Logger } from './log.ts';
-import { LocalVmHost, readHostId, unusableVmHost, type VmHost } from './host.ts';
+import { LocalVmHost, readHostId, unusableVmHost, type VmHost } from './host/vmHost.ts';
 import { probeDriver } from './vmm/probe.ts';
 import { createMailer } from './mail.ts';
 import { randomBase62 } from './domain/ids.ts';

@@ -10,25 +10,25 @@
 import { readFile, writeFile, statfs } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import type { Config } from './config.ts';
-import type { Db } from './store/db.ts';
-import type { Clock } from './domain/clock.ts';
-import type { BillingService } from './domain/billing.ts';
-import type { HostService } from './domain/hosts.ts';
-import type { VmExecutor } from './domain/runs.ts';
-import type { Logger } from './log.ts';
-import { newId } from './domain/ids.ts';
-import { buildImage, currentImageId, loadImage, type Image } from './image/build.ts';
-import type { DriverProbe } from './vmm/probe.ts';
-import { QemuDriver } from './vmm/qemu.ts';
-import { SnapshotStore } from './vmm/snapshot.ts';
-import { PLANS } from './domain/plans.ts';
-import { Reconciler } from './reconcile/reconciler.ts';
-import { Capturer } from './reconcile/capture.ts';
-import type { ExecResult } from './guest/protocol.ts';
-import { RunQueue } from './host/runQueue.ts';
-import * as hostStore from './store/hosts.ts';
-import * as vmStore from './store/vms.ts';
+import type { Config } from '../config.ts';
+import type { Db } from '../store/db.ts';
+import type { Clock } from '../domain/clock.ts';
+import type { BillingService } from '../domain/billing.ts';
+import type { HostService } from '../domain/hosts.ts';
+import type { VmExecutor } from '../domain/runs.ts';
+import type { Logger } from '../log.ts';
+import { newId } from '../domain/ids.ts';
+import { buildImage, currentImageId, loadImage, type Image } from '../image/build.ts';
+import type { DriverProbe } from '../vmm/probe.ts';
+import { QemuDriver } from '../vmm/qemu.ts';
+import { SnapshotStore } from '../vmm/snapshot.ts';
+import { PLANS } from '../domain/plans.ts';
+import { Reconciler } from './reconciler.ts';
+import { Capturer } from './capture.ts';
+import type { ExecResult } from '../guest/protocol.ts';
+import { RunQueue } from './runQueue.ts';
+import * as hostStore from '../store/hosts.ts';
+import * as vmStore from '../store/vms.ts';
 
 /** What the domain and the internal endpoint need of the machine its VMs run on. */
 export interface VmHost {
@@ -88,7 +88,7 @@ export async function drainHost(config: Config, draining: boolean): Promise<stri
   if (!config.databaseUrl) throw new Error('draining a host needs DATABASE_URL (the PostgreSQL server the hosts share)');
   const id = (await readFile(path.join(config.dataDir, 'host-id'), 'utf8').catch(() => '')).trim();
   if (!id) throw new Error(`no host has run with the data dir ${config.dataDir}`);
-  const { openDb } = await import('./store/db.ts');
+  const { openDb } = await import('../store/db.ts');
   const db = await openDb({ databaseUrl: config.databaseUrl });
   try {
     if (!(await hostStore.setDraining(db, id, draining))) throw new Error(`host ${id} is not registered in this database`);
