@@ -14,7 +14,7 @@ import * as templateStore from '../store/templates.ts';
 import type { VmRecord } from '../store/vms.ts';
 import type { ExitInfo, QemuDriver, VmSpec } from '../vmm/qemu.ts';
 import type { Image } from '../image/build.ts';
-import { netOfSlot } from '../vmm/qemu.ts';
+import { netOfSlot } from '../vmm/commandLine.ts';
 import type { Logger } from '../log.ts';
 import { randomBase62 } from '../domain/ids.ts';
 

@@ -52,3 +52,14 @@ export async function probeDriver(): Promise<DriverProbe> {
   const { accel, why } = await chooseAccel();
   return { usable: true, accel, qemu, detail: `${accel}: ${why}` };
 }
+
+let cachedKhz: number | undefined;
+
+/** The host CPU's clock in kHz, from /proc/cpuinfo (0 when it says nothing); read once. */
+export async function hostTscKhz(): Promise<number> {
+  if (cachedKhz !== undefined) return cachedKhz;
+  const cpuinfo = await readFile('/proc/cpuinfo', 'utf8').catch(() => '');
+  const mhz = Number(/^cpu MHz\s*:\s*([\d.]+)/m.exec(cpuinfo)?.[1] ?? 0);
+  cachedKhz = Math.round(mhz * 1000);
+  return cachedKhz;
+}

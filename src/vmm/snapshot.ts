@@ -17,7 +17,8 @@ import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promise
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { agentRequest } from './channel.ts';
-import { machineFiles, spawnMachine, type Machine, type QemuDriver, type SnapshotFiles, type SnapshotSource, type VmSpec } from './qemu.ts';
+import { machineFiles, spawnMachine, type Machine } from './machine.ts';
+import type { QemuDriver, SnapshotFiles, SnapshotSource, VmSpec } from './qemu.ts';
 import type { HelloFacts } from '../guest/protocol.ts';
 
 const FORMAT = 1;

@@ -1,0 +1,122 @@
+/**
+ * The QEMU command line of a machine, as a pure function of what the machine is (no I/O): tested on
+ * its own, and a snapshot's key (a hash of its golden machine's line) changes only when the machine does.
+ *
+ * Every VM has the same machine: the image's root as a read-only virtio disk shared by all VMs, and
+ * its own two disks on a virtio-scsi controller (the writable layer of its root, its persist disk).
+ * That makes one booted guest good for many VMs: a golden VM of a shape is saved once and a clone
+ * resumes it with its own disks plugged in after it resumes; a cold boot has them in place.
+ */
+import { AGENT_PORT_NAME, ASSUME_PORT_NAME, PERSIST_MODEL, UPPER_MODEL } from '../guest/protocol.ts';
+import type { Image } from '../image/build.ts';
+import type { MachineFiles } from './machine.ts';
+import type { Accel } from './probe.ts';
+
+/** A VM's private network: its /24, the guest's address, and QEMU's gateway and DNS in it. */
+export interface GuestNet {
+  net: string;
+  guest: string;
+  gateway: string;
+  dns: string;
+}
+
+/** The guest network of slot n: 10.(128 + n/256).(n%256).0/24, the guest at .15. */
+export function netOfSlot(slot: number): GuestNet {
+  if (!Number.isInteger(slot) || slot < 0 || slot > 0x7fff) throw new Error(`network slot ${slot} is out of range`);
+  const prefix = `10.${128 + (slot >> 8)}.${slot & 255}`;
+  return { net: `${prefix}.0/24`, guest: `${prefix}.15`, gateway: `${prefix}.2`, dns: `${prefix}.3` };
+}
+
+/** The guest's network card on user-mode networking; without egress (`restrict=on`) it reaches nothing. */
+export function netdevArgs(net: GuestNet, opts: { egress: boolean }): string[] {
+  return [
+    '-netdev', `user,id=net0,net=${net.net},host=${net.gateway},dns=${net.dns},restrict=${opts.egress ? 'off' : 'on'}`,
+    '-device', 'virtio-net-device,netdev=net0',
+  ];
+}
+
+/**
+ * How a machine starts. `golden`: the machine a snapshot is saved from (RAM in a shared file, no disks
+ * of a VM's own); `clone`: resumes that machine with RAM mapped copy-on-write from `mem` and the VM's
+ * disks ready to plug in; `cold`: boots the same machine with the disks in place.
+ */
+export type MachineStart = { mode: 'cold' } | { mode: 'golden' | 'clone'; mem: string };
+
+/** What a machine is: a VM's shape (a VmSpec is one) and where it boots from. */
+export interface MachineSpec {
+  vmId: string;
+  vcpus: number;
+  memoryMib: number;
+  image: Pick<Image, 'kernel' | 'initramfs' | 'rootfs'>;
+}
+
+export interface MachineConfig {
+  spec: MachineSpec;
+  start: MachineStart;
+  files: MachineFiles;
+  net: GuestNet;
+  /** Let the guest reach the outside world (off: `restrict=on`). */
+  egress: boolean;
+  accel: Accel;
+  /** The host's TSC frequency: under TCG the guest kernel is told it (without, a boot now and then hangs). */
+  tscKhz: number;
+}
+
+/** A VM's own disks on the SCSI controller, found in the guest by model. */
+const OWN_DISKS = [
+  { id: 'upper', drive: 'upper', product: UPPER_MODEL, scsiId: 1 },
+  { id: 'persist', drive: 'persist', product: PERSIST_MODEL, scsiId: 2 },
+];
+type OwnDisk = (typeof OWN_DISKS)[number];
+
+function scsiDevice(d: OwnDisk): string {
+  return `scsi-hd,id=${d.id},drive=${d.drive},bus=scsi0.0,scsi-id=${d.scsiId},lun=0,product=${d.product}`;
+}
+
+/** QMP `device_add` arguments that plug a clone's own disks in: the devices a cold boot starts with. */
+export function ownDiskHotplugArgs(): object[] {
+  return OWN_DISKS.map((d) => ({ driver: 'scsi-hd', id: d.id, drive: d.drive, bus: 'scsi0.0', 'scsi-id': d.scsiId, lun: 0, product: d.product }));
+}
+
+function kernelCommandLine(accel: Accel, tscKhz: number): string {
+  return ['console=ttyS0', 'quiet', 'panic=-1', 'pci=off', 'reboot=t', ...(accel === 'tcg' ? [`tsc_early_khz=${tscKhz}`] : [])].join(' ');
+}
+
+/** The arguments of `qemu-system-x86_64` for a machine. */
+export function qemuCommandLine(m: MachineConfig): string[] {
+  const { spec, start, files: f } = m;
+  const accel = m.accel === 'kvm' ? ['-accel', 'kvm', '-cpu', 'host,-arch-capabilities'] : ['-accel', 'tcg,tb-size=128', '-cpu', 'max'];
+  const memory =
+    start.mode === 'cold'
+      ? []
+      : ['-object', `memory-backend-file,id=mem,size=${spec.memoryMib}M,mem-path=${start.mem},share=${start.mode === 'golden' ? 'on' : 'off'}`];
+  const ownDrives = ['-drive', `id=upper,file=${f.upper},format=qcow2,if=none,cache=unsafe,discard=unmap,detect-zeroes=unmap`,
+    '-drive', `id=persist,file=${f.persist},format=qcow2,if=none,cache=writeback,discard=unmap,detect-zeroes=unmap`];
+  return [
+    '-name', spec.vmId,
+    '-M', `microvm,isa-serial=on,rtc=on${start.mode === 'cold' ? '' : ',memory-backend=mem'}`,
+    ...accel,
+    ...memory,
+    '-m', String(spec.memoryMib),
+    '-smp', String(spec.vcpus),
+    '-nodefaults', '-no-user-config', '-display', 'none', '-no-reboot',
+    '-kernel', spec.image.kernel,
+    '-initrd', spec.image.initramfs,
+    '-append', kernelCommandLine(m.accel, m.tscKhz),
+    '-serial', `file:${f.console}`,
+    '-drive', `id=root,file=${spec.image.rootfs},format=raw,if=none,readonly=on,cache=unsafe`,
+    '-device', 'virtio-blk-device,drive=root,serial=root',
+    '-device', 'virtio-scsi-device,id=scsi0',
+    ...netdevArgs(m.net, { egress: m.egress }),
+    '-device', 'virtio-rng-device',
+    '-device', 'virtio-serial-device',
+    '-chardev', `socket,id=agent,path=${f.agent},server=on,wait=off`,
+    '-device', `virtserialport,chardev=agent,name=${AGENT_PORT_NAME}`,
+    '-chardev', `socket,id=assume,path=${f.assume},server=on,wait=off`,
+    '-device', `virtserialport,chardev=assume,name=${ASSUME_PORT_NAME}`,
+    '-qmp', `unix:${f.qmp},server=on,wait=off`,
+    '-pidfile', f.pid,
+    ...(start.mode === 'cold' ? [...ownDrives, ...OWN_DISKS.flatMap((d) => ['-device', scsiDevice(d)])] : []),
+    ...(start.mode === 'clone' ? [...ownDrives, '-S', '-incoming', 'defer'] : []),
+  ];
+}

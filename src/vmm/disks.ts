@@ -1,0 +1,97 @@
+/**
+ * A VM's disks on the host: the persist disk and the writable layer of its root, both qcow2. A new
+ * disk is a copy-on-write child of an empty ext4 filesystem of its size, made once per size, so
+ * nothing is formatted at boot and a new disk costs a few KiB.
+ */
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { copyFile, mkdir, rename, rm, truncate, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import type { MachineFiles } from './machine.ts';
+
+/** The root layer's size: what a VM can add to its root filesystem. */
+export const UPPER_GIB = 8;
+
+function runTool(cmd: string, args: string[], name = cmd): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    let err = '';
+    child.stderr.on('data', (c: Buffer) => (err += c.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`${name}: ${err.trim()}`))));
+  });
+}
+
+export function runQemuImg(args: string[]): Promise<void> {
+  return runTool('qemu-img', args, `qemu-img ${args[0]}`);
+}
+
+/** Makes VMs' disks from the blank filesystems kept in `blankDir`. */
+export class DiskMaker {
+  private readonly overlays = new Map<number, Promise<string>>();
+  private readonly blanks = new Map<number, Promise<string>>();
+
+  constructor(private readonly blankDir: string) {}
+
+  /**
+   * Makes the VM's disks: the persist disk once (a template's copy-on-write child, else a blank ext4
+   * of the plan's size), the root layer when missing or when a fresh root is asked for (restart,
+   * reprovision).
+   */
+  async prepare(f: MachineFiles, spec: { diskGib: number; persistBacking?: string | null }, freshRoot: boolean): Promise<void> {
+    await mkdir(f.dir, { recursive: true, mode: 0o700 });
+    const make = async (file: string, gib: number, backing?: string | null) => {
+      if (backing) await runQemuImg(['create', '-q', '-f', 'qcow2', '-F', 'qcow2', '-b', backing, `${file}.tmp`, `${gib}G`]);
+      else await copyFile(await this.blankOverlay(gib), `${file}.tmp`);
+      await rename(`${file}.tmp`, file);
+    };
+    // A whole root of the layout before root layers; its VM starts with a fresh root.
+    await rm(path.join(f.dir, 'root.qcow2'), { force: true });
+    await Promise.all([
+      existsSync(f.persist) ? undefined : make(f.persist, spec.diskGib, spec.persistBacking),
+      freshRoot || !existsSync(f.upper) ? make(f.upper, UPPER_GIB) : undefined,
+    ]);
+  }
+
+  /** An empty qcow2 child of the blank filesystem of `gib` GiB: a new disk is a copy of it (a few KiB). */
+  private blankOverlay(gib: number): Promise<string> {
+    let p = this.overlays.get(gib);
+    if (!p) {
+      p = (async () => {
+        const blank = await this.blank(gib);
+        const file = `${blank}.child.qcow2`;
+        if (!existsSync(file)) {
+          const tmp = `${file}.${process.pid}.tmp`;
+          await runQemuImg(['create', '-q', '-f', 'qcow2', '-F', 'raw', '-b', blank, tmp, `${gib}G`]);
+          await rename(tmp, file);
+        }
+        return file;
+      })();
+      p.catch(() => this.overlays.delete(gib));
+      this.overlays.set(gib, p);
+    }
+    return p;
+  }
+
+  /** The blank ext4 filesystem of `gib` GiB (a sparse raw file, made once, never written again). */
+  private blank(gib: number): Promise<string> {
+    let p = this.blanks.get(gib);
+    if (!p) {
+      p = (async () => {
+        const file = path.join(this.blankDir, `ext4-${gib}G.raw`);
+        if (existsSync(file)) return file;
+        await mkdir(this.blankDir, { recursive: true });
+        const tmp = `${file}.${process.pid}.tmp`;
+        await rm(tmp, { force: true });
+        await writeFile(tmp, '');
+        await truncate(tmp, gib * 1024 ** 3);
+        await runTool('mkfs.ext4', ['-q', '-F', '-E', 'lazy_itable_init=1,lazy_journal_init=1,nodiscard', tmp]);
+        await rename(tmp, file);
+        return file;
+      })();
+      p.catch(() => this.blanks.delete(gib));
+      this.blanks.set(gib, p);
+    }
+    return p;
+  }
+}
