@@ -1,7 +1,7 @@
 /**
  * The guest agent: one resident process inside every VM (PID 1 is tini, which reaps orphans).
  * It answers the host on the virtio-serial port named AGENT_PORT_NAME. The assume program it starts
- * (assume.ts, on a port of its own) makes the bare boot a particular VM: identity, root layer,
+ * (assume.pl, on a port of its own) makes the bare boot a particular VM: identity, root layer,
  * persist disk; the agent learns of it from ASSUMED_FILE.
  * Only Node built-ins here: this file is bundled alone into the guest image.
  */
@@ -44,7 +44,7 @@ let persist: HelloFacts['persist'] = { path: PERSIST_MOUNT, device: null, mounte
 /** What the assume program left (ASSUMED_FILE) once the guest is a particular VM. */
 let assumed: Record<string, string> | null = null;
 
-/** The assume program (assume.ts), started with the agent; it takes its line from its own port. */
+/** The assume program (assume.pl), started with the agent; it takes its line from its own port. */
 function startAssumer(): void {
   const child = spawn('perl', ['-e', ASSUME_PERL], { stdio: ['ignore', 'ignore', 'inherit'] });
   child.on('error', (err) => log(`assume program: ${err.message}`));

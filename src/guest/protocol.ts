@@ -65,7 +65,7 @@ export interface HelloFacts {
 /**
  * `assume`: the guest becomes a particular VM. Once per start, for a cold boot and for a clone
  * resumed from a snapshot alike, the host writes one line to the port ASSUME_PORT_NAME, read by the
- * assume program (assume.ts): set the clock, reseed the RNG, take the hostname, machine id and
+ * assume program (assume.pl): set the clock, reseed the RNG, take the hostname, machine id and
  * network, mount the root's writable layer over the read-only base and the persist disk. It answers
  * key=value lines and `end` on the port, and leaves the same lines in ASSUMED_FILE for `hello`.
  */

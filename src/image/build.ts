@@ -155,6 +155,8 @@ export async function bundleAgent(): Promise<string> {
     platform: 'node',
     format: 'esm',
     target: 'node18',
+    // Programs the agent runs (assume.pl) are their own files, inlined as text.
+    loader: { '.pl': 'text' },
     write: false,
     logLevel: 'silent',
   });

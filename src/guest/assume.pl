@@ -1,0 +1,150 @@
+# assume: makes a booted guest a particular VM, as one Perl program (perl-base is in every Debian root).
+# Under emulation each process a guest starts costs tens of milliseconds, so a clone's whole change of
+# identity is one process making system calls, not a script of a dozen commands.
+#
+# In order: set the clock (a clone wakes with its golden VM's), mix host randomness into the pool with
+# credit and reseed the CRNG, take the hostname, configure eth0 and the default route, mount the VM's
+# root layer and make the overlay of it on the read-only base the root of every process (pivot_root),
+# write the VM's /etc identity, mount the persist disk. A blank disk (a VM made before disks came
+# pre-formatted) gets a filesystem first.
+#
+# The guest agent starts it (`perl -e`, the text inlined into the agent's bundle) when it starts, and it
+# waits for its one line of arguments on its own virtio port (agentvm.assume, ASSUME_PORT_NAME), so in
+# a golden VM it is already running, compiled and blocked in that read when the snapshot is taken: a
+# clone's host writes a line and this program alone wakes, without a round through the agent.
+#
+# Input: one line of space-separated key=value pairs (assumeLine in protocol.ts). Output, on the port
+# and in /run/agentvm/assumed (ASSUMED_FILE): key=value lines, then `end`; `error=...` when it could not.
+use strict;
+my $port;
+until ($port) {
+  opendir(my $d, '/sys/class/virtio-ports') or die "virtio-ports: $!\n";
+  for my $e (readdir $d) {
+    open(my $n, '<', "/sys/class/virtio-ports/$e/name") or next;
+    my $name = <$n> // '';
+    $name =~ s/\s+$//;
+    $port = "/dev/$e" if $name eq 'agentvm.assume';
+  }
+  select(undef, undef, undef, 0.05) unless $port;
+}
+open(my $io, '+<', $port) or die "$port: $!\n";
+my $line = '';
+until ($line =~ /\n/) {
+  my $n = sysread($io, my $buf, 4096);
+  # Nothing while no host is on the other end: look again shortly.
+  if (!$n) { select(undef, undef, undef, 0.02); next; }
+  $line .= $buf;
+}
+chomp $line;
+my %a = map { split /=/, $_, 2 } split / /, $line;
+my @out;
+sub say_ { push @out, "$_[0]=$_[1]\n"; }
+eval {
+my %SYS = (clock_settime => 227, mount => 165, umount2 => 166, pivot_root => 155);
+my ($MS_NOATIME, $MS_MOVE, $MNT_DETACH) = (1024, 8192, 2);
+
+sub put { my ($f, $v) = @_; open(my $h, '>', $f) or die "$f: $!\n"; print $h $v; close($h) or die "$f: $!\n"; }
+sub mnt {
+  my ($src, $dst, $type, $flags, $data) = @_;
+  # syscall() hands the kernel writable copies of strings; numbers (0) go as NULL.
+  syscall($SYS{mount}, $src, $dst, defined $type ? $type : 0, $flags, defined $data ? $data : 0) == 0 or die "mount $dst: $!\n";
+}
+sub is_ext { my ($d) = @_; open(my $h, '<', $d) or die "$d: $!\n"; sysseek($h, 1080, 0); sysread($h, my $m, 2); return $m eq "\x53\xef"; }
+sub ensure_fs {
+  my ($d, $label) = @_;
+  return 0 if is_ext($d);
+  system('mkfs.ext4', '-q', '-F', '-L', $label, '-E', 'lazy_itable_init=1,lazy_journal_init=1', $d) == 0 or die "mkfs.ext4 $d failed\n";
+  return 1;
+}
+sub sin4 { pack('S n C4 x8', 2, 0, split(/\./, $_[0])) }
+
+syscall($SYS{clock_settime}, 0, pack('q q', $a{sec}, $a{nsec})) == 0 or die "clock_settime: $!\n";
+open(my $rnd, '+<', '/dev/random') or die "/dev/random: $!\n";
+my $ent = pack('H*', $a{entropy});
+ioctl($rnd, 0x40085203, pack('i i', length($ent) * 8, length($ent)) . $ent) or die "RNDADDENTROPY: $!\n";
+ioctl($rnd, 0x5207, 0) or die "RNDRESEEDCRNG: $!\n";
+close($rnd);
+put('/proc/sys/kernel/hostname', $a{hostname});
+
+socket(my $s, 2, 2, 0) or die "socket: $!\n";
+my ($ip, $prefix) = split m{/}, $a{ipv4};
+my $mask = join('.', unpack('C4', pack('N', $prefix ? (0xffffffff << (32 - $prefix)) & 0xffffffff : 0)));
+ioctl($s, 0x8916, pack('a16 a16 x8', 'eth0', sin4($ip))) or die "SIOCSIFADDR: $!\n";
+ioctl($s, 0x891c, pack('a16 a16 x8', 'eth0', sin4($mask))) or die "SIOCSIFNETMASK: $!\n";
+my $ifr = pack('a16 x24', 'eth0');
+ioctl($s, 0x8913, $ifr) or die "SIOCGIFFLAGS: $!\n";
+my $flags = unpack('x16 s', $ifr) | 1;
+ioctl($s, 0x8914, pack('a16 s x22', 'eth0', $flags)) or die "SIOCSIFFLAGS: $!\n";
+my $rt = pack('Q a16 a16 a16 S s x4 Q Q s x6 Q Q Q S x6', 0, sin4('0.0.0.0'), sin4($a{gateway}), sin4('0.0.0.0'), 3, 0, 0, 0, 0, 0, 0, 0, 0);
+ioctl($s, 0x890B, $rt) or $!{EEXIST} or die "SIOCADDRT: $!\n";
+close($s);
+
+# The VM's disks: on a clone they are plugged in as it resumes, and appear while the above ran.
+sub disk {
+  my ($model) = @_;
+  for (my $i = 0; $i * 5 < $a{disk_wait_ms}; $i++) {
+    opendir(my $d, '/sys/block') or die "/sys/block: $!\n";
+    for my $n (grep { /^sd/ } readdir($d)) {
+      open(my $m, '<', "/sys/block/$n/device/model") or next;
+      my $got = <$m> // '';
+      $got =~ s/\s+$//;
+      return "/dev/$n" if $got eq $model && -b "/dev/$n";
+    }
+    select(undef, undef, undef, 0.005);
+  }
+  return '';
+}
+$a{upper} = disk($a{upper_model}) or die "no $a{upper_model} disk appeared\n";
+$a{persist} = disk($a{persist_model});
+say_('persist_device', $a{persist});
+ensure_fs($a{upper}, 'root');
+mnt('agentvm', '/mnt', 'tmpfs', 0, 'mode=0755');
+mkdir $_ for '/mnt/upper', '/mnt/root';
+mnt($a{upper}, '/mnt/upper', 'ext4', $MS_NOATIME, 'noinit_itable');
+mkdir $_ for '/mnt/upper/root', '/mnt/upper/work';
+mnt('overlay', '/mnt/root', 'overlay', 0, 'lowerdir=/,upperdir=/mnt/upper/root,workdir=/mnt/upper/work');
+mnt($_, "/mnt/root$_", undef, $MS_MOVE) for '/dev', '/proc', '/sys', '/tmp', '/run';
+chdir('/mnt/root') or die "chdir: $!\n";
+my ($new, $old) = ('.', 'mnt');
+syscall($SYS{pivot_root}, $new, $old) == 0 or die "pivot_root: $!\n";
+chdir('/');
+my $gone = '/mnt';
+syscall($SYS{umount2}, $gone, $MNT_DETACH) == 0 or die "umount /mnt: $!\n";
+
+put('/etc/hostname', "$a{hostname}\n");
+put('/etc/machine-id', "$a{machine_id}\n");
+put('/etc/hosts', "127.0.0.1\tlocalhost\n$ip\t$a{hostname}\n");
+put('/etc/resolv.conf', "nameserver $a{dns}\n");
+mkdir '/run/agentvm';
+put('/run/agentvm/instance', "$a{instance_id}\n");
+
+if (!$a{persist}) {
+  say_('persist_error', 'no persist disk attached');
+} else {
+  my $formatted = eval {
+    my $f = ensure_fs($a{persist}, 'persist');
+    mkdir '/persist';
+    mnt($a{persist}, '/persist', 'ext4', $MS_NOATIME, 'noinit_itable');
+    # The harness user's workspace and home; the root-only place for secrets.
+    for my $d ($a{workspace}, $a{home}) {
+      mkdir $d;
+      my @st = stat($d) or die "$d: $!\n";
+      chown($a{uid}, $a{gid}, $d) if $st[4] != $a{uid};
+    }
+    chmod(0700, $a{home});
+    mkdir($a{secrets_dir}, 0700);
+    chmod(0700, $a{secrets_dir});
+    $f;
+  };
+  if ($@) { my $e = $@; $e =~ s/\s+$//; say_('persist_error', $e); } else { say_('persist_mounted', 1); say_('persist_formatted', $formatted); }
+}
+say_('instance_id', $a{instance_id});
+say_('hostname', $a{hostname});
+say_('ipv4', $ip);
+if (open(my $u, '<', '/proc/uptime')) { my ($up) = split / /, scalar <$u>; say_('uptime_s', $up); }
+# What the agent knew when it started (image facts); the host needs nothing more from it now.
+if (open(my $st, '<', '/run/agentvm/static')) { push @out, grep { /=/ } <$st>; }
+put('/run/agentvm/assumed', join('', @out));
+};
+if ($@) { my $e = $@; $e =~ s/\s+$//; $e =~ s/\n/ /g; @out = ("error=$e\n"); }
+syswrite($io, join('', @out) . "end\n");
