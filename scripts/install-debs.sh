@@ -4,8 +4,9 @@
 #   install-debs.sh --vms    what `serve` needs to run VMs (`npm start` runs this first)
 set -euo pipefail
 # QEMU (microvm) and qemu-img run the VMs; debootstrap, a static busybox, cpio, lz4 and e2fsprogs
-# build the guest image on the first start; util-linux's setpriv ties a golden VM to its server.
-packages=(qemu-system-x86 qemu-utils debootstrap busybox-static cpio lz4 e2fsprogs util-linux)
+# build the guest image on the first start; util-linux's setpriv ties a golden VM to its server;
+# socat carries each guest connection to the host's egress gateway.
+packages=(qemu-system-x86 qemu-utils debootstrap busybox-static cpio lz4 e2fsprogs util-linux socat)
 # postgresql: the second database backend of the tests.
 [ "${1:-}" = "--vms" ] || packages+=(postgresql)
 missing=()

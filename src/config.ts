@@ -1,4 +1,6 @@
 import path from 'node:path';
+import { providerUrlsFromEnv, type ProviderUrls } from './harness/providers.ts';
+import { parsePins } from './domain/egress.ts';
 
 /** Every setting, with its environment variable. The README's configuration table mirrors this. */
 export interface Config {
@@ -13,8 +15,12 @@ export interface Config {
   logLevel: string;
   /** Guest images (content-addressed; worth keeping outside the data dir to share between installs). */
   imageDir: string;
-  /** Whether VMs may reach the network beyond their host (user-mode networking without `restrict`). */
-  vmEgress: boolean;
+  /** Where the egress gateway sends brokered provider requests (AGENTVM_PROVIDER_*_URL). */
+  providerUrls: ProviderUrls;
+  /** Names the gateway resolves to fixed addresses, exempt from the deny list (AGENTVM_EGRESS_HOSTS). */
+  egressPins: Map<string, string>;
+  /** The key brokered secrets are sealed with (else one generated into the data dir). */
+  secretsKey?: string;
   /** Build the guest image on start when it is missing (else wait for `agentvm image build`). */
   imageAutoBuild: boolean;
   /** Start VMs from golden snapshots (off: every start is a cold boot). */
@@ -83,7 +89,9 @@ export function loadConfig(flags: { host?: string; port?: string | number; dataD
     rateLimitBurst: intFromEnv('AGENTVM_RATE_BURST', 100),
     logLevel: process.env.AGENTVM_LOG_LEVEL || 'info',
     imageDir: path.resolve(process.env.AGENTVM_IMAGE_DIR || path.join(dataDir, 'images')),
-    vmEgress: boolFromEnv('AGENTVM_VM_EGRESS'),
+    providerUrls: providerUrlsFromEnv(),
+    egressPins: parsePins(process.env.AGENTVM_EGRESS_HOSTS),
+    secretsKey: process.env.AGENTVM_SECRETS_KEY || undefined,
     imageAutoBuild: process.env.AGENTVM_IMAGE_BUILD === undefined || process.env.AGENTVM_IMAGE_BUILD === '' ? true : boolFromEnv('AGENTVM_IMAGE_BUILD'),
     role: roleOf(flags.role ?? process.env.AGENTVM_ROLE ?? 'all'),
     internalToken: process.env.AGENTVM_INTERNAL_TOKEN || undefined,

@@ -8,6 +8,7 @@ import { buildApp } from './api/app.ts';
 import { createLogger, type Logger } from './log.ts';
 import { LocalVmHost, readHostId, unusableVmHost, type VmHost } from './host/vmHost.ts';
 import { probeDriver } from './vmm/probe.ts';
+import { SecretBox } from './host/egress/secretBox.ts';
 import { createMailer } from './mail.ts';
 import { randomBase62 } from './domain/ids.ts';
 import { buildInternalApp } from './host/internalApp.ts';
@@ -90,7 +91,8 @@ async function localVmHost(config: Config, core: CoreServices, log: Logger): Pro
   const hostId = await readHostId(config.dataDir);
   const probe = await probeDriver();
   if (!probe.usable || !probe.accel || !probe.qemu) return unusableVmHost(hostId, probe, log);
-  return new LocalVmHost({ config, hostId, probe, ...core, log });
+  const secrets = await SecretBox.open(config.dataDir, config.secretsKey);
+  return new LocalVmHost({ config, hostId, probe, ...core, log, secrets });
 }
 
 /** The process's parts for its role, each built complete and in order: the core, the VM host, the domain, the app. */
@@ -99,6 +101,7 @@ async function compose(config: Config, db: Db, log: Logger): Promise<{ services:
   const domainOpts = {
     mailer: createMailer(config.smtpUrl, config.mailFrom, log),
     runLimits: { timeoutMs: config.runTimeoutMs, maxOutputBytes: config.runOutputMaxBytes },
+    providerUrls: config.providerUrls,
   };
   const rateLimit = { perSecond: config.rateLimitPerSecond, burst: config.rateLimitBurst };
   if (config.role === 'api') {

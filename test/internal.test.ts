@@ -31,7 +31,7 @@ const executor: VmExecutor = {
       if (args.argv[0] === 'wait') await new Promise<void>((r) => (gate = r));
       return result;
     }),
-  setSecrets: async (_vmId, set) => Object.keys(set).filter((k) => set[k] !== null),
+  setSecrets: async (_vmId, set) => ({ names: Object.keys(set).filter((k) => set[k] !== null && k !== 'BROKERED'), brokered: 'BROKERED' in set ? ['BROKERED'] : [] }),
 };
 const app = buildInternalApp({ token: TOKEN, executor, capture: () => undefined, probe: async () => ({ usable: true, accel: 'tcg', qemu: 'q', detail: 'ok' }), log });
 const call = (method: string, path: string, body?: unknown, token = TOKEN) =>
@@ -84,7 +84,7 @@ test("the replica passes a host's customer-facing answers on, and waits on a que
   );
   const remote = new RemoteHosts(db, TOKEN, 30_000, log);
   assert.deepEqual(await remote.harnesses('vm_up'), ['echo']);
-  assert.deepEqual(await remote.setSecrets('vm_up', { A: 'x', B: null }), ['A']);
+  assert.deepEqual(await remote.setSecrets('vm_up', { A: 'x', B: null, BROKERED: 'k' }), { names: ['A'], brokered: ['BROKERED'] });
   const args = (argv0: string) => ({ argv: [argv0], timeout_ms: 1000, max_output_bytes: 10 });
   const first = remote.run('vm_up', args('wait'), 1000);
   await new Promise((r) => setTimeout(r, 100));

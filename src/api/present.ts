@@ -25,6 +25,8 @@ export function presentVm(vm: VmRow): z.input<typeof Vm> {
     memory_mib: vm.memory_mib,
     disk_gib: vm.disk_gib,
     secret_names: vm.secret_names,
+    brokered_secret_names: vm.brokered_secret_names,
+    egress: vm.egress,
     created_at: iso(vm.created_at),
     updated_at: iso(vm.updated_at),
   };

@@ -16,6 +16,7 @@ import { getUsage } from './operations/getUsage.ts';
 import { listKeys, issueKey, revokeKey } from './operations/keys.ts';
 import { destroyVM, setVMSecrets } from './operations/extensions.ts';
 import { loginStart, loginComplete } from './operations/login.ts';
+import { setVMEgress, listVMEgress } from './operations/egress.ts';
 import { createTenant, setCard, removeCard, addCredits } from './admin/tenants.ts';
 
 /** Every customer operation: the 19 of the contract, then the extensions. */
@@ -42,6 +43,8 @@ export const CUSTOMER_OPERATIONS: Operation[] = [
   revokeKey,
   destroyVM,
   setVMSecrets,
+  setVMEgress,
+  listVMEgress,
   loginStart,
   loginComplete,
 ];

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { ERROR_CODES } from '../domain/errors.ts';
 import { PLAN_IDS, TIER_IDS, CYCLES } from '../domain/plans.ts';
 import { VM_STATUSES } from '../domain/vmState.ts';
+import { EGRESS_MODES, MAX_ALLOW_ENTRIES } from '../domain/egress.ts';
 
 /** One place for every request and response shape: validation, serialisation and the OpenAPI document. */
 
@@ -48,6 +49,20 @@ export const HarnessList = z
   .object({ data: z.array(HarnessSchema), default: z.string() })
   .meta({ id: 'HarnessList' });
 
+export const Egress = z
+  .strictObject({
+    mode: z.enum(EGRESS_MODES).meta({ description: '`none`: nothing leaves the VM; `allowlist`: only the names in `allow`; `public`: any public address' }),
+    allow: z
+      .array(z.string().max(300))
+      .max(MAX_ALLOW_ENTRIES)
+      .meta({ description: 'Lowercase hostnames, or `*.` + a domain for any of its subdomains (not over a public suffix); used in `allowlist` mode' }),
+  })
+  .meta({
+    id: 'Egress',
+    description:
+      "What the VM may reach through its host's egress gateway. Whatever the policy, private, loopback, link-local and the host's own addresses are never reached.",
+  });
+
 export const VmStatus = z.enum([...VM_STATUSES, 'deleted']).meta({ id: 'VMStatus' });
 
 export const Vm = z
@@ -66,6 +81,10 @@ export const Vm = z
     memory_mib: z.int(),
     disk_gib: z.int(),
     secret_names: z.array(z.string()).meta({ description: 'Names of the harness credentials set on the VM (extension)' }),
+    brokered_secret_names: z.array(z.string()).meta({
+      description: "The secrets the platform keeps and its gateway adds to the provider's requests; they never enter the guest (extension)",
+    }),
+    egress: Egress,
     created_at: timestamp,
     updated_at: timestamp,
   })
@@ -80,6 +99,7 @@ export const CreateVmRequest = z
     cycle: z.enum(CYCLES).optional().meta({ description: 'Billing cycle of a flat plan; default monthly' }),
     tier: tier.optional().meta({ description: 'Prepaid usage tier instead of a flat plan; spot is required for count > 1' }),
     count: z.int().min(1).max(20).optional().meta({ description: 'How many VMs (a swarm, spot only); default 1' }),
+    egress: Egress.optional().meta({ description: "Egress policy (extension); default: allowlist of the harness's provider API hosts" }),
   })
   .meta({ id: 'CreateVMRequest' });
 
@@ -163,7 +183,10 @@ export const TemplateListQuery = z.strictObject({
 });
 
 export const ForkRequest = z
-  .strictObject({ plan: plan.optional().meta({ description: "Plan for the new VM; default the template's" }) })
+  .strictObject({
+    plan: plan.optional().meta({ description: "Plan for the new VM; default the template's" }),
+    egress: Egress.optional().meta({ description: "Egress policy (extension); default: allowlist of the harness's provider API hosts" }),
+  })
   .meta({ id: 'ForkRequest' });
 
 export const ForkResponse = z
@@ -241,9 +264,28 @@ export const IssuedKey = z
 export const RevokedKey = KeyRecord.extend({ revoked_at: timestamp }).meta({ id: 'RevokedAPIKey' });
 
 export const SECRET_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
+/** Secret values reach environments and HTTP headers: no CR, LF or NUL. */
 export const SetSecretsRequest = z
-  .record(z.string().regex(SECRET_NAME), text().max(16384).nullable())
+  .record(z.string().regex(SECRET_NAME), z.string().max(16384).regex(/^[^\r\n\u0000]*$/, 'must not contain CR, LF or NUL').nullable())
   .meta({ id: 'SetSecretsRequest', description: 'NAME: value sets a variable, NAME: null removes it' });
+
+export const EgressLogEntry = z
+  .object({
+    at: timestamp,
+    host: z.string(),
+    port: z.int(),
+    decision: z.enum(['allowed', 'denied']),
+    reason: z.string(),
+    bytes_out: z.int().meta({ description: 'Bytes the VM sent' }),
+    bytes_in: z.int().meta({ description: 'Bytes the VM received' }),
+  })
+  .meta({ id: 'EgressLogEntry' });
+export const EgressLog = z
+  .object({ data: z.array(EgressLogEntry), has_more: z.boolean() })
+  .meta({ id: 'EgressLog', description: 'Newest first; kept 7 days. Never a request body, header or key.' });
+export const EgressLogQuery = z.strictObject({
+  limit: z.coerce.number().int().min(1).max(200).default(50).meta({ description: '1–200, default 50' }),
+});
 
 export const LoginStartRequest = z.strictObject({ email: z.email().max(254) }).meta({ id: 'LoginStartRequest' });
 export const LoginStartResponse = z

@@ -11,8 +11,18 @@ export interface VmExecutor {
   /** Ids of the harnesses installed in the VM's guest; null when the VM is not up on its host. */
   harnesses(vmId: string): Promise<string[] | null>;
   run(vmId: string, args: RunArgs, timeoutMs: number): Promise<ExecResult>;
-  /** Sets (string) or removes (null) secrets inside the guest; answers the names now set. */
-  setSecrets(vmId: string, set: Record<string, string | null>): Promise<string[]>;
+  /**
+   * Sets (string) or removes (null) secrets: a harness's provider key is kept by the VM's host for its
+   * gateway, the rest go into the guest. Answers the names the guest holds and those brokered.
+   */
+  setSecrets(vmId: string, set: Record<string, string | null>): Promise<SecretsOutcome>;
+}
+
+export interface SecretsOutcome {
+  /** The secrets the guest now holds. */
+  names: string[];
+  /** The secrets the platform keeps for the gateway (never in the guest). */
+  brokered: string[];
 }
 
 export interface RunLimits {
@@ -60,7 +70,7 @@ export class RunService {
 
   async run(tenantId: string, vmId: string, input: TaskInput): Promise<RunResult> {
     const { vm, executor, installed } = await this.runningVm(tenantId, vmId);
-    const inv = buildInvocation(vm.harness, input);
+    const inv = buildInvocation(vm.harness, input, vm.brokered_secret_names);
     if (!installed.includes(vm.harness)) {
       throw invalid('harness', `harness ${vm.harness} is not installed in this VM's guest image, so it cannot run here`);
     }
@@ -107,7 +117,7 @@ export class RunService {
   /** Sets or removes the VM's harness credentials inside its guest; the VM keeps only their names. */
   async setSecrets(tenantId: string, vmId: string, set: Record<string, string | null>): Promise<VmRow> {
     const { executor } = await this.runningVm(tenantId, vmId);
-    const names = await executor.setSecrets(vmId, set);
-    return vmStore.setSecretNames(this.db, tenantId, vmId, names, this.clock.now());
+    const { names, brokered } = await executor.setSecrets(vmId, set);
+    return vmStore.setSecretNames(this.db, tenantId, vmId, names, brokered, this.clock.now());
   }
 }

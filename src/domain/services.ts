@@ -11,6 +11,7 @@ import { LoginService, type Mailer } from './login.ts';
 import { TemplateService } from './templates.ts';
 import { LedgerPaymentProvider, type PaymentProvider } from './payments.ts';
 import type { DriverProbe } from '../vmm/probe.ts';
+import type { ProviderUrls } from '../harness/providers.ts';
 
 export const DEFAULT_RUN_LIMITS: RunLimits = { timeoutMs: 30 * 60_000, maxOutputBytes: 4 * 1024 * 1024 };
 
@@ -60,11 +61,15 @@ export interface VmHostPort {
   showLostHosts?: boolean;
 }
 
-export function buildServices(core: CoreServices, host: VmHostPort, opts: { runLimits?: RunLimits; mailer?: Mailer } = {}): Services {
+export function buildServices(
+  core: CoreServices,
+  host: VmHostPort,
+  opts: { runLimits?: RunLimits; mailer?: Mailer; providerUrls?: ProviderUrls } = {},
+): Services {
   const { db, clock, billing, hosts } = core;
   const keys = new KeyService(db, clock);
   const templates = new TemplateService(db, clock, host.capture ?? null);
-  const vms = new VmService(db, clock, billing, hosts, templates, { onChange: host.vmsChanged, showLostHosts: host.showLostHosts });
+  const vms = new VmService(db, clock, billing, hosts, templates, { onChange: host.vmsChanged, showLostHosts: host.showLostHosts, providerUrls: opts.providerUrls });
   return {
     ...core,
     keys,

@@ -14,7 +14,10 @@ import { applyLifecycle, type LifecycleAction } from './vmState.ts';
 import * as vmStore from '../store/vms.ts';
 import * as hostStore from '../store/hosts.ts';
 import * as templateStore from '../store/templates.ts';
+import * as egressStore from '../store/egress.ts';
 import type { VmRow } from '../store/vms.ts';
+import { normalizePolicy, policyProblem, type EgressPolicy } from './egress.ts';
+import { providerHosts, providerUrlsFromEnv, type ProviderUrls } from '../harness/providers.ts';
 
 export type { VmRow } from '../store/vms.ts';
 
@@ -24,6 +27,7 @@ export interface CreateVmInput {
   tier?: TierId;
   harness?: string;
   count?: number;
+  egress?: EgressPolicy;
 }
 
 /** A create request resolved against the catalogue: what will be charged and how big each VM is. */
@@ -36,6 +40,8 @@ export interface VmOrder {
   vcpus: number;
   memory_mib: number;
   disk_gib: number;
+  /** The policy asked for; null for the harness's default. */
+  egress: EgressPolicy | null;
 }
 
 export interface ForkResult {
@@ -56,8 +62,17 @@ export interface CreateVmResult {
 
 const RETRY_AFTER_SECONDS = '30';
 
+/** A policy from a request, checked (400 naming the entry) and normalised; null when none was given. */
+export function checkedEgress(policy: EgressPolicy | undefined): EgressPolicy | null {
+  if (!policy) return null;
+  const problem = policyProblem(policy);
+  if (problem) throw invalid(problem.field, problem.message);
+  return normalizePolicy(policy);
+}
+
 export function resolveOrder(input: CreateVmInput): VmOrder {
   const count = input.count ?? 1;
+  const egress = checkedEgress(input.egress);
   if (input.plan && input.tier) throw invalid('tier', 'give either a plan or a tier, not both');
   if (input.cycle && input.tier) throw invalid('cycle', 'a billing cycle belongs to a flat plan, not to a tier');
   if (count > 1 && input.tier !== 'spot') throw invalid('count', 'more than one VM at once (a swarm) needs tier "spot"');
@@ -65,11 +80,11 @@ export function resolveOrder(input: CreateVmInput): VmOrder {
   if (!getHarness(harness)) throw invalid('harness', `unknown harness "${harness}"`);
   if (input.tier) {
     const { vcpus, memory_mib, disk_gib } = TIERS[input.tier];
-    return { plan: null, cycle: null, tier: input.tier, harness, count, vcpus, memory_mib, disk_gib };
+    return { plan: null, cycle: null, tier: input.tier, harness, count, vcpus, memory_mib, disk_gib, egress };
   }
   const plan = input.plan ?? 'starter';
   const { vcpus, memory_mib, disk_gib } = PLANS[plan];
-  return { plan, cycle: input.cycle ?? 'monthly', tier: null, harness, count, vcpus, memory_mib, disk_gib };
+  return { plan, cycle: input.cycle ?? 'monthly', tier: null, harness, count, vcpus, memory_mib, disk_gib, egress };
 }
 
 export interface VmServiceOptions {
@@ -81,6 +96,8 @@ export interface VmServiceOptions {
    * its host is back). One process with its own host never needs it.
    */
   showLostHosts?: boolean;
+  /** Where brokered provider requests go: their hosts are a new VM's default egress allowlist. */
+  providerUrls?: ProviderUrls;
 }
 
 /** The status_reason of a VM whose host is lost (not heartbeating). */
@@ -95,6 +112,25 @@ export class VmService {
     private readonly templates: TemplateService,
     private readonly opts: VmServiceOptions = {},
   ) {}
+
+  /** A new VM's policy when its request gives none: its harness's provider hosts. */
+  defaultEgress(harness: string): EgressPolicy {
+    return { mode: 'allowlist', allow: providerHosts(harness, this.opts.providerUrls ?? providerUrlsFromEnv({})) };
+  }
+
+  /** Replaces a VM's egress policy; the gateway applies it to the VM's next connection, running or not. */
+  async setEgress(tenantId: string, vmId: string, policy: EgressPolicy): Promise<VmRow> {
+    const checked = checkedEgress(policy)!;
+    const row = await vmStore.setEgress(this.db, tenantId, vmId, checked, this.clock.now());
+    if (!row) throw notFound('VM');
+    return (await this.markLostHosts([row]))[0];
+  }
+
+  /** The VM's gateway connections, newest first. */
+  async egressLog(tenantId: string, vmId: string, limit: number): Promise<{ data: egressStore.EgressLogEntry[]; has_more: boolean }> {
+    await this.get(tenantId, vmId);
+    return egressStore.listLog(this.db, vmId, limit);
+  }
 
   private onChange(): void {
     this.opts.onChange?.();
@@ -158,7 +194,7 @@ export class VmService {
    * Forks a template into a new VM: charged like a create (card, Idempotency-Key), its persist disk a
    * copy-on-write child of the template's image. Counts the fork.
    */
-  async fork(tenantId: string, idOrSlug: string, input: { plan?: PlanId }, idempotencyKey?: string): Promise<StoredResponse<ForkResult>> {
+  async fork(tenantId: string, idOrSlug: string, input: { plan?: PlanId; egress?: EgressPolicy }, idempotencyKey?: string): Promise<StoredResponse<ForkResult>> {
     const result = await this.db.transaction((tx) =>
       onceForKey(tx, tenantId, idempotencyKey, 'forkTemplate', requestHash('forkTemplate', idOrSlug, input), async () => {
         const template = await this.templates.get(tenantId, idOrSlug, tx);
@@ -172,7 +208,7 @@ export class VmService {
         if (PLANS[plan].disk_gib < templateDisk) {
           throw invalid('plan', `this template's disk is ${templateDisk} GiB and a ${plan} VM's is ${PLANS[plan].disk_gib} GiB: fork it as ${template.plan} or larger`);
         }
-        const order = resolveOrder({ plan, harness: template.harness });
+        const order = resolveOrder({ plan, harness: template.harness, egress: input.egress });
         await this.billing.requireCard(tx, tenantId);
         const [vmId] = await this.insertVms(tx, tenantId, order, template.template_id);
         await this.billing.chargeCard(tx, tenantId, planPriceCents(plan, 'monthly'), {
@@ -222,6 +258,7 @@ export class VmService {
         disk_gib: order.disk_gib,
         image_id: placed.host.image_id,
         net_slot: slots[i],
+        egress: order.egress ?? this.defaultEgress(order.harness),
         // Rows of one request get distinct, ordered timestamps so "newest first" is stable.
         created_at: new Date(now.getTime() + i),
       });
@@ -240,6 +277,7 @@ export class VmService {
       if (!vm) throw notFound('VM');
       const now = this.clock.now();
       await meterVm(tx, this.billing, vm, now, { running: false, final: true });
+      await egressStore.removeBrokered(tx, vmId);
       return vmStore.markDeleted(tx, vmId, now);
     });
     this.onChange();

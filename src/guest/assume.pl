@@ -113,7 +113,7 @@ syscall($SYS{umount2}, $gone, $MNT_DETACH) == 0 or die "umount /mnt: $!\n";
 
 put('/etc/hostname', "$a{hostname}\n");
 put('/etc/machine-id', "$a{machine_id}\n");
-put('/etc/hosts', "127.0.0.1\tlocalhost\n$ip\t$a{hostname}\n");
+put('/etc/hosts', "127.0.0.1\tlocalhost\n$ip\t$a{hostname}\n$a{egress}\t$a{egress_name}\n");
 put('/etc/resolv.conf', "nameserver $a{dns}\n");
 mkdir '/run/agentvm';
 put('/run/agentvm/instance', "$a{instance_id}\n");

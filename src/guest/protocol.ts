@@ -69,6 +69,15 @@ export interface HelloFacts {
  * network, mount the root's writable layer over the read-only base and the persist disk. It answers
  * key=value lines and `end` on the port, and leaves the same lines in ASSUMED_FILE for `hello`.
  */
+/**
+ * The egress gateway as a guest sees it: the only address off the VM (QEMU forwards it to the host's
+ * gateway for this VM), by a name the guest's /etc/hosts carries. The HTTP(S) proxy of every program
+ * and the base URL of brokered providers (`/providers/<id>/`).
+ */
+export const EGRESS_GATEWAY_NAME = 'gateway.agentvm.internal';
+export const EGRESS_GATEWAY_PORT = 3128;
+export const EGRESS_GATEWAY_URL = `http://${EGRESS_GATEWAY_NAME}:${EGRESS_GATEWAY_PORT}`;
+
 export const ASSUME_PORT_NAME = 'agentvm.assume';
 export const ASSUMED_FILE = '/run/agentvm/assumed';
 /** What the agent knows of its guest when it starts (key=value lines); the assume program passes them on. */
@@ -83,6 +92,8 @@ export interface AssumeArgs {
   ipv4: string;
   gateway: string;
   dns: string;
+  /** The egress gateway's address in the guest's network (/etc/hosts names it EGRESS_GATEWAY_NAME). */
+  egress: string;
   /** The host's clock, ms since the epoch. */
   time_ms: number;
   /** Fresh randomness from the host, mixed into the guest's pool with credit. */
@@ -102,6 +113,8 @@ export function assumeLine(args: AssumeArgs): string {
     ipv4: args.ipv4,
     gateway: args.gateway,
     dns: args.dns,
+    egress: args.egress,
+    egress_name: EGRESS_GATEWAY_NAME,
     machine_id: args.machine_id,
     instance_id: args.instance_id,
     upper_model: UPPER_MODEL,

@@ -43,7 +43,8 @@ const CATALOGUE: Omit<Harness, 'default'>[] = [
     id: 'opencode',
     display_name: 'opencode',
     description: 'An open-source terminal coding agent that works with many model providers, run with `opencode run`.',
-    auth: { mode: 'login', env: [], login_command: 'opencode auth login' },
+    // Keys in the environment work without a login; `opencode auth login` is the other way.
+    auth: { mode: 'byok', env: ['ANTHROPIC_API_KEY', 'OPENAI_API_KEY', 'GEMINI_API_KEY'], login_command: 'opencode auth login' },
     providers: ['anthropic', 'openai', 'google', 'openrouter'],
   },
   {

@@ -1,11 +1,37 @@
 /**
  * How each harness runs one task headless: an argv (never a shell string) with the task as one
  * argument, placed where no option parser can mistake it for a flag, and the non-secret variables
- * that select a provider. Secrets (API keys) come from the VM's own secrets file inside the guest.
+ * that select a provider. Every run goes through the egress gateway as its HTTP(S) proxy. A provider
+ * key the platform brokers reaches the harness as a placeholder, with its provider's base URL on the
+ * gateway (which adds the real key); other secrets come from the VM's secrets file inside the guest.
  */
 import { invalid } from '../domain/errors.ts';
 import { getHarness } from './catalogue.ts';
-import { HARNESS_PROGRAMS } from '../guest/protocol.ts';
+import { EGRESS_GATEWAY_NAME, EGRESS_GATEWAY_URL, HARNESS_PROGRAMS } from '../guest/protocol.ts';
+import { BROKERS, type Broker } from './providers.ts';
+
+/** Where the gateway brokers a provider: `${EGRESS_GATEWAY_URL}${BROKERED_PATH}/<provider id>/…`. */
+export const BROKERED_PATH = '/providers';
+/** What a harness holds instead of a brokered key: useless anywhere but through its VM's gateway. */
+export const BROKERED_PLACEHOLDER = 'agentvm-brokered-key-not-here';
+
+/** The base URL of a brokered provider on the gateway. */
+export const brokeredUrl = (provider: Broker['id'], suffix = '') => `${EGRESS_GATEWAY_URL}${BROKERED_PATH}/${provider}${suffix}`;
+
+/**
+ * The proxy variables every run has: curl, git, npm, pip and most HTTP libraries read them. Node's
+ * own fetch reads them from Node 24 on (NODE_USE_ENV_PROXY); the guest's Node 20 ignores them, and a
+ * program that does reaches nothing, since the gateway is the only address off the VM.
+ */
+export const PROXY_ENV: Record<string, string> = {
+  HTTP_PROXY: EGRESS_GATEWAY_URL,
+  HTTPS_PROXY: EGRESS_GATEWAY_URL,
+  http_proxy: EGRESS_GATEWAY_URL,
+  https_proxy: EGRESS_GATEWAY_URL,
+  NO_PROXY: `${EGRESS_GATEWAY_NAME},localhost,127.0.0.1,::1`,
+  no_proxy: `${EGRESS_GATEWAY_NAME},localhost,127.0.0.1,::1`,
+  NODE_USE_ENV_PROXY: '1',
+};
 
 export interface Invocation {
   argv: string[];
@@ -18,7 +44,15 @@ export interface TaskInput {
   provider?: string;
 }
 
-type Builder = (t: TaskInput) => Invocation;
+/** A task, and the secret names of the VM that the platform brokers. */
+type Builder = (t: TaskInput, brokered: Set<string>) => Invocation;
+
+/** The placeholder key and base URL variables of each brokered provider the VM has a key for. */
+function brokeredEnv(brokered: Set<string>, vars: Partial<Record<Broker['id'], (b: Broker) => Record<string, string>>>): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const b of BROKERS) if (brokered.has(b.env) && vars[b.id]) Object.assign(env, { [b.env]: BROKERED_PLACEHOLDER }, vars[b.id]!(b));
+  return env;
+}
 
 /** The variable that switches a harness to a provider, if it needs one. */
 function providerEnv(provider: string | undefined, switches: Record<string, [string, string]>): Record<string, string> {
@@ -28,27 +62,57 @@ function providerEnv(provider: string | undefined, switches: Record<string, [str
 
 const BUILDERS: Record<string, Builder> = {
   // claude -p (print mode): one answer, then exit. `--` ends the options before the prompt.
-  'claude-code': ({ task, model, provider }) => ({
+  // ANTHROPIC_BASE_URL: the API's origin; claude adds /v1/messages.
+  'claude-code': ({ task, model, provider }, brokered) => ({
     argv: ['claude', '-p', '--output-format', 'text', '--dangerously-skip-permissions', ...(model ? ['--model', model] : []), '--', task],
-    env: providerEnv(provider, { bedrock: ['CLAUDE_CODE_USE_BEDROCK', '1'], vertex: ['CLAUDE_CODE_USE_VERTEX', '1'] }),
+    env: {
+      ...providerEnv(provider, { bedrock: ['CLAUDE_CODE_USE_BEDROCK', '1'], vertex: ['CLAUDE_CODE_USE_VERTEX', '1'] }),
+      ...brokeredEnv(brokered, { anthropic: (b) => ({ ANTHROPIC_BASE_URL: brokeredUrl(b.id) }) }),
+    },
   }),
   // codex exec: non-interactive. The VM is the sandbox: codex's own approvals and sandbox are off.
-  codex: ({ task, model }) => ({
-    argv: ['codex', 'exec', '--dangerously-bypass-approvals-and-sandbox', '--skip-git-repo-check', '--color', 'never', ...(model ? ['--model', model] : []), '--', task],
-    env: {},
+  // `openai_base_url` (config) replaces https://api.openai.com/v1; `codex exec` takes its key from CODEX_API_KEY.
+  codex: ({ task, model }, brokered) => ({
+    argv: [
+      'codex',
+      'exec',
+      '--dangerously-bypass-approvals-and-sandbox',
+      '--skip-git-repo-check',
+      '--color',
+      'never',
+      ...(brokered.has('OPENAI_API_KEY') ? ['-c', `openai_base_url=${JSON.stringify(brokeredUrl('openai', '/v1'))}`] : []),
+      ...(model ? ['--model', model] : []),
+      '--',
+      task,
+    ],
+    env: brokeredEnv(brokered, { openai: () => ({ CODEX_API_KEY: BROKERED_PLACEHOLDER }) }),
   }),
-  // gemini -p: one prompt, non-interactive; --yolo approves tool calls.
-  'gemini-cli': ({ task, model, provider }) => ({
+  // gemini -p: one prompt, non-interactive; --yolo approves tool calls. GOOGLE_GEMINI_BASE_URL replaces
+  // https://generativelanguage.googleapis.com (the system settings in the image choose API-key auth).
+  'gemini-cli': ({ task, model, provider }, brokered) => ({
     argv: ['gemini', '--yolo', ...(model ? ['--model', model] : []), `--prompt=${task}`],
-    env: providerEnv(provider, { vertex: ['GOOGLE_GENAI_USE_VERTEXAI', 'true'] }),
+    env: {
+      ...providerEnv(provider, { vertex: ['GOOGLE_GENAI_USE_VERTEXAI', 'true'] }),
+      ...brokeredEnv(brokered, { google: (b) => ({ GOOGLE_GEMINI_BASE_URL: brokeredUrl(b.id) }) }),
+    },
   }),
-  // opencode run: models are named provider/model.
-  opencode: ({ task, model, provider }) => ({
-    argv: ['opencode', 'run', ...(model ? ['--model', model.includes('/') || !provider ? model : `${provider}/${model}`] : []), '--', task],
-    env: {},
-  }),
+  // opencode run: models are named provider/model. Its providers' base URLs and keys come from
+  // OPENCODE_CONFIG_CONTENT (config as JSON), merged over any config file of the VM's.
+  opencode: ({ task, model, provider }, brokered) => {
+    const paths = { anthropic: '/v1', openai: '/v1', google: '/v1beta' } as const;
+    const providers = Object.fromEntries(
+      BROKERS.filter((b) => brokered.has(b.env)).map((b) => [b.id, { options: { baseURL: brokeredUrl(b.id, paths[b.id]), apiKey: BROKERED_PLACEHOLDER } }]),
+    );
+    return {
+      argv: ['opencode', 'run', ...(model ? ['--model', model.includes('/') || !provider ? model : `${provider}/${model}`] : []), '--', task],
+      env: {
+        ...brokeredEnv(brokered, { anthropic: () => ({}), openai: () => ({}), google: () => ({}) }),
+        ...(Object.keys(providers).length ? { OPENCODE_CONFIG_CONTENT: JSON.stringify({ provider: providers }) } : {}),
+      },
+    };
+  },
   // aider --message: one message, edits confirmed, no prompts, no update checks.
-  aider: ({ task, model, provider }) => ({
+  aider: ({ task, model, provider }, _brokered) => ({
     argv: [
       'aider',
       '--yes-always',
@@ -64,8 +128,11 @@ const BUILDERS: Record<string, Builder> = {
   echo: ({ task }) => ({ argv: [HARNESS_PROGRAMS.echo, task], env: {} }),
 };
 
-/** The invocation of `harnessId` for a task; 400 for a provider the harness does not support. */
-export function buildInvocation(harnessId: string, input: TaskInput): Invocation {
+/**
+ * The invocation of `harnessId` for a task; 400 for a provider the harness does not support.
+ * `brokered`: the VM's brokered secret names (its `brokered_secret_names`).
+ */
+export function buildInvocation(harnessId: string, input: TaskInput, brokered: readonly string[] = []): Invocation {
   const harness = getHarness(harnessId);
   const build = BUILDERS[harnessId];
   if (!harness || !build) throw invalid('harness', `unknown harness "${harnessId}"`);
@@ -73,7 +140,7 @@ export function buildInvocation(harnessId: string, input: TaskInput): Invocation
     const supported = harness.providers.length ? `one of ${harness.providers.join(', ')}` : 'none';
     throw invalid('provider', `harness ${harnessId} does not support provider "${input.provider}" (supported: ${supported})`);
   }
-  const inv = build(input);
+  const inv = build(input, new Set(brokered));
   if (inv.argv[0] !== HARNESS_PROGRAMS[harnessId]) throw new Error(`harness ${harnessId}: argv[0] is not its program`);
-  return inv;
+  return { argv: inv.argv, env: { ...PROXY_ENV, ...inv.env } };
 }

@@ -37,7 +37,7 @@ export class Capturer {
   private queue: Promise<unknown> = Promise.resolve();
 
   constructor(private readonly o: CapturerOptions) {
-    this.scrubDriver = new QemuDriver({ ...o.driver.opts, vmsDir: o.scrubDir, egress: false });
+    this.scrubDriver = new QemuDriver({ ...o.driver.opts, vmsDir: o.scrubDir, gateway: null });
   }
 
   /**

@@ -78,7 +78,7 @@ export function buildInternalApp(o: InternalAppOptions): Hono {
   const executor = () => o.executor!;
   route('harnesses', async (vmId) => ({ body: { harnesses: await executor().harnesses(vmId) } }));
   route('run', async (vmId, { args, timeout_ms }) => ({ body: await executor().run(vmId, args, timeout_ms) }));
-  route('secrets', async (vmId, { set }) => ({ body: { names: await executor().setSecrets(vmId, set) } }));
+  route('secrets', async (vmId, { set }) => ({ body: await executor().setSecrets(vmId, set) }));
   route('capture', async (templateId) => {
     o.capture!(templateId);
     return { body: { started: true }, status: 202 };

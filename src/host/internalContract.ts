@@ -47,7 +47,7 @@ export const INTERNAL_ROUTES = {
     path: '/internal/vms/:id/secrets',
     params: VmIdParam,
     body: z.strictObject({ set: z.record(z.string(), z.string().nullable()) }),
-    response: z.object({ names: z.array(z.string()) }),
+    response: z.object({ names: z.array(z.string()), brokered: z.array(z.string()) }),
   },
   capture: {
     method: 'post',

@@ -29,6 +29,9 @@ import type { ExecResult } from '../guest/protocol.ts';
 import { RunQueue } from './runQueue.ts';
 import * as hostStore from '../store/hosts.ts';
 import * as vmStore from '../store/vms.ts';
+import { EgressGateway } from './egress/gateway.ts';
+import { HostCredentials } from './egress/credentials.ts';
+import type { SecretBox } from './egress/secretBox.ts';
 
 /** What the domain and the internal endpoint need of the machine its VMs run on. */
 export interface VmHost {
@@ -58,7 +61,7 @@ export interface VmHost {
 }
 
 /** The Debian packages a VM host needs, and how to get them: what /readyz says when they are missing. */
-export const INSTALL_HINT = 'as root: `bash scripts/install-debs.sh` (installs qemu-system-x86, qemu-utils and the image tools)';
+export const INSTALL_HINT = 'as root: `bash scripts/install-debs.sh` (installs qemu-system-x86, qemu-utils, socat and the image tools)';
 
 export async function readHostId(dataDir: string): Promise<string> {
   const file = path.join(dataDir, 'host-id');
@@ -108,6 +111,8 @@ export interface LocalVmHostDeps {
   billing: BillingService;
   hosts: HostService;
   log: Logger;
+  /** Seals the provider keys this host's gateway brokers. */
+  secrets: SecretBox;
 }
 
 /** A machine where no VM can run (no QEMU): the API still answers; /readyz says what to install. */
@@ -136,6 +141,7 @@ export class LocalVmHost implements VmHost {
   readonly capturer: Capturer;
   readonly snapshots: SnapshotStore | null;
   readonly executor: VmExecutor;
+  readonly gateway: EgressGateway;
   readonly capture: (templateId: string) => void;
   readonly imageReady: Promise<Image>;
   readonly prewarmed: Promise<void>;
@@ -152,12 +158,14 @@ export class LocalVmHost implements VmHost {
   constructor(private readonly d: LocalVmHostDeps) {
     const { config, probe, log } = d;
     this.hostId = d.hostId;
+    const credentials = new HostCredentials(d.db, d.secrets);
+    this.gateway = new EgressGateway({ db: d.db, credentials, providerUrls: config.providerUrls, pins: config.egressPins, log });
     this.driver = new QemuDriver({
       vmsDir: path.join(config.dataDir, 'vms'),
       blankDir: path.join(config.dataDir, 'blank'),
       qemu: probe.qemu!,
       accel: probe.accel!,
-      egress: config.vmEgress,
+      gateway: { socat: probe.socat!, port: this.gateway },
       bootTimeoutMs: config.bootTimeoutMs,
       log: (msg, fields) => log.warn(fields ?? {}, msg),
     });
@@ -192,7 +200,7 @@ export class LocalVmHost implements VmHost {
     this.executor = {
       harnesses: async (vmId) => driver.facts(vmId)?.harnesses ?? null,
       run: (vmId, args, timeoutMs) => runs.run(vmId, () => driver.request<ExecResult>(vmId, 'run', args, timeoutMs)),
-      setSecrets: async (vmId, set) => (await driver.request<{ names: string[] }>(vmId, 'secrets', { set }, 30_000)).names,
+      setSecrets: (vmId, set) => credentials.apply(vmId, set, async (guest) => (await driver.request<{ names: string[] }>(vmId, 'secrets', { set: guest }, 30_000)).names),
     };
     this.capture = (templateId) => this.capturer.start(templateId);
     this.imageReady = new Promise<Image>((resolve) => (this.resolveImage = resolve));
@@ -313,5 +321,6 @@ export class LocalVmHost implements VmHost {
     await this.adopted;
     if (opts?.stopVms) await this.driver.stopAll();
     else this.driver.release();
+    await this.gateway.close();
   }
 }

@@ -6,7 +6,7 @@
 import type { z } from 'zod';
 import type { Db } from '../store/db.ts';
 import type { Logger } from '../log.ts';
-import type { VmExecutor } from '../domain/runs.ts';
+import type { SecretsOutcome, VmExecutor } from '../domain/runs.ts';
 import type { ExecResult, RunArgs } from '../guest/protocol.ts';
 import type { DriverProbe } from '../vmm/probe.ts';
 import { ApiError, ERROR_STATUS, type ErrorCode } from '../domain/errors.ts';
@@ -93,8 +93,8 @@ export class RemoteHosts implements VmExecutor {
     return this.call(await this.hostOfVm(vmId), 'run', vmId, { args, timeout_ms: timeoutMs }, 'host');
   }
 
-  async setSecrets(vmId: string, set: Record<string, string | null>): Promise<string[]> {
-    return (await this.call(await this.hostOfVm(vmId), 'secrets', vmId, { set }, { ms: 30_000 })).names;
+  async setSecrets(vmId: string, set: Record<string, string | null>): Promise<SecretsOutcome> {
+    return this.call(await this.hostOfVm(vmId), 'secrets', vmId, { set }, { ms: 30_000 });
   }
 
   /** Hands a capture to the host of the template's source VM; a host that cannot be reached fails it. */

@@ -6,6 +6,7 @@
 import type { Queryable } from './db.ts';
 import type { VmStateFields, VmStatus } from '../domain/vmState.ts';
 import type { Cycle, PlanId, TierId } from '../domain/plans.ts';
+import type { EgressPolicy } from '../domain/egress.ts';
 
 /** A VM as the customer sees it. */
 export interface VmRow extends VmStateFields {
@@ -22,6 +23,9 @@ export interface VmRow extends VmStateFields {
   memory_mib: number;
   disk_gib: number;
   secret_names: string[];
+  /** The secrets the platform keeps for the gateway (a subset of secret_names). */
+  brokered_secret_names: string[];
+  egress: EgressPolicy;
   /** How often the VM has booted: a run whose VM booted again under it lost its guest. */
   boots: number;
   created_at: Date;
@@ -56,6 +60,7 @@ export interface NewVm {
   disk_gib: number;
   image_id: string | null;
   net_slot: number;
+  egress: EgressPolicy;
   created_at: Date;
 }
 
@@ -114,10 +119,10 @@ export function tallyForTenant(
 export async function insert(q: Queryable, vm: NewVm): Promise<void> {
   await q.query(
     `INSERT INTO vms (vm_id, tenant_id, host_id, plan, cycle, tier, harness, template_id, vcpus, memory_mib, disk_gib,
-                      status, desired_state, image_id, net_slot, created_at, updated_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'provisioning', 'running', $12, $13, $14, $14)`,
+                      status, desired_state, image_id, net_slot, egress, created_at, updated_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'provisioning', 'running', $12, $13, $14, $15, $15)`,
     [vm.vm_id, vm.tenant_id, vm.host_id, vm.plan, vm.cycle, vm.tier, vm.harness, vm.template_id, vm.vcpus,
-      vm.memory_mib, vm.disk_gib, vm.image_id, vm.net_slot, vm.created_at],
+      vm.memory_mib, vm.disk_gib, vm.image_id, vm.net_slot, JSON.stringify(vm.egress), vm.created_at],
   );
 }
 
@@ -142,16 +147,35 @@ export async function markDeleted(q: Queryable, vmId: string, now: Date): Promis
   return updated;
 }
 
-/** The names of the secrets set in the VM's guest (never their values). */
-export async function setSecretNames(q: Queryable, tenantId: string, vmId: string, names: string[], now: Date): Promise<VmRow> {
-  const [row] = await q.query<VmRow>('UPDATE vms SET secret_names = $3, updated_at = $4 WHERE tenant_id = $1 AND vm_id = $2 RETURNING *', [
+/** The names the VM lists: its guest's secrets and the brokered ones. */
+export async function setSecretNames(q: Queryable, tenantId: string, vmId: string, guest: string[], brokered: string[], now: Date): Promise<VmRow> {
+  const [row] = await q.query<VmRow>(
+    `UPDATE vms SET secret_names = $3, brokered_secret_names = $4, updated_at = $5
+     WHERE tenant_id = $1 AND vm_id = $2 RETURNING *`,
+    [tenantId, vmId, [...new Set([...guest, ...brokered])].sort(), [...brokered].sort(), now],
+  );
+  return row;
+}
+
+
+/** The customer's policy change (call with the VM locked or in its own statement). */
+export async function setEgress(q: Queryable, tenantId: string, vmId: string, policy: EgressPolicy, now: Date): Promise<VmRow> {
+  const [row] = await q.query<VmRow>('UPDATE vms SET egress = $3, updated_at = $4 WHERE tenant_id = $1 AND vm_id = $2 AND deleted_at IS NULL RETURNING *', [
     tenantId,
     vmId,
-    names,
+    JSON.stringify(policy),
     now,
   ]);
   return row;
 }
+
+
+/** What the gateway applies to a VM's next connection; null for a VM that is gone. */
+export async function egressOf(q: Queryable, vmId: string): Promise<EgressPolicy | null> {
+  const [row] = await q.query<{ egress: EgressPolicy }>('SELECT egress FROM vms WHERE vm_id = $1 AND deleted_at IS NULL', [vmId]);
+  return row?.egress ?? null;
+}
+
 
 // ---- platform stops: the customer wanted the VM running, the platform stops it and says why ----
 

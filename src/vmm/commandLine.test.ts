@@ -13,7 +13,7 @@ function line(start: MachineStart, over: Partial<MachineConfig> = {}): string[] 
     start,
     files,
     net: netOfSlot(5),
-    egress: false,
+    egress: { socat: '/usr/bin/socat', socket: files.egress },
     accel: 'tcg',
     tscKhz: 2_500_000,
     ...over,
@@ -77,13 +77,17 @@ describe('the QEMU command line', () => {
     for (const args of [cold, golden]) assert.ok(!args.includes('-incoming') && !args.includes('-S'));
   });
 
-  test('without egress the network is restricted; with it, not', () => {
-    assert.match(valuesOf(cold, '-netdev')[0], /,restrict=on$/);
-    assert.match(valuesOf(line({ mode: 'cold' }, { egress: true }), '-netdev')[0], /,restrict=off$/);
-    assert.deepEqual(netdevArgs(netOfSlot(5), { egress: false }), [
+  test("the network is always restricted: its one way out is the forward to the VM's egress gateway socket", () => {
+    assert.equal(
+      valuesOf(cold, '-netdev')[0],
+      'user,id=net0,net=10.128.5.0/24,host=10.128.5.2,dns=10.128.5.3,restrict=on,guestfwd=tcp:10.128.5.4:3128-cmd:/usr/bin/socat STDIO UNIX-CONNECT:/vms/vm_abc/egress.sock',
+    );
+    assert.deepEqual(netdevArgs(netOfSlot(5), null), [
       '-netdev', 'user,id=net0,net=10.128.5.0/24,host=10.128.5.2,dns=10.128.5.3,restrict=on',
       '-device', 'virtio-net-device,netdev=net0',
     ]);
+    // A comma in a path is doubled, so it cannot end the option and add another.
+    assert.match(netdevArgs(netOfSlot(5), { socat: '/usr/bin/socat', socket: '/d,restrict=off/egress.sock' })[1], /UNIX-CONNECT:\/d,,restrict=off\/egress\.sock$/);
   });
 
   test('the TSC frequency goes to the guest kernel under TCG only', () => {
@@ -96,9 +100,9 @@ describe('the QEMU command line', () => {
   });
 
   test('every socket, log and pid file is in the machine directory', () => {
-    const named = [...valuesOf(cold, '-chardev'), ...valuesOf(cold, '-qmp'), ...valuesOf(cold, '-serial'), ...valuesOf(cold, '-pidfile')];
-    const paths = named.map((v) => /(?:path=|unix:|file:|^)(\/[^,]+)/.exec(v)?.[1]);
-    assert.equal(paths.length, 5);
+    const named = [...valuesOf(cold, '-chardev'), ...valuesOf(cold, '-qmp'), ...valuesOf(cold, '-serial'), ...valuesOf(cold, '-pidfile'), ...valuesOf(cold, '-netdev')];
+    const paths = named.map((v) => /(?:path=|unix:|file:|UNIX-CONNECT:|^)(\/[^,]+)$|(?:path=|unix:|file:|^)(\/[^,]+)/.exec(v)).map((m) => m?.[1] ?? m?.[2]);
+    assert.equal(paths.length, 6);
     for (const p of paths) assert.ok(p?.startsWith(`${files.dir}/`), String(p));
   });
 
@@ -113,7 +117,7 @@ describe('the QEMU command line', () => {
 
 describe('netOfSlot', () => {
   test('the first, a boundary and the last slot', () => {
-    assert.deepEqual(netOfSlot(0), { net: '10.128.0.0/24', guest: '10.128.0.15', gateway: '10.128.0.2', dns: '10.128.0.3' });
+    assert.deepEqual(netOfSlot(0), { net: '10.128.0.0/24', guest: '10.128.0.15', gateway: '10.128.0.2', dns: '10.128.0.3', egress: '10.128.0.4' });
     assert.equal(netOfSlot(255).net, '10.128.255.0/24');
     assert.equal(netOfSlot(256).net, '10.129.0.0/24');
     assert.equal(netOfSlot(0x7fff).net, '10.255.255.0/24');
@@ -129,7 +133,8 @@ describe('netOfSlot', () => {
         const na = netOfSlot(a);
         if (a !== b) assert.notEqual(na.net, netOfSlot(b).net);
         const prefix = na.net.replace(/\.0\/24$/, '.');
-        for (const ip of [na.guest, na.gateway, na.dns]) assert.ok(ip.startsWith(prefix));
+        for (const ip of [na.guest, na.gateway, na.dns, na.egress]) assert.ok(ip.startsWith(prefix));
+        assert.equal(new Set([na.guest, na.gateway, na.dns, na.egress]).size, 4);
         assert.match(na.net, /^10\.(1[2-9]\d|2[0-5]\d)\.\d{1,3}\.0\/24$/);
       }),
       { numRuns: 500 },

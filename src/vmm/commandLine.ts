@@ -7,30 +7,44 @@
  * That makes one booted guest good for many VMs: a golden VM of a shape is saved once and a clone
  * resumes it with its own disks plugged in after it resumes; a cold boot has them in place.
  */
-import { AGENT_PORT_NAME, ASSUME_PORT_NAME, PERSIST_MODEL, UPPER_MODEL } from '../guest/protocol.ts';
+import { AGENT_PORT_NAME, ASSUME_PORT_NAME, EGRESS_GATEWAY_PORT, PERSIST_MODEL, UPPER_MODEL } from '../guest/protocol.ts';
 import type { Image } from '../image/build.ts';
 import type { MachineFiles } from './machine.ts';
 import type { Accel } from './probe.ts';
 
-/** A VM's private network: its /24, the guest's address, and QEMU's gateway and DNS in it. */
+/** A VM's private network: its /24, the guest's address, QEMU's gateway and DNS, and the egress gateway's address in it. */
 export interface GuestNet {
   net: string;
   guest: string;
   gateway: string;
   dns: string;
+  egress: string;
 }
 
-/** The guest network of slot n: 10.(128 + n/256).(n%256).0/24, the guest at .15. */
+/** The guest network of slot n: 10.(128 + n/256).(n%256).0/24, the guest at .15, the egress gateway at .4. */
 export function netOfSlot(slot: number): GuestNet {
   if (!Number.isInteger(slot) || slot < 0 || slot > 0x7fff) throw new Error(`network slot ${slot} is out of range`);
   const prefix = `10.${128 + (slot >> 8)}.${slot & 255}`;
-  return { net: `${prefix}.0/24`, guest: `${prefix}.15`, gateway: `${prefix}.2`, dns: `${prefix}.3` };
+  return { net: `${prefix}.0/24`, guest: `${prefix}.15`, gateway: `${prefix}.2`, dns: `${prefix}.3`, egress: `${prefix}.4` };
 }
 
-/** The guest's network card on user-mode networking; without egress (`restrict=on`) it reaches nothing. */
-export function netdevArgs(net: GuestNet, opts: { egress: boolean }): string[] {
+/** How a guest's connections to the egress address reach the host's gateway: one socat per connection, to the VM's socket. */
+export interface EgressForward {
+  socat: string;
+  socket: string;
+}
+
+/**
+ * The guest's network card on user-mode networking, always `restrict=on`: the guest reaches nothing
+ * (not the host's loopback, not another VM) but the one forward, the egress gateway's address and
+ * port to this VM's gateway socket on the host. Without a forward it reaches nothing at all.
+ */
+export function netdevArgs(net: GuestNet, forward: EgressForward | null): string[] {
+  // QEMU's option syntax doubles a comma inside a value.
+  const cmd = forward ? `${forward.socat} STDIO UNIX-CONNECT:${forward.socket}`.replaceAll(',', ',,') : '';
+  const fwd = forward ? `,guestfwd=tcp:${net.egress}:${EGRESS_GATEWAY_PORT}-cmd:${cmd}` : '';
   return [
-    '-netdev', `user,id=net0,net=${net.net},host=${net.gateway},dns=${net.dns},restrict=${opts.egress ? 'off' : 'on'}`,
+    '-netdev', `user,id=net0,net=${net.net},host=${net.gateway},dns=${net.dns},restrict=on${fwd}`,
     '-device', 'virtio-net-device,netdev=net0',
   ];
 }
@@ -55,8 +69,8 @@ export interface MachineConfig {
   start: MachineStart;
   files: MachineFiles;
   net: GuestNet;
-  /** Let the guest reach the outside world (off: `restrict=on`). */
-  egress: boolean;
+  /** The forward to the host's egress gateway; null: the guest reaches nothing. */
+  egress: EgressForward | null;
   accel: Accel;
   /** The host's TSC frequency: under TCG the guest kernel is told it (without, a boot now and then hangs). */
   tscKhz: number;
@@ -107,7 +121,7 @@ export function qemuCommandLine(m: MachineConfig): string[] {
     '-drive', `id=root,file=${spec.image.rootfs},format=raw,if=none,readonly=on,cache=unsafe`,
     '-device', 'virtio-blk-device,drive=root,serial=root',
     '-device', 'virtio-scsi-device,id=scsi0',
-    ...netdevArgs(m.net, { egress: m.egress }),
+    ...netdevArgs(m.net, m.egress),
     '-device', 'virtio-rng-device',
     '-device', 'virtio-serial-device',
     '-chardev', `socket,id=agent,path=${f.agent},server=on,wait=off`,

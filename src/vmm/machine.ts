@@ -19,6 +19,8 @@ export interface MachineFiles {
   qmp: string;
   agent: string;
   assume: string;
+  /** The VM's egress gateway socket (the host's gateway listens, QEMU's forward connects). */
+  egress: string;
   pid: string;
   console: string;
   log: string;
@@ -32,6 +34,7 @@ export function machineFiles(dir: string): MachineFiles {
     qmp: path.join(dir, 'qmp.sock'),
     agent: path.join(dir, 'agent.sock'),
     assume: path.join(dir, 'assume.sock'),
+    egress: path.join(dir, 'egress.sock'),
     pid: path.join(dir, 'qemu.pid'),
     console: path.join(dir, 'console.log'),
     log: path.join(dir, 'qemu.log'),

@@ -56,14 +56,20 @@ export interface SnapshotSource {
 
 export type StartedFrom = 'snapshot' | 'cold';
 
+/** Where a VM's gateway socket is served (src/host/egress/gateway.ts). */
+export interface GatewayPort {
+  attach(vmId: string, socketPath: string): Promise<void>;
+  detach(vmId: string): void;
+}
+
 export interface DriverOptions {
   vmsDir: string;
   /** Empty ext4 filesystems, one per size, that new disks start as (copy-on-write). */
   blankDir: string;
   qemu: string;
   accel: Accel;
-  /** Let guests reach the outside world through user-mode networking (off: `restrict=on`). */
-  egress: boolean;
+  /** The host's egress gateway, a guest's only way off its VM; null: guests reach nothing (scrubbing VMs). */
+  gateway: { socat: string; port: GatewayPort } | null;
   bootTimeoutMs: number;
   log?: (msg: string, fields?: object) => void;
 }
@@ -133,12 +139,13 @@ export class QemuDriver extends EventEmitter {
    */
   async commandLine(spec: VmSpec, how: { mode: 'cold' } | { mode: 'golden' | 'clone'; snap: SnapshotFiles; dir?: string }): Promise<string[]> {
     const start: MachineStart = how.mode === 'cold' ? how : { mode: how.mode, mem: how.snap.mem };
+    const files = how.mode === 'golden' ? machineFiles(how.dir!) : this.files(spec.vmId);
     return qemuCommandLine({
       spec,
       start,
-      files: how.mode === 'golden' ? machineFiles(how.dir!) : this.files(spec.vmId),
+      files,
       net: netOfSlot(spec.netSlot),
-      egress: this.opts.egress,
+      egress: this.opts.gateway ? { socat: this.opts.gateway.socat, socket: files.egress } : null,
       accel: this.opts.accel,
       tscKhz: this.opts.accel === 'tcg' ? await hostTscKhz() : 0,
     });
@@ -172,6 +179,7 @@ export class QemuDriver extends EventEmitter {
     const args = await this.commandLine(spec, snap ? { mode: 'clone', snap } : { mode: 'cold' });
     // A resume is quick or broken; a cold boot under emulation takes seconds.
     const timeoutMs = snap ? Math.min(this.opts.bootTimeoutMs, 30_000) : this.opts.bootTimeoutMs;
+    await this.opts.gateway?.port.attach(spec.vmId, f.egress);
     const m = await spawnMachine(this.opts.qemu, f, args, timeoutMs);
     try {
       if (snap) {
@@ -203,7 +211,9 @@ export class QemuDriver extends EventEmitter {
       machine_id: createHash('sha256').update(`agentvm machine ${spec.vmId}`).digest('hex').slice(0, 32),
       ipv4: `${net.guest}/24`,
       gateway: net.gateway,
-      dns: net.dns,
+      // No resolver answers: a lookup fails at once; names off the VM resolve at the gateway.
+      dns: '127.0.0.1',
+      egress: net.egress,
       time_ms: Date.now(),
       entropy_hex: randomBytes(64).toString('hex'),
       disk_wait_ms: 10_000,
@@ -256,6 +266,7 @@ export class QemuDriver extends EventEmitter {
       const facts = await agentRequest<HelloFacts>(agent, 'hello', undefined, 5000);
       // Stopped between resuming and taking its identity: not a VM yet; it boots again.
       if (!facts.assumed) throw new Error('the guest had not taken its identity');
+      await this.opts.gateway?.port.attach(vmId, f.egress);
       this.track(vmId, 'cold', pid, qmpCh, agent, facts, new Promise<string>(() => undefined));
       return facts;
     } catch (err) {
@@ -310,6 +321,7 @@ export class QemuDriver extends EventEmitter {
   /** Stops the VM and removes its directory with every disk. */
   async destroy(vmId: string): Promise<void> {
     await this.stop(vmId, { graceful: false });
+    this.opts.gateway?.port.detach(vmId);
     await rm(this.vmDir(vmId), { recursive: true, force: true });
   }
 

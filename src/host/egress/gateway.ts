@@ -1,0 +1,334 @@
+/**
+ * The egress gateway of a VM host: a VM's only way off its machine. QEMU runs each VM's network with
+ * `restrict=on` and one forward, the gateway address in the guest's network to this VM's own unix
+ * socket here, so the gateway always knows which VM speaks and a guest reaches nothing else: not the
+ * host's loopback, not another VM.
+ *
+ * On that socket it is an HTTP proxy: CONNECT (HTTPS and any TCP) and absolute-form HTTP requests are
+ * judged by the VM's policy, read from the database on every connection (a change through any
+ * replica applies to the next connection), and then by the address the name resolves to at connect
+ * time (denyList.ts; names the operator pins with AGENTVM_EGRESS_HOSTS are exempt). Requests to
+ * `/providers/<id>/…` on the gateway itself are brokered: forwarded to the provider with the VM's
+ * real key, which never enters the guest. A refusal is an immediate 403 with a one-line body.
+ * Every connection is logged (host, port, decision, reason, bytes), never a body, header or key.
+ */
+import http from 'node:http';
+import https from 'node:https';
+import net from 'node:net';
+import dns from 'node:dns/promises';
+import { rm } from 'node:fs/promises';
+import type { Duplex } from 'node:stream';
+import type { Db } from '../../store/db.ts';
+import type { Logger } from '../../log.ts';
+import * as egressStore from '../../store/egress.ts';
+import * as vmStore from '../../store/vms.ts';
+import { canonicalHost, decideName, type Decision, type EgressPolicy } from '../../domain/egress.ts';
+import { brokerById, type ProviderUrls } from '../../harness/providers.ts';
+import { EGRESS_GATEWAY_NAME } from '../../guest/protocol.ts';
+import { BROKERED_PATH } from '../../harness/invoke.ts';
+import { DenyList } from './denyList.ts';
+import type { HostCredentials } from './credentials.ts';
+
+export const LOG_KEEP_MS = 7 * 24 * 3600_000;
+const CONNECT_TIMEOUT_MS = 10_000;
+const RESOLVE_TIMEOUT_MS = 5_000;
+const HOP_BY_HOP = ['connection', 'proxy-connection', 'proxy-authorization', 'proxy-authenticate', 'keep-alive', 'te', 'trailer', 'upgrade', 'host'];
+
+export interface GatewayDeps {
+  db: Db;
+  credentials: HostCredentials;
+  providerUrls: ProviderUrls;
+  pins: Map<string, string>;
+  log: Logger;
+}
+
+/** Where a connection may go: an address, or why not. */
+type Target = { ok: true; address: string } | { ok: false; status: 403 | 502; reason: string };
+
+/** One logged connection: its row, and the bytes it moved. */
+class Tally {
+  out = 0;
+  in = 0;
+  constructor(readonly id: Promise<number | null>) {}
+}
+
+export class EgressGateway {
+  private readonly http: http.Server;
+  private readonly listeners = new Map<string, net.Server>();
+  private readonly vmOf = new WeakMap<object, string>();
+  private readonly open = new Set<Duplex>();
+  private readonly deny = new DenyList();
+  private readonly prune: NodeJS.Timeout;
+  private closed = false;
+
+  constructor(private readonly d: GatewayDeps) {
+    this.http = http.createServer({ keepAlive: true });
+    this.http.on('request', (req, res) => void this.onRequest(req, res).catch((err) => this.fail(res, err)));
+    this.http.on('connect', (req, socket: Duplex, head: Buffer) => void this.onConnect(req, socket, head).catch((err) => this.failSocket(socket, err)));
+    this.http.on('clientError', (_err, socket) => socket.destroy());
+    this.prune = setInterval(() => void this.pruneLog(), 3600_000).unref();
+  }
+
+  /** Listens on a VM's socket (QEMU's forward connects there); again after a restart re-adopts the VM. */
+  async attach(vmId: string, socketPath: string): Promise<void> {
+    if (this.closed || this.listeners.has(vmId)) return;
+    await rm(socketPath, { force: true });
+    const server = net.createServer((socket) => {
+      this.vmOf.set(socket, vmId);
+      this.track(socket);
+      this.http.emit('connection', socket);
+    });
+    this.listeners.set(vmId, server);
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(socketPath, () => resolve());
+    }).catch((err) => {
+      this.listeners.delete(vmId);
+      throw err;
+    });
+  }
+
+  /** The VM is gone: its socket closes, and so do its open connections. */
+  detach(vmId: string): void {
+    const server = this.listeners.get(vmId);
+    if (!server) return;
+    this.listeners.delete(vmId);
+    server.close();
+    for (const s of this.open) if (this.vmOf.get(s) === vmId) s.destroy();
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearInterval(this.prune);
+    for (const vmId of [...this.listeners.keys()]) this.detach(vmId);
+    for (const s of this.open) s.destroy();
+    this.http.closeAllConnections();
+  }
+
+  private track(s: Duplex): void {
+    this.open.add(s);
+    s.once('close', () => this.open.delete(s));
+  }
+
+  async pruneLog(): Promise<void> {
+    await egressStore.pruneLog(this.d.db, new Date(Date.now() - LOG_KEEP_MS)).catch((err) => this.d.log.warn({ err }, 'pruning the egress log failed'));
+  }
+
+  // ---- decisions ----
+
+  /** The policy's decision on a name, then the address it resolves to now. */
+  private async target(vmId: string, host: string, policy: EgressPolicy | null): Promise<Target> {
+    if (!policy) return { ok: false, status: 403, reason: 'the VM is gone' };
+    const decision: Decision = host === EGRESS_GATEWAY_NAME ? { allowed: false, reason: 'the gateway itself' } : decideName(policy, host);
+    if (!decision.allowed) return { ok: false, status: 403, reason: decision.reason };
+    return this.resolve(host);
+  }
+
+  /** A pinned name's address, or the first address of the name (or literal) if none it has is denied. */
+  private async resolve(host: string): Promise<Target> {
+    const pinned = this.d.pins.get(host);
+    if (pinned) return { ok: true, address: pinned };
+    let addresses: string[];
+    if (net.isIP(host)) addresses = [host];
+    else {
+      try {
+        const found = await Promise.race([
+          dns.lookup(host, { all: true, verbatim: true }),
+          new Promise<never>((_, reject) => setTimeout(() => reject(new Error('timed out')), RESOLVE_TIMEOUT_MS).unref()),
+        ]);
+        addresses = found.map((a) => a.address);
+      } catch (err) {
+        return { ok: false, status: 502, reason: `cannot resolve: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}` };
+      }
+    }
+    for (const address of addresses) {
+      const why = this.deny.reason(address);
+      if (why) return { ok: false, status: 403, reason: `resolves to ${address} (${why})` };
+    }
+    if (addresses.length === 0) return { ok: false, status: 502, reason: 'cannot resolve: no address' };
+    return { ok: true, address: addresses[0] };
+  }
+
+  private logged(vmId: string, host: string, port: number, allowed: boolean, reason: string): Tally {
+    const id = egressStore
+      .logConnection(this.d.db, vmId, { at: new Date(), host, port, decision: allowed ? 'allowed' : 'denied', reason })
+      .catch((err) => {
+        this.d.log.warn({ err, vm_id: vmId }, 'writing the egress log failed');
+        return null;
+      });
+    return new Tally(id);
+  }
+
+  private finish(t: Tally): void {
+    void t.id.then(async (id) => { if (id !== null) await egressStore.logBytes(this.d.db, id, t.out, t.in); }).catch(() => undefined);
+  }
+
+  // ---- CONNECT host:port ----
+
+  private async onConnect(req: http.IncomingMessage, client: Duplex, head: Buffer): Promise<void> {
+    const vmId = this.vmOf.get(req.socket)!;
+    const m = /^\[?([^\]]+?)\]?:(\d{1,5})$/.exec(req.url ?? '');
+    if (!m || Number(m[2]) < 1 || Number(m[2]) > 65535) return refuseSocket(client, 400, 'agentvm egress: CONNECT needs host:port');
+    const host = canonicalHost(m[1]);
+    const port = Number(m[2]);
+    const t = await this.target(vmId, host, await vmStore.egressOf(this.d.db, vmId));
+    const tally = this.logged(vmId, host, port, t.ok, t.ok ? 'allowed' : t.reason);
+    if (!t.ok) {
+      this.finish(tally);
+      return refuseSocket(client, t.status, t.status === 403 ? `agentvm egress policy denies ${host}` : `agentvm egress: ${host}: ${t.reason}`);
+    }
+    const upstream = net.connect({ host: t.address, port, timeout: CONNECT_TIMEOUT_MS });
+    this.track(upstream);
+    upstream.once('timeout', () => upstream.destroy(new Error('connect timed out')));
+    upstream.once('connect', () => {
+      upstream.setTimeout(0);
+      client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+      if (head.length) upstream.write(head);
+      tally.out += head.length;
+      client.on('data', (c: Buffer) => (tally.out += c.length));
+      upstream.on('data', (c: Buffer) => (tally.in += c.length));
+      client.pipe(upstream);
+      upstream.pipe(client);
+    });
+    upstream.once('error', (err) => {
+      if (upstream.connecting || !client.writable) refuseSocket(client, 502, `agentvm egress: ${host}:${port}: ${err.message}`);
+      else client.destroy();
+    });
+    client.once('error', () => upstream.destroy());
+    client.once('close', () => upstream.destroy());
+    upstream.once('close', () => {
+      client.end();
+      this.finish(tally);
+    });
+  }
+
+  // ---- HTTP: absolute-form through the proxy, or brokered ----
+
+  private async onRequest(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const vmId = this.vmOf.get(req.socket)!;
+    const raw = req.url ?? '/';
+    const url = new URL(raw, `http://${EGRESS_GATEWAY_NAME}`);
+    const toGateway = raw.startsWith('/') || canonicalHost(url.hostname) === EGRESS_GATEWAY_NAME;
+    if (toGateway) {
+      const m = new RegExp(`^${BROKERED_PATH}/([a-z]+)(/.*)?$`).exec(url.pathname);
+      if (!m) return refuse(res, 404, 'agentvm egress: not a proxy request (use this address as an HTTP proxy, or /providers/<provider>/)');
+      return this.broker(req, res, vmId, m[1], `${m[2] ?? '/'}${url.search}`);
+    }
+    if (url.protocol !== 'http:') return refuse(res, 400, 'agentvm egress: only http:// URLs go through as requests; HTTPS uses CONNECT');
+    const host = canonicalHost(url.hostname);
+    const port = Number(url.port || 80);
+    const t = await this.target(vmId, host, await vmStore.egressOf(this.d.db, vmId));
+    const tally = this.logged(vmId, host, port, t.ok, t.ok ? 'allowed' : t.reason);
+    if (!t.ok) {
+      this.finish(tally);
+      return refuse(res, t.status, t.status === 403 ? `agentvm egress policy denies ${host}` : `agentvm egress: ${host}: ${t.reason}`);
+    }
+    this.forward(req, res, tally, { url, address: t.address, headers: forwardHeaders(req, url.host) });
+  }
+
+  /** A provider's request with the VM's real key in place of the placeholder. */
+  private async broker(req: http.IncomingMessage, res: http.ServerResponse, vmId: string, providerId: string, rest: string): Promise<void> {
+    const broker = brokerById(providerId);
+    if (!broker) return refuse(res, 404, `agentvm egress: no provider "${providerId}" is brokered (anthropic, openai, google)`);
+    const base = new URL(this.d.providerUrls[broker.id]);
+    const url = new URL(`${base.pathname.replace(/\/+$/, '')}${rest}`, base);
+    url.searchParams.delete('key'); // Gemini's query-string key: the real one goes in a header
+    const host = canonicalHost(url.hostname);
+    const port = Number(url.port || (url.protocol === 'https:' ? 443 : 80));
+    const policy = await vmStore.egressOf(this.d.db, vmId);
+    const decision = policy ? decideName(policy, host) : { allowed: false, reason: 'the VM is gone' };
+    const key = decision.allowed ? await this.d.credentials.key(vmId, broker.env) : null;
+    const t: Target = !decision.allowed
+      ? { ok: false, status: 403, reason: decision.reason }
+      : key === null
+        ? { ok: false, status: 403, reason: `no brokered ${broker.env} on this VM` }
+        : await this.resolve(host);
+    const tally = this.logged(vmId, host, port, t.ok, t.ok ? `brokered ${broker.env}` : t.reason);
+    if (!t.ok) {
+      this.finish(tally);
+      if (decision.allowed && key === null) {
+        return refuse(res, 401, `agentvm egress: this VM has no ${broker.env}: set it with PUT /v1/api/vms/{id}/secrets (it is kept by the platform, never in the VM)`);
+      }
+      return refuse(res, t.status, t.status === 403 ? `agentvm egress policy denies ${host}` : `agentvm egress: ${host}: ${t.reason}`);
+    }
+    const headers = forwardHeaders(req, url.host);
+    broker.authorize(headers, key!);
+    this.forward(req, res, tally, { url, address: t.address, headers });
+  }
+
+  private forward(
+    req: http.IncomingMessage,
+    res: http.ServerResponse,
+    tally: Tally,
+    o: { url: URL; address: string; headers: http.OutgoingHttpHeaders },
+  ): void {
+    const secure = o.url.protocol === 'https:';
+    const upstream = (secure ? https : http).request({
+      protocol: o.url.protocol,
+      host: o.url.hostname,
+      port: o.url.port || (secure ? 443 : 80),
+      path: `${o.url.pathname}${o.url.search}`,
+      method: req.method,
+      headers: o.headers,
+      servername: secure && net.isIP(o.url.hostname) === 0 ? o.url.hostname : undefined,
+      // The address this gateway checked, whatever the name resolves to by now.
+      lookup: (_host, opts, cb) =>
+        (opts as { all?: boolean }).all ? (cb as (e: null, a: { address: string; family: number }[]) => void)(null, [{ address: o.address, family: net.isIP(o.address) }]) : cb(null, o.address, net.isIP(o.address)),
+      timeout: CONNECT_TIMEOUT_MS,
+      agent: false,
+    });
+    upstream.once('socket', (s) => this.track(s));
+    upstream.once('timeout', () => upstream.destroy(new Error('no answer in time')));
+    req.on('data', (c: Buffer) => (tally.out += c.length));
+    upstream.once('response', (up) => {
+      upstream.setTimeout(0);
+      const headers = { ...up.headers };
+      for (const h of HOP_BY_HOP) delete headers[h];
+      res.writeHead(up.statusCode ?? 502, up.statusMessage, headers);
+      up.on('data', (c: Buffer) => (tally.in += c.length));
+      up.pipe(res);
+      up.once('error', () => res.destroy());
+    });
+    upstream.once('error', (err) => {
+      if (!res.headersSent) refuse(res, 502, `agentvm egress: ${o.url.hostname}: ${err.message}`);
+      else res.destroy();
+    });
+    res.once('close', () => {
+      upstream.destroy();
+      this.finish(tally);
+    });
+    req.pipe(upstream);
+  }
+
+  private fail(res: http.ServerResponse, err: unknown): void {
+    this.d.log.error({ err }, 'egress gateway request failed');
+    if (!res.headersSent) refuse(res, 502, 'agentvm egress: internal error');
+    else res.destroy();
+  }
+
+  private failSocket(socket: Duplex, err: unknown): void {
+    this.d.log.error({ err }, 'egress gateway CONNECT failed');
+    refuseSocket(socket, 502, 'agentvm egress: internal error');
+  }
+}
+
+function forwardHeaders(req: http.IncomingMessage, host: string): http.OutgoingHttpHeaders {
+  const headers: http.OutgoingHttpHeaders = { ...req.headers };
+  for (const h of HOP_BY_HOP) delete headers[h];
+  headers.host = host;
+  return headers;
+}
+
+/** A one-line text answer, and the connection closes (a refusal is never a hang). */
+function refuse(res: http.ServerResponse, status: number, text: string): void {
+  res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8', connection: 'close', 'content-length': Buffer.byteLength(text) + 1 });
+  res.end(`${text}\n`);
+}
+
+function refuseSocket(socket: Duplex, status: number, text: string): void {
+  if (!socket.writable) return void socket.destroy();
+  const body = `${text}\n`;
+  socket.end(
+    `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+  );
+}
