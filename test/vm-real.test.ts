@@ -92,7 +92,7 @@ describe('real microVMs', { skip }, () => {
       assert.equal(r.exit_code, 0, r.stderr);
       const [hostname, machineId, instance, addr, random, date, persistDev] = r.stdout.trim().split('\n');
       assert.equal(hostname, vmId.replace(/_/g, '-').toLowerCase());
-      assert.match(addr, new RegExp(`inet ${vm.ipv4.replace(/\./g, '\\.')}/24`));
+      assert.match(addr, new RegExp(`inet ${vm.ipv4.replace(/\./g, '\\.')}/32`));
       assert.ok(Math.abs(Number(date) - Date.now() / 1000) < 60, `guest clock ${date} is the host's`);
       assert.match(persistDev, /^\/dev\/sd/);
       for (const [k, v] of Object.entries({ machineId, instance, random, addr })) {

@@ -90,7 +90,6 @@ export interface AssumeArgs {
   machine_id: string;
   /** The guest's address with its prefix, e.g. 10.128.3.15/24. */
   ipv4: string;
-  gateway: string;
   dns: string;
   /** The egress gateway's address in the guest's network (/etc/hosts names it EGRESS_GATEWAY_NAME). */
   egress: string;
@@ -111,7 +110,6 @@ export function assumeLine(args: AssumeArgs): string {
     entropy: args.entropy_hex,
     hostname: args.hostname,
     ipv4: args.ipv4,
-    gateway: args.gateway,
     dns: args.dns,
     egress: args.egress,
     egress_name: EGRESS_GATEWAY_NAME,

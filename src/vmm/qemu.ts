@@ -209,8 +209,8 @@ export class QemuDriver extends EventEmitter {
       instance_id: randomUUID(),
       hostname: spec.hostname,
       machine_id: createHash('sha256').update(`agentvm machine ${spec.vmId}`).digest('hex').slice(0, 32),
-      ipv4: `${net.guest}/24`,
-      gateway: net.gateway,
+      // Alone on its link: its one route is to the egress gateway (assume.pl).
+      ipv4: `${net.guest}/32`,
       // No resolver answers: a lookup fails at once; names off the VM resolve at the gateway.
       dns: '127.0.0.1',
       egress: net.egress,

@@ -1,0 +1,157 @@
+/**
+ * The egress gateway with real microVMs: what a guest can and cannot reach. This file runs itself
+ * again inside a network namespace with nothing but loopback (test/netns.ts); every host a VM may
+ * reach is a stand-in on loopback, named by AGENTVM_EGRESS_HOSTS pins.
+ */
+import { describe, test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+import { loadConfig } from '../src/config.ts';
+import { startServer, type RunningServer } from '../src/server.ts';
+import { createLogger } from '../src/log.ts';
+import { HARNESS_USER } from '../src/guest/protocol.ts';
+import { killQemusUnder, until } from './helpers.ts';
+import { inOwnNetns, netnsUnavailable, runInOwnNetns } from './netns.ts';
+
+const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;
+const skip = imageDir ? netnsUnavailable() ?? false : 'set AGENTVM_TEST_IMAGE_DIR to a built image dir (npm run test:all does)';
+
+if (!inOwnNetns()) {
+  test('egress from real VMs, inside a network namespace of its own', { skip, timeout: 30 * 60_000 }, async () => {
+    const { code, output, passed } = await runInOwnNetns(import.meta.url, 29 * 60_000);
+    process.stderr.write(output);
+    assert.equal(code, 0, 'the tests inside the namespace failed (their output is above)');
+    assert.ok(passed > 0, 'no test ran inside the namespace');
+  });
+} else {
+  describe('a VM reaches only what its policy allows, through its gateway', () => {
+    let dataDir: string;
+    let server: RunningServer;
+    let api: (method: string, p: string, body?: unknown) => Promise<{ status: number; body: any }>;
+    let site: http.Server;
+    let sitePort: number;
+
+    before(async () => {
+      site = http.createServer((_req, res) => res.end('hello from allowed.test'));
+      await new Promise<void>((r) => site.listen(0, '127.0.0.1', r));
+      sitePort = (site.address() as AddressInfo).port;
+      dataDir = await mkdtemp(path.join(os.tmpdir(), 'agentvm-egress-'));
+      process.env.AGENTVM_ADMIN_TOKEN = 'avm_admin_test_token_0123456789abcdefghijkl';
+      process.env.AGENTVM_EGRESS_HOSTS = 'allowed.test=127.0.0.1,pinned.test=127.0.0.1';
+      const config = { ...loadConfig({ host: '127.0.0.1', port: 0, dataDir }), imageDir: imageDir! };
+      delete process.env.AGENTVM_ADMIN_TOKEN;
+      server = await startServer(config, createLogger('warn', new Writable({ write: (_c, _e, cb) => cb() })));
+      await server.host.imageReady;
+      const admin = async (method: string, p: string, body?: unknown) =>
+        (await fetch(`${server.url}${p}`, { method, headers: { authorization: `Bearer ${config.adminToken}`, 'content-type': 'application/json' }, body: JSON.stringify(body) })).json();
+      const tenant = await admin('POST', '/v1/admin/tenants', { email: 'egress@example.com' });
+      await admin('PUT', `/v1/admin/tenants/${tenant.tenant_id}/card`, { brand: 'visa', last4: '4242' });
+      api = async (method, p, body) => {
+        const res = await fetch(`${server.url}${p}`, {
+          method,
+          headers: { authorization: `Bearer ${tenant.api_key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+          body: body === undefined ? undefined : JSON.stringify(body),
+        });
+        return { status: res.status, body: await res.json() };
+      };
+    });
+
+    after(async () => {
+      await server?.close({ stopVms: true });
+      await killQemusUnder(dataDir);
+      await rm(dataDir, { recursive: true, force: true });
+      site?.close();
+    });
+
+    /** What a program in the guest gets, as the harness user: through the proxy (CONNECT) or straight. */
+    const probe = async (vmId: string, how: 'proxy' | 'direct' | 'dns', target: string): Promise<{ ms: number; status?: string; body?: string; err?: string }> => {
+      const script = `
+        const net = require('net'), dns = require('dns');
+        const [how, target] = process.argv.slice(1);
+        const t0 = Date.now();
+        const done = (o) => { console.log(JSON.stringify({ ms: Date.now() - t0, ...o })); process.exit(0); };
+        setTimeout(() => done({ err: 'hang' }), 20000);
+        if (how === 'dns') dns.lookup(target, (err, a) => done(err ? { err: err.code } : { body: a }));
+        else if (how === 'direct') {
+          const i = target.lastIndexOf(':');
+          const s = net.connect(Number(target.slice(i + 1)), target.slice(0, i), () => done({ status: 'connected' }));
+          s.on('error', (e) => done({ err: e.code }));
+        } else {
+          const s = net.connect(3128, 'gateway.agentvm.internal', () => s.write('CONNECT ' + target + ' HTTP/1.1\\r\\nhost: ' + target + '\\r\\n\\r\\n'));
+          let b = '', open = false;
+          s.on('data', (d) => {
+            b += d;
+            if (!open && b.includes('\\r\\n\\r\\n')) {
+              if (b.slice(9, 12) !== '200') return done({ status: b.slice(9, 12), body: b.split('\\r\\n\\r\\n')[1] });
+              open = true; b = '';
+              s.write('GET / HTTP/1.1\\r\\nhost: x\\r\\nconnection: close\\r\\n\\r\\n');
+            }
+          });
+          s.on('end', () => done({ status: '200', body: b }));
+          s.on('error', (e) => done({ err: e.code }));
+        }`;
+      const r = await server.host.driver!.exec(vmId, { argv: ['node', '-e', script, how, target], uid: HARNESS_USER.uid, gid: HARNESS_USER.gid }, 60_000);
+      assert.equal(r.exit_code, 0, r.stderr);
+      return JSON.parse(r.stdout.trim().split('\n').at(-1)!);
+    };
+
+    const running = (vmId: string) =>
+      until(`${vmId} running`, async () => {
+        const vm = (await api('GET', `/v1/api/vms/${vmId}`)).body;
+        if (vm.status === 'failed') throw new Error(vm.status_reason);
+        return vm.status === 'running' && server.host.driver!.isRunning(vmId) && vm;
+      });
+
+    test('refused within a second and logged: the host, private ranges, metadata, another VM, a pinned name not allowed', { timeout: 20 * 60_000 }, async () => {
+      const a = await api('POST', '/v1/api/vms', { harness: 'echo', egress: { mode: 'allowlist', allow: ['allowed.test'] } });
+      assert.equal(a.status, 201, JSON.stringify(a.body));
+      const b = await api('POST', '/v1/api/vms', { harness: 'echo' });
+      const vm = await running(a.body.vm_id);
+      const other = await running(b.body.vm_id);
+      assert.deepEqual(vm.egress, { mode: 'allowlist', allow: ['allowed.test'] });
+      assert.deepEqual(other.egress, { mode: 'allowlist', allow: [] }, "echo's default reaches nothing");
+      const apiPort = new URL(server.url).port;
+      const hostGateway = vm.ipv4.replace(/\.15$/, '.2');
+
+      const ok = await probe(vm.vm_id, 'proxy', `allowed.test:${sitePort}`);
+      assert.equal(ok.status, '200', JSON.stringify(ok));
+      assert.match(ok.body!, /hello from allowed\.test/);
+
+      const refused = [`${hostGateway}:${apiPort}`, `127.0.0.1:${apiPort}`, '10.0.0.1:80', '169.254.169.254:80', `${other.ipv4}:22`, `pinned.test:${sitePort}`];
+      for (const target of refused) {
+        const r = await probe(vm.vm_id, 'proxy', target);
+        assert.equal(r.status, '403', `${target}: ${JSON.stringify(r)}`);
+        assert.match(r.body!, /^agentvm egress policy denies /);
+        assert.ok(r.ms < 1000, `${target} refused in ${r.ms} ms`);
+      }
+      // Not through the proxy: nothing is routed off the VM but the gateway, so it fails at once.
+      for (const target of [`${hostGateway}:${apiPort}`, '10.0.0.1:80', '169.254.169.254:80', `${other.ipv4}:22`, `127.0.0.1:${apiPort}`]) {
+        const r = await probe(vm.vm_id, 'direct', target);
+        assert.ok(r.err, `${target} must not connect: ${JSON.stringify(r)}`);
+        assert.ok(r.ms < 1000, `${target} failed in ${r.ms} ms (${r.err})`);
+      }
+      const lookup = await probe(vm.vm_id, 'dns', 'allowed.test');
+      assert.ok(lookup.err && lookup.ms < 1000, `a name resolves only at the gateway: ${JSON.stringify(lookup)}`);
+
+      const log = (await api('GET', `/v1/api/vms/${vm.vm_id}/egress/log?limit=200`)).body;
+      const denied = log.data.filter((e: { decision: string }) => e.decision === 'denied');
+      assert.equal(denied.length, refused.length);
+      assert.deepEqual(new Set(denied.map((e: { host: string; port: number }) => `${e.host}:${e.port}`)), new Set(refused));
+      const allowed = log.data.find((e: { decision: string }) => e.decision === 'allowed');
+      assert.equal(allowed.host, 'allowed.test');
+      assert.ok(allowed.bytes_in > 0 && allowed.bytes_out > 0, JSON.stringify(allowed));
+
+      // Removed from the policy: the very next connection is refused (the gateway reads the policy
+      // on every connection), whatever the time between the change and it.
+      assert.equal((await api('PUT', `/v1/api/vms/${vm.vm_id}/egress`, { mode: 'allowlist', allow: [] })).status, 200);
+      const gone = await probe(vm.vm_id, 'proxy', `allowed.test:${sitePort}`);
+      assert.equal(gone.status, '403', JSON.stringify(gone));
+      for (const id of [vm.vm_id, other.vm_id]) await api('DELETE', `/v1/api/vms/${id}`);
+    });
+  });
+}

@@ -1,0 +1,44 @@
+/**
+ * Tests that let a VM reach out run in a network namespace of their own with nothing but loopback
+ * (`unshare -n`), so that a mistake in the gateway cannot send a packet off this machine: the test
+ * file runs itself again inside one, and its providers and test hosts are stand-ins on loopback.
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+const FLAG = 'AGENTVM_TEST_IN_NETNS';
+
+/** Whether this process is the copy inside its own namespace. */
+export const inOwnNetns = (): boolean => process.env[FLAG] === '1';
+
+/** Why namespaces cannot be made here, or null when they can. */
+export function netnsUnavailable(): string | null {
+  const r = spawnSync('unshare', ['-n', 'true'], { stdio: 'ignore' });
+  return r.status === 0 ? null : 'unshare -n is not permitted here (needs root or user namespaces)';
+}
+
+/**
+ * Runs the test file `fileUrl` again inside a new network namespace whose loopback is up; answers its
+ * exit code and everything it printed.
+ */
+export function runInOwnNetns(fileUrl: string, timeoutMs: number): Promise<{ code: number | null; output: string; passed: number }> {
+  const file = fileURLToPath(fileUrl);
+  // Without the runner's own marker, or the copy would skip its tests as a nested run.
+  const env: NodeJS.ProcessEnv = { ...process.env, [FLAG]: '1' };
+  delete env.NODE_TEST_CONTEXT;
+  return new Promise((resolve) => {
+    const child = spawn(
+      'unshare',
+      ['-n', 'sh', '-c', 'ip link set lo up && exec "$0" --import tsx --test --test-reporter=spec "$1"', process.execPath, file],
+      { env, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    let output = '';
+    child.stdout.on('data', (c: Buffer) => (output += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (output += c.toString()));
+    const timer = setTimeout(() => child.kill('SIGTERM'), timeoutMs);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, output, passed: Number(/^ℹ pass (\d+)$/m.exec(output)?.[1] ?? 0) });
+    });
+  });
+}
