@@ -17,6 +17,8 @@ import { createLogger } from '../src/log.ts';
 import { HARNESS_USER } from '../src/guest/protocol.ts';
 import { killQemusUnder, until } from './helpers.ts';
 import { inOwnNetns, netnsUnavailable, runInOwnNetns } from './netns.ts';
+import { startProviderStandins, STANDIN_PROOF_PATH, type ProviderStandins } from './standins/providers.ts';
+import { readFile } from 'node:fs/promises';
 
 const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;
 const skip = imageDir ? netnsUnavailable() ?? false : 'set AGENTVM_TEST_IMAGE_DIR to a built image dir (npm run test:all does)';
@@ -35,14 +37,22 @@ if (!inOwnNetns()) {
     let api: (method: string, p: string, body?: unknown) => Promise<{ status: number; body: any }>;
     let site: http.Server;
     let sitePort: number;
+    let providers: ProviderStandins;
+    const KEYS = { anthropic: 'sk-ant-api03-realkey-9f8e7d6c5b4a', openai: 'sk-proj-realkey-0a1b2c3d4e5f', google: 'AIzaSyRealKey-1234567890abcdef' };
 
     before(async () => {
+      providers = await startProviderStandins({ keys: KEYS });
+      // Providers by name, as in production; the names are pinned to the stand-ins on loopback.
+      const named = (url: string, name: string) => url.replace('127.0.0.1', name);
+      process.env.AGENTVM_PROVIDER_ANTHROPIC_URL = named(providers.anthropic.url, 'anthropic.test');
+      process.env.AGENTVM_PROVIDER_OPENAI_URL = named(providers.openai.url, 'openai.test');
+      process.env.AGENTVM_PROVIDER_GOOGLE_URL = named(providers.google.url, 'google.test');
       site = http.createServer((_req, res) => res.end('hello from allowed.test'));
       await new Promise<void>((r) => site.listen(0, '127.0.0.1', r));
       sitePort = (site.address() as AddressInfo).port;
       dataDir = await mkdtemp(path.join(os.tmpdir(), 'agentvm-egress-'));
       process.env.AGENTVM_ADMIN_TOKEN = 'avm_admin_test_token_0123456789abcdefghijkl';
-      process.env.AGENTVM_EGRESS_HOSTS = 'allowed.test=127.0.0.1,pinned.test=127.0.0.1';
+      process.env.AGENTVM_EGRESS_HOSTS = 'allowed.test=127.0.0.1,pinned.test=127.0.0.1,anthropic.test=127.0.0.1,openai.test=127.0.0.1,google.test=127.0.0.1';
       const config = { ...loadConfig({ host: '127.0.0.1', port: 0, dataDir }), imageDir: imageDir! };
       delete process.env.AGENTVM_ADMIN_TOKEN;
       server = await startServer(config, createLogger('warn', new Writable({ write: (_c, _e, cb) => cb() })));
@@ -66,6 +76,7 @@ if (!inOwnNetns()) {
       await killQemusUnder(dataDir);
       await rm(dataDir, { recursive: true, force: true });
       site?.close();
+      await providers?.close();
     });
 
     /** What a program in the guest gets, as the harness user: through the proxy (CONNECT) or straight. */
@@ -152,6 +163,72 @@ if (!inOwnNetns()) {
       const gone = await probe(vm.vm_id, 'proxy', `allowed.test:${sitePort}`);
       assert.equal(gone.status, '403', JSON.stringify(gone));
       for (const id of [vm.vm_id, other.vm_id]) await api('DELETE', `/v1/api/vms/${id}`);
+    });
+
+    /**
+     * A real agent in a VM with its provider key brokered: the task runs a shell command through the
+     * agent's tool and writes on the persist disk; the stand-in saw the real key; the guest never had
+     * it (its processes' environments, the secrets file, and both disks read from the host after).
+     */
+    const agentTask = async (harness: string, secret: keyof typeof SECRET_OF, run: { model?: string; provider?: string } = {}) => {
+      const created = await api('POST', '/v1/api/vms', { harness });
+      assert.equal(created.status, 201, JSON.stringify(created.body));
+      const vm = await running(created.body.vm_id);
+      const key = KEYS[SECRET_OF[secret]];
+      const set = await api('PUT', `/v1/api/vms/${vm.vm_id}/secrets`, { [secret]: key, PLAIN_SECRET: 'plain-value' });
+      assert.equal(set.status, 200, JSON.stringify(set.body));
+      assert.deepEqual(set.body.secret_names, [secret, 'PLAIN_SECRET'].sort());
+      assert.deepEqual(set.body.brokered_secret_names, [secret]);
+      const seenBefore = providers.seen.length;
+      const result = await api('POST', `/v1/api/vms/${vm.vm_id}/run`, { task: 'Write the proof file with your shell tool.', ...run });
+      const seen = providers.seen.slice(seenBefore).filter((r) => r.provider === SECRET_OF[secret]);
+      assert.equal(result.status, 200, JSON.stringify(result.body));
+      assert.ok(seen.length > 0, `${harness} reached its stand-in: ${result.body.stderr?.slice(-2000)}`);
+      assert.ok(seen.every((r) => r.credential === key), `every request carried the real key: ${JSON.stringify(seen.map((r) => [r.path, r.credentialFrom, r.credential?.slice(0, 12)]))}`);
+      const exec = (argv: string[]) => server.host.driver!.exec(vm.vm_id, { argv }, 60_000);
+      const guestView = await exec(['sh', '-c', `cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c -F '${key}'; cat /persist/.agentvm/secrets.json`]);
+      assert.equal(guestView.stdout.split('\n')[0], '0', 'no process in the guest has the key in its environment');
+      assert.ok(!guestView.stdout.includes(key), 'the guest secrets file does not hold the key');
+      assert.match(guestView.stdout, /plain-value/, 'other secrets still reach the guest');
+      return { vm, result, exec, key };
+    };
+    const SECRET_OF = { ANTHROPIC_API_KEY: 'anthropic', OPENAI_API_KEY: 'openai', GEMINI_API_KEY: 'google' } as const;
+
+    /** The key is nowhere on the VM's disks, read from the host once the VM is stopped. */
+    const notOnDisks = async (vmId: string, key: string) => {
+      await api('POST', `/v1/api/vms/${vmId}/stop`);
+      await until('stopped', async () => (await api('GET', `/v1/api/vms/${vmId}`)).body.status === 'stopped');
+      for (const disk of ['upper.qcow2', 'persist.qcow2']) {
+        const bytes = await readFile(path.join(dataDir, 'vms', vmId, disk));
+        assert.equal(bytes.indexOf(key), -1, `the key is not on ${disk}`);
+        assert.ok(bytes.length > 0, disk);
+      }
+    };
+
+    test('claude-code completes a tool-using task through the gateway, and its key never enters the guest', { timeout: 15 * 60_000 }, async () => {
+      const { vm, result, exec, key } = await agentTask('claude-code', 'ANTHROPIC_API_KEY');
+      assert.equal(result.body.exit_code, 0, result.body.stderr.slice(-3000));
+      assert.match(result.body.stdout, /done/);
+      assert.equal((await exec(['cat', STANDIN_PROOF_PATH])).stdout, 'brokered-ok\n', 'the Bash tool ran in the VM and wrote on the persist disk');
+      await notOnDisks(vm.vm_id, key);
+    });
+
+    test('codex completes a tool-using task through the gateway, and its key never enters the guest', { timeout: 15 * 60_000 }, async () => {
+      const { vm, result, exec, key } = await agentTask('codex', 'OPENAI_API_KEY');
+      assert.equal(result.body.exit_code, 0, result.body.stderr.slice(-3000));
+      const calls = providers.seen.filter((r) => r.provider === 'openai').map((r) => `${r.method} ${r.path} ${JSON.stringify((r.body as { tools?: Array<{ name?: string; type?: string }> })?.tools?.map((t) => t.name ?? t.type))}`);
+      assert.equal((await exec(['cat', STANDIN_PROOF_PATH])).stdout, 'brokered-ok\n', `the shell tool ran in the VM and wrote on the persist disk: ${result.body.stdout.slice(-2000)} ${result.body.stderr.slice(-3000)} ${calls.join('\n')}`);
+      await notOnDisks(vm.vm_id, key);
+    });
+
+    test('gemini-cli reaches its stand-in with the brokered key', { timeout: 15 * 60_000 }, async () => {
+      const { result } = await agentTask('gemini-cli', 'GEMINI_API_KEY');
+      assert.equal(result.body.exit_code, 0, result.body.stderr.slice(-3000));
+    });
+
+    test('opencode reaches its stand-in with the brokered key', { timeout: 15 * 60_000 }, async () => {
+      const { result } = await agentTask('opencode', 'ANTHROPIC_API_KEY', { model: 'anthropic/claude-sonnet-4-5' });
+      assert.equal(result.body.exit_code, 0, result.body.stderr.slice(-3000));
     });
   });
 }

@@ -1,7 +1,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { buildInvocation } from '../src/harness/invoke.ts';
+import { BROKERED_PLACEHOLDER, PROXY_ENV, buildInvocation } from '../src/harness/invoke.ts';
 import { listHarnesses } from '../src/harness/catalogue.ts';
 import { HARNESS_PROGRAMS } from '../src/guest/protocol.ts';
 import { ApiError } from '../src/domain/errors.ts';
@@ -32,18 +32,42 @@ describe('harness invocations', () => {
   test('model and provider: passed as options; a provider the harness does not support is 400 naming it', () => {
     assert.deepEqual(buildInvocation('claude-code', { task: 't', model: 'claude-sonnet-4', provider: 'bedrock' }), {
       argv: ['claude', '-p', '--output-format', 'text', '--dangerously-skip-permissions', '--model', 'claude-sonnet-4', '--', 't'],
-      env: { CLAUDE_CODE_USE_BEDROCK: '1' },
+      env: { ...PROXY_ENV, CLAUDE_CODE_USE_BEDROCK: '1' },
     });
     assert.deepEqual(buildInvocation('opencode', { task: 't', model: 'gpt-5', provider: 'openai' }).argv, ['opencode', 'run', '--model', 'openai/gpt-5', '--', 't']);
     assert.deepEqual(buildInvocation('gemini-cli', { task: '-rf', provider: 'vertex' }), {
       argv: ['gemini', '--yolo', '--prompt=-rf'],
-      env: { GOOGLE_GENAI_USE_VERTEXAI: 'true' },
+      env: { ...PROXY_ENV, GOOGLE_GENAI_USE_VERTEXAI: 'true' },
     });
+    assert.equal(buildInvocation('echo', { task: 't' }).env.HTTPS_PROXY, 'http://gateway.agentvm.internal:3128', 'every run goes through the gateway');
     for (const [id, provider] of [['codex', 'anthropic'], ['echo', 'openai'], ['claude-code', 'openai']] as const) {
       assert.throws(
         () => buildInvocation(id, { task: 't', provider }),
         (err: unknown) => err instanceof ApiError && err.code === 'invalid_request' && err.message.startsWith('provider: '),
       );
     }
+  });
+
+  test('a brokered key reaches the harness as a placeholder with its provider on the gateway; without one, nothing is rerouted', () => {
+    const gw = 'http://gateway.agentvm.internal:3128/providers';
+    const claude = buildInvocation('claude-code', { task: 't' }, ['ANTHROPIC_API_KEY']).env;
+    assert.equal(claude.ANTHROPIC_API_KEY, BROKERED_PLACEHOLDER);
+    assert.equal(claude.ANTHROPIC_BASE_URL, `${gw}/anthropic`);
+    assert.equal(buildInvocation('claude-code', { task: 't' }).env.ANTHROPIC_BASE_URL, undefined, 'a login-based claude goes to its provider directly');
+    const codex = buildInvocation('codex', { task: 't' }, ['OPENAI_API_KEY']);
+    assert.deepEqual(codex.argv.slice(codex.argv.indexOf('-c'), codex.argv.indexOf('-c') + 2), ['-c', `openai_base_url="${gw}/openai/v1"`]);
+    assert.equal(codex.env.CODEX_API_KEY, BROKERED_PLACEHOLDER);
+    assert.equal(codex.env.OPENAI_API_KEY, BROKERED_PLACEHOLDER);
+    const gemini = buildInvocation('gemini-cli', { task: 't' }, ['GEMINI_API_KEY']).env;
+    assert.equal(gemini.GOOGLE_GEMINI_BASE_URL, `${gw}/google`);
+    assert.equal(gemini.GEMINI_API_KEY, BROKERED_PLACEHOLDER);
+    const opencode = buildInvocation('opencode', { task: 't' }, ['ANTHROPIC_API_KEY', 'GEMINI_API_KEY']).env;
+    assert.deepEqual(JSON.parse(opencode.OPENCODE_CONFIG_CONTENT), {
+      provider: {
+        anthropic: { options: { baseURL: `${gw}/anthropic/v1`, apiKey: BROKERED_PLACEHOLDER } },
+        google: { options: { baseURL: `${gw}/google/v1beta`, apiKey: BROKERED_PLACEHOLDER } },
+      },
+    });
+    assert.equal(opencode.OPENAI_API_KEY, undefined);
   });
 });

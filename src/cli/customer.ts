@@ -185,10 +185,12 @@ export function customerCommands(program: Command): void {
       .option('--tier <tier>', 'ondemand or spot (prepaid credits instead of a plan)')
       .option('--harness <id>', 'harness id (default: the platform default)')
       .option('--count <n>', 'a spot swarm of n VMs')
+      .option('--egress <mode>', "none, allowlist or public (default: allowlist of the harness's provider hosts)")
+      .option('--allow <host...>', 'hosts the VM may reach (allowlist mode); *.example.com for subdomains')
       .option('--idempotency-key <key>', 'retry safely: the first answer is replayed, the charge happens once')
       .addOption(jsonOpt())
-      .addHelpText('after', '\nExamples:\n  agentvm vms create --harness echo --wait\n  agentvm vms create --tier spot --count 5'),
-  ).action(action(async (o: Out & { plan?: string; cycle?: string; tier?: string; harness?: string; count?: string; idempotencyKey?: string; wait?: boolean; timeout: string }) => {
+      .addHelpText('after', '\nExamples:\n  agentvm vms create --harness echo --wait\n  agentvm vms create --tier spot --count 5\n  agentvm vms create --allow api.anthropic.com registry.npmjs.org'),
+  ).action(action(async (o: Out & { plan?: string; cycle?: string; tier?: string; harness?: string; count?: string; egress?: string; allow?: string[]; idempotencyKey?: string; wait?: boolean; timeout: string }) => {
     const api = await client();
     const body: Schemas['CreateVMRequest'] = {};
     if (o.plan) body.plan = o.plan as never;
@@ -196,6 +198,7 @@ export function customerCommands(program: Command): void {
     if (o.tier) body.tier = o.tier as never;
     if (o.harness) body.harness = o.harness;
     if (o.count) body.count = Number(o.count);
+    if (o.egress || o.allow) body.egress = { mode: (o.egress ?? 'allowlist') as never, allow: o.allow ?? [] };
     const created = await call(api.POST('/v1/api/vms', { body, params: { header: o.idempotencyKey ? { 'Idempotency-Key': o.idempotencyKey } : {} } as never }));
     if (!o.wait) return print(created, o, () => record(created));
     const ids = created.vm_ids ?? [created.vm_id];
@@ -263,7 +266,38 @@ export function customerCommands(program: Command): void {
       }
       for (const name of o.unset ?? []) body[name] = null;
       const vm = await call((await client()).PUT('/v1/api/vms/{id}/secrets', { params: { path: { id } }, body }));
-      print(vm, o, () => record({ vm_id: vm.vm_id, secret_names: vm.secret_names }));
+      print(vm, o, () => record({ vm_id: vm.vm_id, secret_names: vm.secret_names, brokered: vm.brokered_secret_names }));
+    }));
+
+  vms
+    .command('egress <vm_id>')
+    .description("show or change what the VM may reach through its gateway (applies to new connections at once)")
+    .option('--mode <mode>', 'none, allowlist or public')
+    .option('--allow <host...>', 'replace the allowlist (*.example.com allows its subdomains)')
+    .option('--add <host...>', 'add hosts to the allowlist')
+    .option('--remove <host...>', 'remove hosts from the allowlist')
+    .addOption(jsonOpt())
+    .addHelpText('after', '\nExamples:\n  agentvm vms egress vm_…\n  agentvm vms egress vm_… --add registry.npmjs.org "*.githubusercontent.com"\n  agentvm vms egress vm_… --mode none')
+    .action(action(async (id: string, o: Out & { mode?: string; allow?: string[]; add?: string[]; remove?: string[] }) => {
+      const api = await client();
+      let vm = await call(api.GET('/v1/api/vms/{id}', { params: { path: { id } } }));
+      if (o.mode || o.allow || o.add || o.remove) {
+        const drop = new Set(o.remove ?? []);
+        const allow = [...(o.allow ?? vm.egress.allow), ...(o.add ?? [])].filter((h) => !drop.has(h));
+        const body = { mode: (o.mode ?? vm.egress.mode) as Schemas['Egress']['mode'], allow: [...new Set(allow)] };
+        vm = await call(api.PUT('/v1/api/vms/{id}/egress', { params: { path: { id } }, body }));
+      }
+      print(vm.egress, o, () => record({ vm_id: vm.vm_id, mode: vm.egress.mode, allow: vm.egress.allow.join(' ') || '(nothing)', brokered: vm.brokered_secret_names.join(' ') || '(none)' }));
+    }));
+  vms
+    .command('egress-log <vm_id>')
+    .description("the VM's connections through its gateway, newest first (kept 7 days)")
+    .option('--limit <n>', '1-200', '50')
+    .addOption(jsonOpt())
+    .addHelpText('after', '\nExample:\n  agentvm vms egress-log vm_… --limit 20')
+    .action(action(async (id: string, o: Out & { limit: string }) => {
+      const log = await call((await client()).GET('/v1/api/vms/{id}/egress/log', { params: { path: { id }, query: { limit: Number(o.limit) } } }));
+      print(log, o, () => table(log.data, ['at', 'decision', 'host', 'port', 'reason', 'bytes_out', 'bytes_in']));
     }));
 
   const templates = program.command('templates').description('the template gallery');

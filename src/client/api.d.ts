@@ -350,6 +350,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/api/vms/{id}/egress": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Replace a VM's egress policy (extension)
+         * @description Applies to the VM's new connections within a second, running or not. Private, loopback, link-local and the host's own addresses stay unreachable whatever the policy.
+         */
+        put: operations["setVMEgress"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/api/vms/{id}/egress/log": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A VM's connections through the egress gateway, newest first (extension)
+         * @description Host, port, decision, reason and bytes of each connection, kept 7 days; never a request body, header or key.
+         */
+        get: operations["listVMEgress"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/auth/login/start": {
         parameters: {
             query?: never;
@@ -457,6 +497,9 @@ export interface components {
             disk_gib: number;
             /** @description Names of the harness credentials set on the VM (extension) */
             secret_names: string[];
+            /** @description The secrets the platform keeps and its gateway adds to the provider's requests; they never enter the guest (extension) */
+            brokered_secret_names: string[];
+            egress: components["schemas"]["Egress"];
             /**
              * Format: date-time
              * @description RFC 3339 UTC timestamp
@@ -470,6 +513,16 @@ export interface components {
         };
         /** @enum {string} */
         VMStatus: "provisioning" | "running" | "stopping" | "stopped" | "starting" | "restarting" | "reprovisioning" | "failed" | "deleted";
+        /** @description What the VM may reach through its host's egress gateway. Whatever the policy, private, loopback, link-local and the host's own addresses are never reached. */
+        Egress: {
+            /**
+             * @description `none`: nothing leaves the VM; `allowlist`: only the names in `allow`; `public`: any public address
+             * @enum {string}
+             */
+            mode: "none" | "allowlist" | "public";
+            /** @description Lowercase hostnames, or `*.` + a domain for any of its subdomains (not over a public suffix); used in `allowlist` mode */
+            allow: string[];
+        };
         CreateVMResponse: {
             vm_id: string;
             status: components["schemas"]["VMStatus"];
@@ -497,6 +550,16 @@ export interface components {
             tier?: "ondemand" | "spot";
             /** @description How many VMs (a swarm, spot only); default 1 */
             count?: number;
+            /** @description Egress policy (extension); default: allowlist of the harness's provider API hosts */
+            egress?: {
+                /**
+                 * @description `none`: nothing leaves the VM; `allowlist`: only the names in `allow`; `public`: any public address
+                 * @enum {string}
+                 */
+                mode: "none" | "allowlist" | "public";
+                /** @description Lowercase hostnames, or `*.` + a domain for any of its subdomains (not over a public suffix); used in `allowlist` mode */
+                allow: string[];
+            };
         };
         RunTaskResult: {
             vm_id: string;
@@ -577,6 +640,16 @@ export interface components {
              * @enum {string}
              */
             plan?: "starter" | "pro" | "max";
+            /** @description Egress policy (extension); default: allowlist of the harness's provider API hosts */
+            egress?: {
+                /**
+                 * @description `none`: nothing leaves the VM; `allowlist`: only the names in `allow`; `public`: any public address
+                 * @enum {string}
+                 */
+                mode: "none" | "allowlist" | "public";
+                /** @description Lowercase hostnames, or `*.` + a domain for any of its subdomains (not over a public suffix); used in `allowlist` mode */
+                allow: string[];
+            };
         };
         CaptureRequest: {
             /** @enum {string} */
@@ -688,6 +761,27 @@ export interface components {
         /** @description NAME: value sets a variable, NAME: null removes it */
         SetSecretsRequest: {
             [key: string]: string | null;
+        };
+        /** @description Newest first; kept 7 days. Never a request body, header or key. */
+        EgressLog: {
+            data: components["schemas"]["EgressLogEntry"][];
+            has_more: boolean;
+        };
+        EgressLogEntry: {
+            /**
+             * Format: date-time
+             * @description RFC 3339 UTC timestamp
+             */
+            at: string;
+            host: string;
+            port: number;
+            /** @enum {string} */
+            decision: "allowed" | "denied";
+            reason: string;
+            /** @description Bytes the VM sent */
+            bytes_out: number;
+            /** @description Bytes the VM received */
+            bytes_in: number;
         };
         /** @description Always the same answer, whether or not the email has an account */
         LoginStartResponse: {
@@ -2818,6 +2912,208 @@ export interface operations {
                     "X-Request-Id"?: string;
                     /** @description Seconds to wait */
                     "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    setVMEgress: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Egress"];
+            };
+        };
+        responses: {
+            /** @description The VM with its new policy */
+            200: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VM"];
+                };
+            };
+            /** @description `invalid_request`: Malformed JSON, wrong type, unknown field or value out of range; `message` names the field */
+            400: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unauthorized`: Missing, malformed, unknown or revoked key; `message` is empty */
+            401: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `read_only_key`: A read key on a write */
+            403: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found`: Unknown or unowned id; do not retry */
+            404: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `payload_too_large`: Body over 1 MiB */
+            413: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unsupported_media_type`: A body that is not application/json */
+            415: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `rate_limited`: Over the per-key rate; see Retry-After */
+            429: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `internal`: Unexpected server error; `message` is empty, the detail is logged under the request id */
+            500: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listVMEgress: {
+        parameters: {
+            query?: {
+                /** @description 1–200, default 50 */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The log */
+            200: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EgressLog"];
+                };
+            };
+            /** @description `invalid_request`: Malformed JSON, wrong type, unknown field or value out of range; `message` names the field */
+            400: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unauthorized`: Missing, malformed, unknown or revoked key; `message` is empty */
+            401: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found`: Unknown or unowned id; do not retry */
+            404: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `rate_limited`: Over the per-key rate; see Retry-After */
+            429: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `internal`: Unexpected server error; `message` is empty, the detail is logged under the request id */
+            500: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
                     [name: string]: unknown;
                 };
                 content: {

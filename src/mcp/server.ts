@@ -25,6 +25,8 @@ export const TOOL_NAMES: Record<string, string> = {
   runVMTask: 'vm_run',
   destroyVM: 'vm_destroy',
   setVMSecrets: 'vm_secrets_set',
+  setVMEgress: 'vm_egress_set',
+  listVMEgress: 'vm_egress_log',
   listTemplates: 'templates_list',
   getTemplate: 'template_get',
   forkTemplate: 'template_fork',
@@ -37,7 +39,7 @@ export const TOOL_NAMES: Record<string, string> = {
 };
 
 const DESTRUCTIVE = new Set(['destroyVM', 'revokeKey', 'restartVM', 'reprovisionVM', 'stopVM']);
-const IDEMPOTENT = new Set(['stopVM', 'startVM', 'setVMSecrets', 'revokeKey', 'destroyVM']);
+const IDEMPOTENT = new Set(['stopVM', 'startVM', 'setVMSecrets', 'setVMEgress', 'revokeKey', 'destroyVM']);
 /** A body that is not an object of fields (the secrets map) goes under this argument. */
 const WHOLE_BODY: Record<string, string> = { setVMSecrets: 'secrets' };
 
