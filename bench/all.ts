@@ -19,6 +19,7 @@ const BENCHES = [
   { id: 'fork', file: 'fork.bench.ts', what: 'fork of a 1 GiB template vs an empty one' },
   { id: 'run', file: 'run.bench.ts', what: 'echo run through the API vs the guest agent directly' },
   { id: 'scaleout', file: 'scaleout.bench.ts', what: 'two API replicas and three hosts vs one host' },
+  { id: 'egress', file: 'egress.bench.ts', what: 'the egress gateway: added latency and MiB/s from inside a VM vs the host' },
 ];
 const only = process.argv.slice(2);
 const imageDir = process.env.AGENTVM_IMAGE_DIR ?? '/var/cache/agentvm/images';

@@ -55,9 +55,12 @@ describe('harness invocations', () => {
     assert.equal(claude.ANTHROPIC_BASE_URL, `${gw}/anthropic`);
     assert.equal(buildInvocation('claude-code', { task: 't' }).env.ANTHROPIC_BASE_URL, undefined, 'a login-based claude goes to its provider directly');
     const codex = buildInvocation('codex', { task: 't' }, ['OPENAI_API_KEY']);
-    assert.deepEqual(codex.argv.slice(codex.argv.indexOf('-c'), codex.argv.indexOf('-c') + 2), ['-c', `openai_base_url="${gw}/openai/v1"`]);
-    assert.equal(codex.env.CODEX_API_KEY, BROKERED_PLACEHOLDER);
+    const settings = codex.argv.flatMap((a, i) => (codex.argv[i - 1] === '-c' ? [a] : []));
+    assert.ok(settings.includes(`model_providers.agentvm.base_url="${gw}/openai/v1"`), settings.join(' '));
+    assert.ok(settings.includes('model_provider="agentvm"'), settings.join(' '));
+    assert.ok(settings.includes('model_providers.agentvm.supports_websockets=false'), settings.join(' '));
     assert.equal(codex.env.OPENAI_API_KEY, BROKERED_PLACEHOLDER);
+    assert.equal(buildInvocation('codex', { task: 't' }).argv.includes('-c'), false);
     const gemini = buildInvocation('gemini-cli', { task: 't' }, ['GEMINI_API_KEY']).env;
     assert.equal(gemini.GOOGLE_GEMINI_BASE_URL, `${gw}/google`);
     assert.equal(gemini.GEMINI_API_KEY, BROKERED_PLACEHOLDER);

@@ -2,7 +2,7 @@ import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { backends, createTestApp, type TestApp } from './helpers.ts';
-import { CLIENT_TYPES_PATH, generateClientTypes } from '../src/client/generate.ts';
+import { CLIENT_TYPES_PATH, generateClientTypes } from '../scripts/gen-client.ts';
 import type { Clock } from '../src/domain/clock.ts';
 
 test('the typed client is generated from the served document and is current (npm run gen:client)', async () => {

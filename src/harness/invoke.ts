@@ -18,6 +18,16 @@ export const BROKERED_PLACEHOLDER = 'agentvm-brokered-key-not-here';
 /** The base URL of a brokered provider on the gateway. */
 export const brokeredUrl = (provider: Broker['id'], suffix = '') => `${EGRESS_GATEWAY_URL}${BROKERED_PATH}/${provider}${suffix}`;
 
+/** codex's model provider through the gateway, as `-c key=value` TOML settings. */
+const CODEX_BROKERED_PROVIDER = [
+  'model_providers.agentvm.name="OpenAI through agentvm"',
+  `model_providers.agentvm.base_url=${JSON.stringify(brokeredUrl('openai', '/v1'))}`,
+  'model_providers.agentvm.env_key="OPENAI_API_KEY"',
+  'model_providers.agentvm.wire_api="responses"',
+  'model_providers.agentvm.supports_websockets=false',
+  'model_provider="agentvm"',
+];
+
 /**
  * The proxy variables every run has: curl, git, npm, pip and most HTTP libraries read them. Node's
  * own fetch reads them from Node 24 on (NODE_USE_ENV_PROXY); the guest's Node 20 ignores them, and a
@@ -71,7 +81,9 @@ const BUILDERS: Record<string, Builder> = {
     },
   }),
   // codex exec: non-interactive. The VM is the sandbox: codex's own approvals and sandbox are off.
-  // `openai_base_url` (config) replaces https://api.openai.com/v1; `codex exec` takes its key from CODEX_API_KEY.
+  // Brokered: a model provider of our own (`-c` config) on the gateway, HTTP Responses API with the
+  // placeholder from OPENAI_API_KEY (the built-in `openai` provider cannot be overridden and would
+  // first try a WebSocket transport).
   codex: ({ task, model }, brokered) => ({
     argv: [
       'codex',
@@ -80,12 +92,12 @@ const BUILDERS: Record<string, Builder> = {
       '--skip-git-repo-check',
       '--color',
       'never',
-      ...(brokered.has('OPENAI_API_KEY') ? ['-c', `openai_base_url=${JSON.stringify(brokeredUrl('openai', '/v1'))}`] : []),
+      ...(brokered.has('OPENAI_API_KEY') ? CODEX_BROKERED_PROVIDER.flatMap((kv) => ['-c', kv]) : []),
       ...(model ? ['--model', model] : []),
       '--',
       task,
     ],
-    env: brokeredEnv(brokered, { openai: () => ({ CODEX_API_KEY: BROKERED_PLACEHOLDER }) }),
+    env: brokeredEnv(brokered, { openai: () => ({}) }),
   }),
   // gemini -p: one prompt, non-interactive; --yolo approves tool calls. GOOGLE_GEMINI_BASE_URL replaces
   // https://generativelanguage.googleapis.com (the system settings in the image choose API-key auth).

@@ -43,6 +43,8 @@ const HARNESS_PACKAGES: { id: string; packages: string[]; programs: Record<strin
     packages: ['@openai/codex@0.169.0'],
     programs: {
       codex: '@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex',
+      // Without it codex offers the model no tools ("code mode fails closed").
+      'codex-code-mode-host': '@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex-code-mode-host',
       rg: '@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/codex-path/rg',
     },
   },
