@@ -216,7 +216,7 @@ if (!inOwnNetns()) {
     test('codex completes a tool-using task through the gateway, and its key never enters the guest', { timeout: 15 * 60_000 }, async () => {
       const { vm, result, exec, key } = await agentTask('codex', 'OPENAI_API_KEY');
       assert.equal(result.body.exit_code, 0, result.body.stderr.slice(-3000));
-      const calls = providers.seen.filter((r) => r.provider === 'openai').map((r) => `${r.method} ${r.path} ${r.headers['content-type']} ${r.headers['content-encoding']} ${r.body === undefined ? 'no body' : Object.keys(r.body as object).join(',')} ${JSON.stringify((r.body as { tools?: Array<{ name?: string; type?: string }> })?.tools?.map((t) => t.name ?? t.type))}`);
+      const calls = providers.seen.filter((r) => r.provider === 'openai').map((r) => `${r.method} ${r.path} ${r.headers['content-type']} ${r.headers['content-encoding']} ${r.body === undefined ? 'no body' : Object.keys(r.body as object).join(',')}`);
       assert.equal((await exec(['cat', STANDIN_PROOF_PATH])).stdout, 'brokered-ok\n', `the shell tool ran in the VM and wrote on the persist disk: ${result.body.stdout.slice(-2000)} ${result.body.stderr.slice(-3000)} ${calls.join('\n')}`);
       await notOnDisks(vm.vm_id, key);
     });

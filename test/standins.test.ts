@@ -237,6 +237,21 @@ describe('provider stand-ins', () => {
       assert.deepEqual(JSON.parse(res.output[0].arguments), { cmd: DEFAULT_STANDIN_COMMAND });
     });
 
+    test("codex's code mode (a JavaScript `exec` tool over nested tools, offered in an input item): a custom_tool_call calling exec_command", async () => {
+      const exec = { type: 'custom', name: 'exec', description: 'Run JavaScript code to orchestrate tool calls. declare const tools: { exec_command(args: { cmd: string }): Promise<{ output: string }> };', format: { type: 'grammar' } };
+      const input = [{ type: 'additional_tools', role: 'developer', tools: [{ type: 'namespace', name: 'functions', tools: [exec] }] }, ...firstTurn];
+      const evs = await events(await ask({ input, stream: true }));
+      const data = evs.map((e) => JSON.parse(e.data));
+      const deltas = data.filter((d) => d.type === 'response.custom_tool_call_input.delta').map((d) => d.delta);
+      const item = data.find((d) => d.type === 'response.output_item.done').item;
+      assert.equal(item.type, 'custom_tool_call');
+      assert.equal(item.name, 'exec');
+      assert.equal(deltas.join(''), item.input);
+      assert.ok(item.input.includes(`tools.exec_command({ cmd: ${JSON.stringify(DEFAULT_STANDIN_COMMAND)} })`), item.input);
+      const after = await (await ask({ input: [...input, { type: 'custom_tool_call_output', call_id: item.call_id, output: 'brokered-ok' }] })).json();
+      assert.equal(after.output[0].content[0].text, 'done');
+    });
+
     test('with the built-in local_shell: a local_shell_call exec action', async () => {
       const res = await (await ask({ input: firstTurn, tools: [{ type: 'local_shell' }] })).json();
       assert.equal(res.output[0].type, 'local_shell_call');

@@ -41,9 +41,18 @@ function responses(ex: Exchange, script: TurnScript) {
   const body = fields(ex.seen.body);
   if (typeof body.model !== 'string' || body.input === undefined) return sendError(ex.res, 400, 'invalid_request_error', 'missing_required_parameter', 'model and input are required');
   const input = typeof body.input === 'string' ? [] : list(body.input).map(fields);
-  const tools: ToolOffer[] = list(body.tools).flatMap((raw): ToolOffer[] => {
+  // Tools come in `tools`, and (codex) in input items that carry tools, grouped in namespaces.
+  const offered = [...list(body.tools), ...input.flatMap((item) => list(item.tools))];
+  const flat = (raw: unknown): Record<string, unknown>[] => {
     const t = fields(raw);
+    return t.type === 'namespace' ? list(t.tools).flatMap(flat) : [t];
+  };
+  const tools: ToolOffer[] = offered.flatMap(flat).flatMap((t): ToolOffer[] => {
     if (t.type === 'local_shell') return [{ name: 'local_shell', kind: 'local_shell' }];
+    // A freeform tool that runs JavaScript over nested tools (codex's code mode, `exec`).
+    if (t.type === 'custom' && typeof t.name === 'string' && typeof t.description === 'string' && /JavaScript/.test(t.description) && /exec_command\(/.test(t.description)) {
+      return [{ name: t.name, kind: 'code_mode' }];
+    }
     return t.type === 'function' && typeof t.name === 'string' ? [{ name: t.name, kind: 'function', schema: t.parameters }] : [];
   });
   const format = fields(fields(body.text).format);
@@ -91,6 +100,10 @@ function responses(ex: Exchange, script: TurnScript) {
     for (const delta of pieces(text)) emit({ type: 'response.output_text.delta', item_id, output_index, content_index: 0, delta, logprobs: [] });
     emit({ type: 'response.output_text.done', item_id, output_index, content_index: 0, text, logprobs: [] });
     emit({ type: 'response.content_part.done', item_id, output_index, content_index: 0, part: { ...part, text } });
+  } else if (item.type === 'custom_tool_call') {
+    emit({ type: 'response.output_item.added', output_index, item: { ...item, status: 'in_progress', input: '' } });
+    for (const delta of pieces(item.input)) emit({ type: 'response.custom_tool_call_input.delta', item_id: item.id, output_index, delta });
+    emit({ type: 'response.custom_tool_call_input.done', item_id: item.id, output_index, input: item.input });
   } else if (item.type === 'function_call') {
     emit({ type: 'response.output_item.added', output_index, item: { ...item, status: 'in_progress', arguments: '' } });
     for (const delta of pieces(item.arguments)) emit({ type: 'response.function_call_arguments.delta', item_id: item.id, output_index, delta });
@@ -112,6 +125,11 @@ function outputItem(turn: TurnReply) {
       role: 'assistant',
       content: [{ type: 'output_text', text: turn.text, annotations: [] }],
     };
+  }
+  if (turn.tool.kind === 'code_mode') {
+    // The model's program for code mode: run the command with the nested shell tool, return its output.
+    const input = `const r = await tools.exec_command({ cmd: ${JSON.stringify(turn.command)} });\ntext(typeof r === 'string' ? r : r.output);\n`;
+    return { type: 'custom_tool_call' as const, id: id('ctc'), call_id: id('call'), name: turn.tool.name, input, status: 'completed' };
   }
   if (turn.tool.kind === 'local_shell') {
     return {

@@ -14,10 +14,13 @@ export interface TurnScript {
   sideText: string;
 }
 
-/** A tool the request offers, in provider-neutral form. `local_shell` is OpenAI's built-in shell. */
+/**
+ * A tool the request offers, in provider-neutral form. `local_shell` is OpenAI's built-in shell;
+ * `code_mode` a freeform tool that runs JavaScript calling nested tools (codex's `exec`).
+ */
 export interface ToolOffer {
   name: string;
-  kind: 'function' | 'local_shell';
+  kind: 'function' | 'local_shell' | 'code_mode';
   schema?: unknown;
 }
 
@@ -58,7 +61,8 @@ export function pickShellTool(tools: ToolOffer[]): ToolOffer | undefined {
   }
   return (
     functions.find((t) => /shell|exec|bash/i.test(t.name) && !/kill|output|stdin/i.test(t.name)) ??
-    tools.find((t) => t.kind === 'local_shell')
+    tools.find((t) => t.kind === 'local_shell') ??
+    tools.find((t) => t.kind === 'code_mode')
   );
 }
 
