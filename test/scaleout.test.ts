@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import net from 'node:net';
+import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -49,6 +50,7 @@ describe('several hosts and API replicas on one PostgreSQL', { skip }, () => {
     AGENTVM_METER_INTERVAL_S: '1',
     AGENTVM_TEMPLATE_DIR: path.join(work, 'templates'),
     AGENTVM_LOG_LEVEL: 'warn',
+    AGENTVM_EGRESS_HOSTS: 'site.test=127.0.0.1',
   });
 
   async function start(name: string, args: string[], ready = '/readyz'): Promise<void> {
@@ -139,6 +141,28 @@ describe('several hosts and API replicas on one PostgreSQL', { skip }, () => {
       assert.equal(run.status, 200, JSON.stringify(run.body));
       assert.equal(JSON.parse(run.body.stdout).task, `hello ${vmId}`);
     }
+
+    // Egress: a policy set through either replica is what the VM's host's gateway applies to the next
+    // connection. (Spoken to on the VM's gateway socket, as QEMU's forward does; the site is on loopback.)
+    const site = http.createServer((_req, res) => res.end('site'));
+    await new Promise<void>((r) => site.listen(0, '127.0.0.1', r));
+    const sitePort = (site.address() as net.AddressInfo).port;
+    const hostName = [...hostIds].find(([, id]) => id === hostOf.get(vms[0]))![0];
+    const hostDir = procs.get(hostName)!.dir;
+    const connectStatus = () =>
+      new Promise<string>((resolve, reject) => {
+        const s = net.connect(path.join(hostDir, 'vms', vms[0], 'egress.sock'), () => s.write(`CONNECT site.test:${sitePort} HTTP/1.1\r\n\r\n`));
+        s.once('data', (d) => (resolve(d.toString().slice(9, 12)), s.destroy()));
+        s.once('error', reject);
+      });
+    assert.equal(await connectStatus(), '403', "echo's default allowlist is empty");
+    assert.equal((await a2('PUT', `/v1/api/vms/${vms[0]}/egress`, { mode: 'allowlist', allow: ['site.test'] })).status, 200);
+    assert.equal(await connectStatus(), '200', 'the change through one replica is live on the host at once');
+    assert.equal((await a1('PUT', `/v1/api/vms/${vms[0]}/egress`, { mode: 'none', allow: [] })).status, 200);
+    assert.equal(await connectStatus(), '403', 'and so is one through the other');
+    const log = (await a1('GET', `/v1/api/vms/${vms[0]}/egress/log`)).body;
+    assert.deepEqual(log.data.map((e: { decision: string }) => e.decision), ['denied', 'allowed', 'denied']);
+    site.close();
 
     // An on-demand VM on the host about to be lost: its running time is metered, the lost time not.
     await admin('POST', `/v1/admin/tenants/${tenant.tenant_id}/credits`, { amount_cents: 1000 });
