@@ -34,6 +34,7 @@ if (!inOwnNetns()) {
   describe('a VM reaches only what its policy allows, through its gateway', () => {
     let dataDir: string;
     let server: RunningServer;
+    let config: ReturnType<typeof loadConfig>;
     let api: (method: string, p: string, body?: unknown) => Promise<{ status: number; body: any }>;
     let site: http.Server;
     let sitePort: number;
@@ -53,7 +54,7 @@ if (!inOwnNetns()) {
       dataDir = await mkdtemp(path.join(os.tmpdir(), 'agentvm-egress-'));
       process.env.AGENTVM_ADMIN_TOKEN = 'avm_admin_test_token_0123456789abcdefghijkl';
       process.env.AGENTVM_EGRESS_HOSTS = 'allowed.test=127.0.0.1,pinned.test=127.0.0.1,anthropic.test=127.0.0.1,openai.test=127.0.0.1,google.test=127.0.0.1';
-      const config = { ...loadConfig({ host: '127.0.0.1', port: 0, dataDir }), imageDir: imageDir! };
+      config = { ...loadConfig({ host: '127.0.0.1', port: 0, dataDir }), imageDir: imageDir! };
       delete process.env.AGENTVM_ADMIN_TOKEN;
       server = await startServer(config, createLogger('warn', new Writable({ write: (_c, _e, cb) => cb() })));
       await server.host.imageReady;
@@ -162,6 +163,15 @@ if (!inOwnNetns()) {
       assert.equal((await api('PUT', `/v1/api/vms/${vm.vm_id}/egress`, { mode: 'allowlist', allow: [] })).status, 200);
       const gone = await probe(vm.vm_id, 'proxy', `allowed.test:${sitePort}`);
       assert.equal(gone.status, '403', JSON.stringify(gone));
+
+      // A server restart (the VMs keep running): the new server's gateway serves the adopted VM.
+      await api('PUT', `/v1/api/vms/${vm.vm_id}/egress`, { mode: 'allowlist', allow: ['allowed.test'] });
+      await server.close();
+      server = await startServer({ ...config, port: Number(apiPort) }, createLogger('warn', new Writable({ write: (_c, _e, cb) => cb() })));
+      await server.started;
+      assert.ok(server.host.driver!.isRunning(vm.vm_id), 'the VM was adopted, not booted again');
+      const again = await probe(vm.vm_id, 'proxy', `allowed.test:${sitePort}`);
+      assert.equal(again.status, '200', JSON.stringify(again));
       for (const id of [vm.vm_id, other.vm_id]) await api('DELETE', `/v1/api/vms/${id}`);
     });
 
