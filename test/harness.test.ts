@@ -37,7 +37,7 @@ describe('harness invocations', () => {
     assert.deepEqual(buildInvocation('opencode', { task: 't', model: 'gpt-5', provider: 'openai' }).argv, ['opencode', 'run', '--model', 'openai/gpt-5', '--', 't']);
     assert.deepEqual(buildInvocation('gemini-cli', { task: '-rf', provider: 'vertex' }), {
       argv: ['gemini', '--yolo', '--prompt=-rf'],
-      env: { GOOGLE_GENAI_USE_VERTEXAI: 'true' },
+      env: { GOOGLE_GENAI_USE_VERTEXAI: 'true', GEMINI_CLI_SYSTEM_SETTINGS_PATH: '/etc/gemini-cli/vertex-ai.json' },
     });
     for (const [id, provider] of [['codex', 'anthropic'], ['echo', 'openai'], ['claude-code', 'openai']] as const) {
       assert.throws(

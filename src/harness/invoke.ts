@@ -6,6 +6,7 @@
 import { invalid } from '../domain/errors.ts';
 import { getHarness } from './catalogue.ts';
 import { HARNESS_PROGRAMS } from '../guest/protocol.ts';
+import { GEMINI_VERTEX_SETTINGS_PATH } from './geminiSettings.ts';
 
 export interface Invocation {
   argv: string[];
@@ -37,10 +38,11 @@ const BUILDERS: Record<string, Builder> = {
     argv: ['codex', 'exec', '--dangerously-bypass-approvals-and-sandbox', '--skip-git-repo-check', '--color', 'never', ...(model ? ['--model', model] : []), '--', task],
     env: {},
   }),
-  // gemini -p: one prompt, non-interactive; --yolo approves tool calls.
-  'gemini-cli': ({ task, model, provider }) => ({
+  // gemini -p: one prompt, non-interactive; --yolo approves tool calls. The image's system settings
+  // select key auth; Vertex AI has settings of its own, since a selected auth type outranks the environment.
+  'gemini-cli': ({ task, model, provider }): Invocation => ({
     argv: ['gemini', '--yolo', ...(model ? ['--model', model] : []), `--prompt=${task}`],
-    env: providerEnv(provider, { vertex: ['GOOGLE_GENAI_USE_VERTEXAI', 'true'] }),
+    env: provider === 'vertex' ? { GOOGLE_GENAI_USE_VERTEXAI: 'true', GEMINI_CLI_SYSTEM_SETTINGS_PATH: GEMINI_VERTEX_SETTINGS_PATH } : {},
   }),
   // opencode run: models are named provider/model.
   opencode: ({ task, model, provider }) => ({
