@@ -37,7 +37,7 @@ describe('harness invocations', () => {
     assert.deepEqual(buildInvocation('opencode', { task: 't', model: 'gpt-5', provider: 'openai' }).argv, ['opencode', 'run', '--model', 'openai/gpt-5', '--', 't']);
     assert.deepEqual(buildInvocation('gemini-cli', { task: '-rf', provider: 'vertex' }), {
       argv: ['gemini', '--yolo', '--prompt=-rf'],
-      env: { ...PROXY_ENV, GOOGLE_GENAI_USE_VERTEXAI: 'true' },
+      env: { ...PROXY_ENV, GOOGLE_GENAI_USE_VERTEXAI: 'true', GEMINI_CLI_SYSTEM_SETTINGS_PATH: '/etc/gemini-cli/vertex-ai.json' },
     });
     assert.equal(buildInvocation('echo', { task: 't' }).env.HTTPS_PROXY, 'http://gateway.agentvm.internal:3128', 'every run goes through the gateway');
     for (const [id, provider] of [['codex', 'anthropic'], ['echo', 'openai'], ['claude-code', 'openai']] as const) {

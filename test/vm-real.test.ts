@@ -8,7 +8,7 @@ import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -277,6 +277,45 @@ describe('real microVMs', { skip }, () => {
     const stopped = await run('nobody home');
     assert.equal(stopped.status, 409);
     assert.equal(stopped.body.error, 'vm_not_running');
+    await api('DELETE', `/v1/api/vms/${vmId}`);
+  });
+  test('gemini-cli: in the image, and one headless run through the API against a stand-in on the guest\'s loopback', { timeout: 15 * 60_000 }, async () => {
+    const image = await server.host.imageReady;
+    const pinned = image.manifest.harnesses['gemini-cli'];
+    assert.ok(pinned, JSON.stringify(image.manifest.unavailable));
+    const created = await api('POST', '/v1/api/vms', { harness: 'gemini-cli' });
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    const vmId = created.body.vm_id as string;
+    await runningVm(vmId);
+    const driver = server.host.driver!;
+    assert.ok(driver.facts(vmId)!.harnesses.includes('gemini-cli'));
+    // A Node program started under emulation: give it time.
+    const slowExec = (argv: string[]) => driver.exec(vmId, { argv, timeout_ms: 240_000 }, 300_000);
+
+    const version = await slowExec(['gemini', '--version']);
+    assert.equal(version.exit_code, 0, version.stderr);
+    assert.equal(version.stdout.trim(), pinned[0].slice(pinned[0].lastIndexOf('@') + 1));
+
+    // The stand-in runs in its own session, so that it outlives the exec that starts it.
+    const standIn = await readFile(path.join(root, 'test/fixtures/gemini-stand-in.mjs'), 'utf8');
+    const reply = 'stand-in reply 7f3a';
+    const started = await exec(vmId, ['sh', '-c', 'setsid -f node --input-type=module -e "$1" 8917 /tmp/stand-in.log "$2" </dev/null >/tmp/stand-in.err 2>&1', 'sh', standIn, reply]);
+    assert.equal(started.exit_code, 0, started.stderr);
+    await until('the stand-in listens', async () => (await exec(vmId, ['grep', '-q', 'listening', '/tmp/stand-in.log'])).exit_code === 0, 60_000);
+
+    // Secrets are the run's environment: the key, and the stand-in as the API's address. The image's
+    // system settings make the run headless: key auth, no folder-trust stop, no telemetry.
+    const key = 'gemini-test-key-0123456789';
+    const secrets = await api('PUT', `/v1/api/vms/${vmId}/secrets`, { GEMINI_API_KEY: key, GOOGLE_GEMINI_BASE_URL: 'http://127.0.0.1:8917' });
+    assert.equal(secrets.status, 200, JSON.stringify(secrets.body));
+    const run = await api('POST', `/v1/api/vms/${vmId}/run`, { task: 'Say hello.' });
+    const log = (await exec(vmId, ['cat', '/tmp/stand-in.log', '/tmp/stand-in.err'])).stdout;
+    assert.equal(run.status, 200, JSON.stringify(run.body));
+    assert.equal(run.body.exit_code, 0, `${run.body.stderr}\n${log}`);
+    assert.equal(run.body.stdout.trim(), reply);
+    const calls = log.split('\n').filter((l) => l.includes('"path"')).map((l) => JSON.parse(l));
+    assert.ok(calls.some((c) => /:streamGenerateContent$/.test(c.path)), log);
+    assert.ok(calls.every((c) => c.key === key), log);
     await api('DELETE', `/v1/api/vms/${vmId}`);
   });
   test('capture, scrub and fork: a public template keeps ordinary files and no secret; a private one keeps all', { timeout: 15 * 60_000 }, async () => {

@@ -9,6 +9,7 @@ import { invalid } from '../domain/errors.ts';
 import { getHarness } from './catalogue.ts';
 import { EGRESS_GATEWAY_NAME, EGRESS_GATEWAY_URL, HARNESS_PROGRAMS } from '../guest/protocol.ts';
 import { BROKERS, type Broker } from './providers.ts';
+import { GEMINI_VERTEX_SETTINGS_PATH } from './geminiSettings.ts';
 
 /** Where the gateway brokers a provider: `${EGRESS_GATEWAY_URL}${BROKERED_PATH}/<provider id>/…`. */
 export const BROKERED_PATH = '/providers';
@@ -99,12 +100,13 @@ const BUILDERS: Record<string, Builder> = {
     ],
     env: brokeredEnv(brokered, { openai: () => ({}) }),
   }),
-  // gemini -p: one prompt, non-interactive; --yolo approves tool calls. GOOGLE_GEMINI_BASE_URL replaces
-  // https://generativelanguage.googleapis.com (the system settings in the image choose API-key auth).
+  // gemini -p: one prompt, non-interactive; --yolo approves tool calls. The image's system settings
+  // select key auth; Vertex AI has settings of its own, since a selected auth type outranks the
+  // environment. GOOGLE_GEMINI_BASE_URL replaces https://generativelanguage.googleapis.com.
   'gemini-cli': ({ task, model, provider }, brokered) => ({
     argv: ['gemini', '--yolo', ...(model ? ['--model', model] : []), `--prompt=${task}`],
     env: {
-      ...providerEnv(provider, { vertex: ['GOOGLE_GENAI_USE_VERTEXAI', 'true'] }),
+      ...(provider === 'vertex' ? { GOOGLE_GENAI_USE_VERTEXAI: 'true', GEMINI_CLI_SYSTEM_SETTINGS_PATH: GEMINI_VERTEX_SETTINGS_PATH } : {}),
       ...brokeredEnv(brokered, { google: (b) => ({ GOOGLE_GEMINI_BASE_URL: brokeredUrl(b.id) }) }),
     },
   }),

@@ -1,8 +1,9 @@
 /**
  * The guest image pipeline: Debian's cloud kernel unpacked from its package, an initramfs of our own
- * that loads the virtio modules, a Debian root made by debootstrap holding Node and the guest agent,
- * and an ext4 base image. Everything is content-addressed under the image dir: an image's id is a
- * hash of every input, so nothing is rebuilt unless an input changed, and finished steps are kept.
+ * that loads the virtio modules, a Debian 13 root made by debootstrap holding Node 20, the guest agent
+ * and the harness programs, and an ext4 base image. Everything is content-addressed under the image
+ * dir: an image's id is a hash of every input, so nothing is rebuilt unless an input changed, and
+ * finished steps are kept.
  */
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -13,10 +14,16 @@ import { pipeline } from 'node:stream/promises';
 import { fileURLToPath } from 'node:url';
 import { createGunzip, createGzip } from 'node:zlib';
 import { build as esbuild } from 'esbuild';
+import { geminiSettingsFiles } from '../harness/geminiSettings.ts';
 
 /** Bump when the way an image is put together changes, so that every image is rebuilt. */
-const BUILDER_VERSION = 3;
-const SUITE = 'bookworm';
+const BUILDER_VERSION = 4;
+/** Debian 13: its Node 20 runs gemini-cli, which Debian 12's Node 18 cannot. */
+const SUITE = 'trixie';
+/**
+ * The kernel comes from the build host's apt (Debian 12's cloud kernel, 6.1, on these hosts): it is
+ * resolved before anything is built, and trixie's userland runs on it.
+ */
 const KERNEL_META_PACKAGE = 'linux-image-cloud-amd64';
 /** Guest packages beyond debootstrap's minbase. */
 const GUEST_PACKAGES = ['nodejs', 'tini', 'iproute2', 'e2fsprogs', 'ca-certificates', 'procps', 'util-linux'];
@@ -28,11 +35,24 @@ const GUEST_MODULES = [
 ];
 const ROOTFS_SIZE = '4G';
 
+/** Where a harness that is a Node program keeps its npm tree in the image. */
+const HARNESS_LIB = '/usr/local/lib/agentvm-harnesses';
+
 /**
- * Harness programs put into the image, pinned. Each is a native build for Linux x86-64 that the
- * npm registry ships inside a platform package; the image takes the program itself, not Node glue.
+ * A harness program put into the image, pinned, from the npm registry. Either native builds for
+ * Linux x86-64 shipped inside platform packages (`programs`: the image takes the program itself, not
+ * Node glue), or a Node program (`node`: its npm tree under HARNESS_LIB and a launcher that runs it
+ * with the guest's Node), with the files it needs in the image (`files`: path → contents).
  */
-const HARNESS_PACKAGES: { id: string; packages: string[]; programs: Record<string, string> }[] = [
+interface HarnessPackage {
+  id: string;
+  packages: string[];
+  programs?: Record<string, string>;
+  node?: { package: string; bin: string; env: Record<string, string> };
+  files?: Record<string, string>;
+}
+
+const HARNESS_PACKAGES: HarnessPackage[] = [
   {
     id: 'claude-code',
     packages: ['@anthropic-ai/claude-code@2.1.330', '@anthropic-ai/claude-code-linux-x64@2.1.330'],
@@ -53,10 +73,16 @@ const HARNESS_PACKAGES: { id: string; packages: string[]; programs: Record<strin
     packages: ['opencode-ai@1.18.33'],
     programs: { opencode: 'opencode-linux-x64/bin/opencode' },
   },
+  {
+    id: 'gemini-cli',
+    packages: ['@google/gemini-cli@0.61.0'],
+    // Its own start would spawn a second Node with a larger heap: a Node start costs seconds under emulation.
+    node: { package: '@google/gemini-cli', bin: 'gemini', env: { GEMINI_CLI_NO_RELAUNCH: 'true' } },
+    files: geminiSettingsFiles(),
+  },
 ];
 /** Harnesses this image cannot carry, and why (listed in the manifest). */
 const UNINSTALLABLE: Record<string, string> = {
-  'gemini-cli': "needs Node 20 or newer; the guest's Debian 12 has Node 18",
   aider: 'a Python package, and the Python package index is not reachable from the image build',
 };
 /** The unprivileged user that runs harnesses (uid 1000). */
@@ -156,7 +182,7 @@ export async function bundleAgent(): Promise<string> {
     bundle: true,
     platform: 'node',
     format: 'esm',
-    target: 'node18',
+    target: 'node20',
     // Programs the agent runs (assume.pl) are their own files, inlined as text.
     loader: { '.pl': 'text' },
     write: false,
@@ -325,36 +351,76 @@ async function buildRootfsBase(cacheDir: string, i: Inputs, progress: Progress):
   return path.join(dir, 'tree');
 }
 
+/** A shell launcher that runs a Node program's entry with the guest's Node. */
+function nodeLauncher(spec: string, entry: string, env: Record<string, string>): string {
+  const vars = Object.entries(env).map(([k, v]) => {
+    if (!/^[A-Z_][A-Z0-9_]*$/.test(k) || !/^[A-Za-z0-9_./:-]*$/.test(v)) throw new Error(`launcher variable ${k} is not plain`);
+    return `export ${k}=${v}\n`;
+  });
+  return `#!/bin/sh\n# ${spec} from the npm registry, run by the guest's Node (made by the agentvm image builder).\n${vars.join('')}exec /usr/bin/node ${entry} "$@"\n`;
+}
+
+/** The program file a package's `bin` names, relative to the package. */
+async function packageBin(packageDir: string, name: string): Promise<string> {
+  const pkg = JSON.parse(await readFile(path.join(packageDir, 'package.json'), 'utf8')) as { name: string; bin?: string | Record<string, string> };
+  const rel = typeof pkg.bin === 'string' ? pkg.bin : pkg.bin?.[name];
+  if (!rel) throw new Error(`${pkg.name} has no bin named ${name}`);
+  if (!existsSync(path.join(packageDir, rel))) throw new Error(`${pkg.name}: its bin ${rel} is missing`);
+  return path.posix.normalize(rel);
+}
+
 /**
- * The harness programs, from the npm registry (install scripts off: the programs are plain files in
- * the platform packages). A harness that cannot be fetched is left out and named in `unavailable`.
+ * The harness programs, from the npm registry (install scripts off: native programs are plain files
+ * in the platform packages, and a Node program's tree needs no build), laid out as a tree to copy
+ * over the image's root. A harness that cannot be fetched is left out and named in `unavailable`.
  */
-async function buildHarnesses(cacheDir: string, progress: Progress): Promise<{ bin: string; installed: Record<string, string[]>; unavailable: Record<string, string> }> {
+async function buildHarnesses(cacheDir: string, progress: Progress): Promise<{ root: string; installed: Record<string, string[]>; unavailable: Record<string, string> }> {
   const dir = path.join(cacheDir, 'harnesses', harnessesKey());
   if (await done(dir)) return JSON.parse(await readFile(path.join(dir, 'result.json'), 'utf8'));
   const work = `${dir}.work`;
+  const root = path.join(work, 'root');
+  const bin = path.join(root, 'usr/local/bin');
   await rm(work, { recursive: true, force: true });
-  await mkdir(path.join(work, 'bin'), { recursive: true });
+  await mkdir(bin, { recursive: true });
   const installed: Record<string, string[]> = {};
   const unavailable: Record<string, string> = { ...UNINSTALLABLE };
   for (const h of HARNESS_PACKAGES) {
     progress(`harnesses: ${h.id} (${h.packages.join(', ')})`);
-    const prefix = path.join(work, 'npm', h.id);
+    // A Node program's tree stays where the image keeps it; native programs are taken out of theirs.
+    const prefix = h.node ? path.join(root, HARNESS_LIB, h.id) : path.join(work, 'npm', h.id);
+    const written: string[] = [];
     try {
       await mkdir(prefix, { recursive: true });
-      await runTool('npm', ['install', '--prefix', prefix, '--ignore-scripts', '--no-audit', '--no-fund', '--no-save', ...h.packages]);
-      for (const [program, rel] of Object.entries(h.programs)) {
-        await copyFile(path.join(prefix, 'node_modules', rel), path.join(work, 'bin', program));
-        await chmod(path.join(work, 'bin', program), 0o755);
+      await runTool('npm', ['install', '--prefix', prefix, '--omit=dev', '--ignore-scripts', '--no-audit', '--no-fund', '--no-save', ...h.packages]);
+      for (const [program, rel] of Object.entries(h.programs ?? {})) {
+        written.push(path.join(bin, program));
+        await copyFile(path.join(prefix, 'node_modules', rel), path.join(bin, program));
+        await chmod(path.join(bin, program), 0o755);
+      }
+      if (h.node) {
+        const packageDir = path.join(prefix, 'node_modules', h.node.package);
+        const entry = path.posix.join(HARNESS_LIB, h.id, 'node_modules', h.node.package, await packageBin(packageDir, h.node.bin));
+        written.push(path.join(bin, h.node.bin));
+        await writeFile(path.join(bin, h.node.bin), nodeLauncher(h.packages.join(' '), entry, h.node.env), { mode: 0o755 });
+      }
+      for (const [file, contents] of Object.entries(h.files ?? {})) {
+        written.push(path.join(root, file));
+        await mkdir(path.dirname(path.join(root, file)), { recursive: true });
+        await writeFile(path.join(root, file), contents, { mode: 0o644 });
       }
       installed[h.id] = h.packages;
     } catch (err) {
       unavailable[h.id] = `could not be fetched: ${(err as Error).message.split('\n')[0].slice(0, 200)}`;
       progress(`harnesses: ${h.id} is unavailable: ${unavailable[h.id]}`);
+      for (const f of written) await rm(f, { force: true });
+      if (h.node) await rm(prefix, { recursive: true, force: true });
     }
-    await rm(prefix, { recursive: true, force: true });
+    if (!h.node) await rm(prefix, { recursive: true, force: true });
   }
-  const result = { bin: path.join(dir, 'bin'), installed, unavailable };
+  await rm(path.join(work, 'npm'), { recursive: true, force: true });
+  // Readable by the harness user whatever the umask of the build.
+  await runTool('chmod', ['-R', 'u+rwX,go+rX,go-w', root]);
+  const result = { root: path.join(dir, 'root'), installed, unavailable };
   await writeFile(path.join(work, 'result.json'), JSON.stringify(result));
   await writeFile(path.join(work, '.complete'), '');
   await rm(dir, { recursive: true, force: true });
@@ -421,10 +487,8 @@ export async function buildImage(imageDir: string, progress: Progress = () => un
   await writeFile(path.join(staging, 'usr/local/bin/agentvm-echo'), i.echoHarness, { mode: 0o755 });
   await mkdir(path.join(staging, 'var/lib/agentvm-echo'), { recursive: true });
   await chown(path.join(staging, 'var/lib/agentvm-echo'), GUEST_USER.uid, GUEST_USER.gid);
-  for (const program of await readdir(harnesses.bin)) {
-    await copyFile(path.join(harnesses.bin, program), path.join(staging, 'usr/local/bin', program));
-    await chmod(path.join(staging, 'usr/local/bin', program), 0o755);
-  }
+  // The harness programs, their trees and settings, over the root.
+  await runTool('cp', ['-a', '--no-preserve=ownership', `${harnesses.root}/.`, staging]);
   await runTool('mkfs.ext4', ['-q', '-F', '-L', 'root', '-d', staging, path.join(work, 'rootfs.ext4'), ROOTFS_SIZE]);
   await rm(staging, { recursive: true, force: true });
   progress('initramfs: busybox, the virtio modules and our init');
