@@ -14,6 +14,9 @@ import { randomBase62 } from './domain/ids.ts';
 import { buildInternalApp } from './host/internalApp.ts';
 import { liveHostsProbe, RemoteHosts } from './replica/remoteHosts.ts';
 
+/** How long a stopping server lets requests in flight finish before it closes their connections. */
+const SHUTDOWN_GRACE_MS = 5000;
+
 export interface RunningServer {
   url: string;
   port: number;
@@ -172,8 +175,12 @@ export async function startServer(config: Config, log: Logger = createLogger(con
     (closing ??= (async () => {
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
-        // Idle keep-alive sockets would hold close() open; in-flight requests still finish.
-        (server as unknown as { closeIdleConnections?: () => void }).closeIdleConnections?.();
+        // Idle keep-alive sockets would hold close() open; in-flight requests get a few seconds to
+        // finish, then every connection is closed: a stream that never ends (an MCP client's event
+        // stream, a long run) must not hold a stopping server forever.
+        const s = server as unknown as { closeIdleConnections?: () => void; closeAllConnections?: () => void };
+        s.closeIdleConnections?.();
+        setTimeout(() => s.closeAllConnections?.(), SHUTDOWN_GRACE_MS).unref();
       });
       await host.close(opts);
       await db.close();
