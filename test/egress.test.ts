@@ -232,13 +232,15 @@ if (!inOwnNetns()) {
     });
 
     test('gemini-cli reaches its stand-in with the brokered key', { timeout: 15 * 60_000 }, async () => {
-      const { result } = await agentTask('gemini-cli', 'GEMINI_API_KEY');
+      const { result, exec } = await agentTask('gemini-cli', 'GEMINI_API_KEY');
       assert.equal(result.body.exit_code, 0, result.body.stderr.slice(-3000));
+      assert.equal((await exec(['cat', STANDIN_PROOF_PATH])).stdout, 'brokered-ok\n', `its shell tool ran: ${result.body.stdout.slice(-1500)} ${result.body.stderr.slice(-1500)}`);
     });
 
     test('opencode reaches its stand-in with the brokered key', { timeout: 15 * 60_000 }, async () => {
-      const { result } = await agentTask('opencode', 'ANTHROPIC_API_KEY', { model: 'anthropic/claude-sonnet-4-5' });
+      const { result, exec } = await agentTask('opencode', 'ANTHROPIC_API_KEY', { model: 'anthropic/claude-sonnet-4-5' });
       assert.equal(result.body.exit_code, 0, result.body.stderr.slice(-3000));
+      assert.equal((await exec(['cat', STANDIN_PROOF_PATH])).stdout, 'brokered-ok\n', `its shell tool ran: ${result.body.stdout.slice(-1500)} ${result.body.stderr.slice(-1500)}`);
     });
   });
 }
