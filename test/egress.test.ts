@@ -231,13 +231,13 @@ if (!inOwnNetns()) {
       await notOnDisks(vm.vm_id, key);
     });
 
-    test('gemini-cli reaches its stand-in with the brokered key', { timeout: 15 * 60_000 }, async () => {
+    test('gemini-cli completes a tool-using task through the gateway with its key brokered', { timeout: 15 * 60_000 }, async () => {
       const { result, exec } = await agentTask('gemini-cli', 'GEMINI_API_KEY');
       assert.equal(result.body.exit_code, 0, result.body.stderr.slice(-3000));
       assert.equal((await exec(['cat', STANDIN_PROOF_PATH])).stdout, 'brokered-ok\n', `its shell tool ran: ${result.body.stdout.slice(-1500)} ${result.body.stderr.slice(-1500)}`);
     });
 
-    test('opencode reaches its stand-in with the brokered key', { timeout: 15 * 60_000 }, async () => {
+    test('opencode completes a tool-using task through the gateway with its key brokered', { timeout: 15 * 60_000 }, async () => {
       const { result, exec } = await agentTask('opencode', 'ANTHROPIC_API_KEY', { model: 'anthropic/claude-sonnet-4-5' });
       assert.equal(result.body.exit_code, 0, result.body.stderr.slice(-3000));
       assert.equal((await exec(['cat', STANDIN_PROOF_PATH])).stdout, 'brokered-ok\n', `its shell tool ran: ${result.body.stdout.slice(-1500)} ${result.body.stderr.slice(-1500)}`);
