@@ -18,6 +18,7 @@ import { startServer, type RunningServer } from '../src/server.ts';
 import { createLogger } from '../src/log.ts';
 import { openDb } from '../src/store/db.ts';
 import { killQemusUnder, qemuPidsUnder, until } from './helpers.ts';
+import { BROKERED_PLACEHOLDER } from '../src/harness/invoke.ts';
 
 const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;
 const skip = imageDir ? false : 'set AGENTVM_TEST_IMAGE_DIR to a built image dir (npm run test:all does)';
@@ -303,11 +304,13 @@ describe('real microVMs', { skip }, () => {
     assert.equal(started.exit_code, 0, started.stderr);
     await until('the stand-in listens', async () => (await exec(vmId, ['grep', '-q', 'listening', '/tmp/stand-in.log'])).exit_code === 0, 60_000);
 
-    // Secrets are the run's environment: the key, and the stand-in as the API's address. The image's
-    // system settings make the run headless: key auth, no folder-trust stop, no telemetry.
+    // The key is brokered (kept by the platform for the egress gateway); the customer points the
+    // harness at the stand-in with a secret of its own. The image's system settings make the run
+    // headless: key auth, no folder-trust stop, no telemetry.
     const key = 'gemini-test-key-0123456789';
     const secrets = await api('PUT', `/v1/api/vms/${vmId}/secrets`, { GEMINI_API_KEY: key, GOOGLE_GEMINI_BASE_URL: 'http://127.0.0.1:8917' });
     assert.equal(secrets.status, 200, JSON.stringify(secrets.body));
+    assert.deepEqual(secrets.body.brokered_secret_names, ['GEMINI_API_KEY']);
     const run = await api('POST', `/v1/api/vms/${vmId}/run`, { task: 'Say hello.' });
     const log = (await exec(vmId, ['cat', '/tmp/stand-in.log', '/tmp/stand-in.err'])).stdout;
     assert.equal(run.status, 200, JSON.stringify(run.body));
@@ -315,7 +318,9 @@ describe('real microVMs', { skip }, () => {
     assert.equal(run.body.stdout.trim(), reply);
     const calls = log.split('\n').filter((l) => l.includes('"path"')).map((l) => JSON.parse(l));
     assert.ok(calls.some((c) => /:streamGenerateContent$/.test(c.path)), log);
-    assert.ok(calls.every((c) => c.key === key), log);
+    // Pointed anywhere but its gateway, the harness holds only the placeholder: the key never left the platform.
+    assert.ok(calls.length > 0 && calls.every((c) => c.key === BROKERED_PLACEHOLDER), log);
+    assert.ok(!log.includes(key), log);
     await api('DELETE', `/v1/api/vms/${vmId}`);
   });
   test('capture, scrub and fork: a public template keeps ordinary files and no secret; a private one keeps all', { timeout: 15 * 60_000 }, async () => {
