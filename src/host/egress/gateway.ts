@@ -72,13 +72,14 @@ export class EgressGateway {
   /** Listens on a VM's socket (QEMU's forward connects there); again after a restart re-adopts the VM. */
   async attach(vmId: string, socketPath: string): Promise<void> {
     if (this.closed || this.listeners.has(vmId)) return;
-    await rm(socketPath, { force: true });
     const server = net.createServer((socket) => {
       this.vmOf.set(socket, vmId);
       this.track(socket);
       this.http.emit('connection', socket);
     });
     this.listeners.set(vmId, server);
+    // A socket file an earlier process left (it went without closing): listening needs the path free.
+    await rm(socketPath, { force: true });
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(socketPath, () => resolve());
