@@ -210,9 +210,10 @@ describe('the CLI and the MCP server against a real server', () => {
     assert.equal(provision.annotations?.readOnlyHint, false);
     assert.equal(tools.find((t) => t.name === 'vm_destroy')!.annotations?.destructiveHint, true);
     for (const t of tools.filter((x) => x.annotations?.readOnlyHint)) {
-      const args: Record<string, string> = t.name === 'harness_get' ? { name: 'echo' } : t.name === 'vm_get' ? { id: 'vm_missing' } : t.name === 'template_get' ? { id: 'tpl_missing' } : {};
+      const missing: Record<string, Record<string, string>> = { vm_get: { id: 'vm_missing' }, vm_egress_log: { id: 'vm_missing' }, template_get: { id: 'tpl_missing' } };
+      const args = t.name === 'harness_get' ? { name: 'echo' } : (missing[t.name] ?? {});
       const r = (await rw.callTool({ name: t.name, arguments: args })) as { isError?: boolean; content: { text: string }[] };
-      if (t.name === 'vm_get' || t.name === 'template_get') {
+      if (missing[t.name]) {
         assert.equal(r.isError, true);
         assert.equal(JSON.parse(r.content[0].text).error, 'not_found');
       } else {

@@ -174,12 +174,12 @@ export const TemplateList = z
 
 export const TemplateListQuery = z.strictObject({
   q: text().max(200).optional().meta({ description: 'Full-text search over name, description and tags' }),
-  harness: text().max(100).optional(),
-  tag: text().max(100).optional(),
-  sort: z.enum(['trending', 'new', 'forks', 'stars']).default('trending'),
-  limit: z.coerce.number().int().min(1).max(100).default(20),
+  harness: text().max(100).optional().meta({ description: 'Only templates of this harness' }),
+  tag: text().max(100).optional().meta({ description: 'Only templates with this tag' }),
+  sort: z.enum(['trending', 'new', 'forks', 'stars']).default('trending').meta({ description: 'Order of the page' }),
+  limit: z.coerce.number().int().min(1).max(100).default(20).meta({ description: 'Page size, 1–100' }),
   offset: z.coerce.number().int().min(0).max(1_000_000_000).default(0)
-    .meta({ type: "integer", minimum: 0, maximum: 1_000_000_000, default: 0 }),
+    .meta({ type: "integer", minimum: 0, maximum: 1_000_000_000, default: 0, description: 'Where the page starts' }),
 });
 
 export const ForkRequest = z
@@ -200,8 +200,8 @@ export const ForkResponse = z
 
 export const CaptureRequest = z
   .strictObject({
-    visibility: z.enum(['public', 'private']).optional(),
-    name: text().min(1).max(100).optional(),
+    visibility: z.enum(['public', 'private']).optional().meta({ description: 'Default private; a public template is listed in the gallery' }),
+    name: text().min(1).max(100).optional().meta({ description: 'Template name; default from the harness and the VM' }),
   })
   .meta({ id: 'CaptureRequest' });
 
@@ -247,7 +247,10 @@ export const KeyRecord = z
 export const KeyList = z.object({ data: z.array(KeyRecord) }).meta({ id: 'APIKeyList' });
 
 export const IssueKeyRequest = z
-  .strictObject({ label: text().max(100).optional(), scope: scope.optional().meta({ description: 'Default read' }) })
+  .strictObject({
+    label: text().max(100).optional().meta({ description: 'What the key is for' }),
+    scope: scope.optional().meta({ description: 'Default read' }),
+  })
   .meta({ id: 'IssueKeyRequest' });
 
 export const IssuedKey = z
@@ -284,7 +287,7 @@ export const EgressLog = z
   .object({ data: z.array(EgressLogEntry), has_more: z.boolean() })
   .meta({ id: 'EgressLog', description: 'Newest first; kept 7 days. Never a request body, header or key.' });
 export const EgressLogQuery = z.strictObject({
-  limit: z.coerce.number().int().min(1).max(200).default(50).meta({ description: '1–200, default 50' }),
+  limit: z.coerce.number().int().min(1).max(200).default(50).meta({ description: 'How many connections, 1–200' }),
 });
 
 export const LoginStartRequest = z.strictObject({ email: z.email().max(254) }).meta({ id: 'LoginStartRequest' });
@@ -312,5 +315,5 @@ export const CreditsBalance = z.object({ balance_cents: z.int() });
 /** Ids and slugs are plain ASCII; anything else cannot name a resource, so it is answered like an unknown id. */
 export const ID_PATTERN = /^[A-Za-z0-9_.-]{1,200}$/;
 export const idParam = (description?: string) => z.string().regex(ID_PATTERN).meta(description ? { description } : {});
-export const IdParam = z.strictObject({ id: idParam() });
+export const IdParam = z.strictObject({ id: idParam('A VM id (`vm_…`)') });
 export const NoQuery = z.strictObject({});

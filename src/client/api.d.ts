@@ -652,8 +652,12 @@ export interface components {
             };
         };
         CaptureRequest: {
-            /** @enum {string} */
+            /**
+             * @description Default private; a public template is listed in the gallery
+             * @enum {string}
+             */
             visibility?: "public" | "private";
+            /** @description Template name; default from the harness and the VM */
             name?: string;
         };
         Billing: {
@@ -728,6 +732,7 @@ export interface components {
             created_at: string;
         };
         IssueKeyRequest: {
+            /** @description What the key is for */
             label?: string;
             /**
              * @description Default read
@@ -1242,6 +1247,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description A VM id (`vm_…`) */
                 id: string;
             };
             cookie?: never;
@@ -1323,6 +1329,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description A VM id (`vm_…`) */
                 id: string;
             };
             cookie?: never;
@@ -1415,6 +1422,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description A VM id (`vm_…`) */
                 id: string;
             };
             cookie?: never;
@@ -1507,6 +1515,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description A VM id (`vm_…`) */
                 id: string;
             };
             cookie?: never;
@@ -1599,6 +1608,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description A VM id (`vm_…`) */
                 id: string;
             };
             cookie?: never;
@@ -1691,6 +1701,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description A VM id (`vm_…`) */
                 id: string;
             };
             cookie?: never;
@@ -1783,6 +1794,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description A VM id (`vm_…`) */
                 id: string;
             };
             cookie?: never;
@@ -1925,10 +1937,15 @@ export interface operations {
             query?: {
                 /** @description Full-text search over name, description and tags */
                 q?: string;
+                /** @description Only templates of this harness */
                 harness?: string;
+                /** @description Only templates with this tag */
                 tag?: string;
+                /** @description Order of the page */
                 sort?: "trending" | "new" | "forks" | "stars";
+                /** @description Page size, 1–100 */
                 limit?: number;
+                /** @description Where the page starts */
                 offset?: number;
             };
             header?: never;
@@ -2240,6 +2257,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description A VM id (`vm_…`) */
                 id: string;
             };
             cookie?: never;
@@ -2691,6 +2709,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description A key id (`key_…`) */
                 key_id: string;
             };
             cookie?: never;
@@ -2783,6 +2802,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description A VM id (`vm_…`) */
                 id: string;
             };
             cookie?: never;
@@ -2925,6 +2945,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description A VM id (`vm_…`) */
                 id: string;
             };
             cookie?: never;
@@ -3041,11 +3062,12 @@ export interface operations {
     listVMEgress: {
         parameters: {
             query?: {
-                /** @description 1–200, default 50 */
+                /** @description How many connections, 1–200 */
                 limit?: number;
             };
             header?: never;
             path: {
+                /** @description A VM id (`vm_…`) */
                 id: string;
             };
             cookie?: never;

@@ -46,7 +46,7 @@ export const revokeKey = defineOperation({
   tag: 'Keys',
   audience: 'customer',
   extension: true,
-  params: z.strictObject({ key_id: idParam() }),
+  params: z.strictObject({ key_id: idParam('A key id (`key_…`)') }),
   success: { status: 200, schema: RevokedKey, description: 'The revoked key' },
   errors: ['not_found'],
   handler: async ({ services, principal, params }) => {

@@ -1,0 +1,37 @@
+/** `--wait`: poll a VM until a transition is done, with a spinner and the elapsed time on stderr. */
+import type { Command } from 'commander';
+import { createSpinner } from 'nanospinner';
+import { call, ClientError, type ApiClient, type Schemas } from '../client/client.ts';
+
+export type WaitTarget = 'running' | 'stopped';
+
+export const addWaitOptions = (cmd: Command) =>
+  cmd.option('--wait', 'wait until the transition is done, with a spinner').option('--timeout <seconds>', 'how long --wait waits', '600');
+
+/** Polls the VM until it reaches `target` (or fails). */
+export async function waitForVm(api: ApiClient, vmId: string, target: WaitTarget, timeoutS: number): Promise<Schemas['VM']> {
+  const started = Date.now();
+  const spinner = createSpinner(`${vmId}: waiting for ${target}`, { stream: process.stderr }).start();
+  try {
+    for (;;) {
+      const vm = await call(api.GET('/v1/api/vms/{id}', { params: { path: { id: vmId } } }));
+      const elapsed = ((Date.now() - started) / 1000).toFixed(1);
+      if (vm.status === target) {
+        spinner.success({ text: `${vmId}: ${vm.status} after ${elapsed} s${vm.ipv4 ? ` (${vm.ipv4})` : ''}` });
+        return vm;
+      }
+      if (vm.status === 'failed') {
+        spinner.error({ text: `${vmId}: failed after ${elapsed} s: ${vm.status_reason ?? ''}` });
+        throw new ClientError('vm_failed', `the VM failed: ${vm.status_reason ?? 'no reason given'}`);
+      }
+      if (Date.now() - started > timeoutS * 1000) {
+        spinner.error({ text: `${vmId}: still ${vm.status} after ${elapsed} s` });
+        throw new ClientError('timeout', `the VM did not reach ${target} within ${timeoutS} s`, 'check `agentvm vms get`');
+      }
+      spinner.update({ text: `${vmId}: ${vm.status}, ${elapsed} s` });
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  } finally {
+    spinner.stop();
+  }
+}
