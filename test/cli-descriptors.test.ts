@@ -17,6 +17,7 @@ import { ClientError } from '../src/client/client.ts';
 import { customerCommands } from '../src/cli/customer.ts';
 import { commandBinding, commandShape, requestFor } from '../src/cli/operationCommands.ts';
 import { listSnapshots, pauseVM, WITH_NEW_OPERATIONS } from './fixtures/cli-with-new-operations.ts';
+import { toolName, toolOperations } from '../src/mcp/server.ts';
 
 const FIXTURE = path.resolve(path.dirname(new URL(import.meta.url).pathname), 'fixtures/cli-with-new-operations.ts');
 
@@ -212,6 +213,17 @@ describe('the customer CLI from the operation descriptors', () => {
       await run(['keys', 'issue', '--label', 'ci']);
       assert.deepEqual(JSON.parse(seen.at(-1)!.body), { label: 'ci' });
     });
+  });
+});
+
+describe('the MCP tools from the operation descriptors', () => {
+  test('every operation a key can call is a tool, with a distinct name; a new one is named from its operationId', () => {
+    const ops = toolOperations();
+    assert.deepEqual(ops.map((o) => o.operationId).sort(), CUSTOMER_OPERATIONS.filter((o) => o.audience === 'customer').map((o) => o.operationId).sort());
+    assert.equal(new Set(ops.map(toolName)).size, ops.length);
+    assert.equal(toolName(CUSTOMER_OPERATIONS.find((o) => o.operationId === 'createVM')!), 'vm_provision', "the contract's names stay");
+    assert.equal(toolName(pauseVM), 'pause_vm');
+    assert.equal(toolName(listSnapshots), 'list_snapshots');
   });
 });
 

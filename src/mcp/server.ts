@@ -10,7 +10,7 @@ import { CUSTOMER_OPERATIONS } from '../api/routes.ts';
 import { isWrite, type Operation } from '../api/operation.ts';
 import { call, ClientError, type ApiClient } from '../client/client.ts';
 
-/** Tool names: the contract's table for the seven it lists, the same style for the rest. */
+/** Tool names: the contract's table for the seven it lists, the same style for the rest (see toolName). */
 export const TOOL_NAMES: Record<string, string> = {
   whoami: 'whoami',
   listHarnesses: 'harnesses_list',
@@ -90,8 +90,14 @@ function request(op: Operation, args: Record<string, unknown>) {
   return { params: { path, query, header }, body };
 }
 
+/** A tool's name: the table's, else the operation's own id in snake case (`pauseVM` → `pause_vm`), so a new operation is a tool at once. */
+export function toolName(op: Operation): string {
+  return TOOL_NAMES[op.operationId] ?? op.operationId.replace(/([a-z0-9])([A-Z])/g, '$1_$2').toLowerCase();
+}
+
+/** Every operation a key can call is a tool. */
 export function toolOperations(): Operation[] {
-  return CUSTOMER_OPERATIONS.filter((op) => op.audience === 'customer' && TOOL_NAMES[op.operationId]);
+  return CUSTOMER_OPERATIONS.filter((op) => op.audience === 'customer');
 }
 
 /** An MCP server whose tools call the API with `client` (which carries the caller's key). */
@@ -100,7 +106,7 @@ export function createMcpServer(client: () => Promise<ApiClient> | ApiClient): M
   for (const op of toolOperations()) {
     const money = op.money ? ' This tool charges money: the card on file for a plan, prepaid credits for a tier.' : '';
     server.registerTool(
-      TOOL_NAMES[op.operationId],
+      toolName(op),
       {
         title: op.summary,
         description: `${op.summary}.${op.description ? ` ${op.description}` : ''}${money}`,
