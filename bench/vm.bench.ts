@@ -1,6 +1,6 @@
 // Lifecycle and density, through the API of a real server: create → running for VMs resumed from
-// the golden snapshot next to cold boots of the same platform (its snapshots switched off for
-// them), taken in turns in one run; restart → running; idle memory (PSS) per VM of both kinds;
+// the golden snapshot next to cold boots of the same platform (its snapshot store asked for cold
+// starts meanwhile), taken in turns in one run; restart → running; idle memory (PSS) per VM of both kinds;
 // then 20 creates at once. Needs QEMU and a built image: AGENTVM_IMAGE_DIR (default
 // /var/cache/agentvm/images).
 import { readFile } from 'node:fs/promises';
@@ -43,9 +43,9 @@ try {
   const cold: { ms: number; vmId: string }[] = [];
   const clones: { ms: number; vmId: string }[] = [];
   for (let i = 0; i < COLD; i++) {
-    driver.snapshots = null;
+    snapshots.coldStartsOnly(true);
     cold.push(await createAndWait());
-    driver.snapshots = snapshots;
+    snapshots.coldStartsOnly(false);
     for (let j = 0; j < CLONES / COLD; j++) {
       const c = await createAndWait();
       if (driver.startedFrom(c.vmId) !== 'snapshot') throw new Error(`${c.vmId} did not resume from the snapshot`);

@@ -37,6 +37,7 @@ export class Capturer {
   private queue: Promise<unknown> = Promise.resolve();
 
   constructor(private readonly o: CapturerOptions) {
+    // The host's machines without a network at all, resumed from the same snapshots.
     this.scrubDriver = new QemuDriver({ ...o.driver.opts, vmsDir: o.scrubDir, gateway: null });
   }
 
@@ -123,7 +124,6 @@ export class Capturer {
       hostname: 'agentvm-scrub',
     };
     try {
-      this.scrubDriver.snapshots = this.o.driver.snapshots;
       await this.scrubDriver.prepareDisks(spec, true);
       await this.scrubDriver.start(spec);
       const report = await this.scrubDriver.request<ScrubReport>(vmId, 'scrub', undefined, 10 * 60_000);

@@ -20,7 +20,7 @@ import type { Logger } from '../log.ts';
 import { newId } from '../domain/ids.ts';
 import { buildImage, currentImageId, loadImage, type Image } from '../image/build.ts';
 import type { DriverProbe } from '../vmm/probe.ts';
-import { QemuDriver } from '../vmm/qemu.ts';
+import { QemuDriver, type MachineOptions } from '../vmm/qemu.ts';
 import { SnapshotStore } from '../vmm/snapshot.ts';
 import { PLANS } from '../domain/plans.ts';
 import { Reconciler } from './reconciler.ts';
@@ -160,13 +160,15 @@ export class LocalVmHost implements VmHost {
     this.hostId = d.hostId;
     const credentials = new HostCredentials(d.db, d.secrets);
     this.gateway = new EgressGateway({ db: d.db, credentials, providerUrls: config.providerUrls, pins: config.egressPins, log });
+    const machine: MachineOptions = { qemu: probe.qemu!, accel: probe.accel!, gateway: { socat: probe.socat!, port: this.gateway }, bootTimeoutMs: config.bootTimeoutMs };
+    this.snapshots = config.snapshots
+      ? new SnapshotStore({ dir: path.join(config.dataDir, 'snapshots'), machine, log: (msg, fields) => log.info(fields ?? {}, msg) })
+      : null;
     this.driver = new QemuDriver({
+      ...machine,
       vmsDir: path.join(config.dataDir, 'vms'),
       blankDir: path.join(config.dataDir, 'blank'),
-      qemu: probe.qemu!,
-      accel: probe.accel!,
-      gateway: { socat: probe.socat!, port: this.gateway },
-      bootTimeoutMs: config.bootTimeoutMs,
+      snapshots: this.snapshots,
       log: (msg, fields) => log.warn(fields ?? {}, msg),
     });
     this.reconciler = new Reconciler({
@@ -192,9 +194,6 @@ export class LocalVmHost implements VmHost {
       log,
       image: () => this.image,
     });
-    this.snapshots = config.snapshots
-      ? new SnapshotStore({ dir: path.join(config.dataDir, 'snapshots'), driver: this.driver, log: (msg, fields) => log.info(fields ?? {}, msg) })
-      : null;
     const driver = this.driver;
     const runs = new RunQueue(config.runQueueMax);
     this.executor = {
@@ -278,8 +277,8 @@ export class LocalVmHost implements VmHost {
     const { log } = this.d;
     if (this.snapshots) {
       // Snapshots of other images go; the starter shape (also the tiers') is made ahead of need.
+      // Until then every start boots cold (the store answers nothing before it has read its dir).
       await this.snapshots.init(img.id).catch((err) => log.warn({ err }, 'reading the snapshots failed'));
-      this.driver.snapshots = this.snapshots;
       const starter = PLANS.starter;
       this.snapshots.want({ vmId: 'golden', vcpus: starter.vcpus, memoryMib: starter.memory_mib, diskGib: starter.disk_gib, image: img, netSlot: 0, hostname: 'agentvm' });
       void this.snapshots.settled().then(this.resolvePrewarmed);

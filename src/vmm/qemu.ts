@@ -62,16 +62,44 @@ export interface GatewayPort {
   detach(vmId: string): void;
 }
 
-export interface DriverOptions {
-  vmsDir: string;
-  /** Empty ext4 filesystems, one per size, that new disks start as (copy-on-write). */
-  blankDir: string;
+/** What every machine of a host is made with: its QEMU, accelerator, gateway and boot patience. */
+export interface MachineOptions {
   qemu: string;
   accel: Accel;
   /** The host's egress gateway, a guest's only way off its VM; null: guests reach nothing (scrubbing VMs). */
   gateway: { socat: string; port: GatewayPort } | null;
   bootTimeoutMs: number;
+}
+
+export interface DriverOptions extends MachineOptions {
+  vmsDir: string;
+  /** Empty ext4 filesystems, one per size, that new disks start as (copy-on-write). */
+  blankDir: string;
+  /** Where starts find snapshots of their shape (SnapshotStore); null: every start is a cold boot. */
+  snapshots: SnapshotSource | null;
   log?: (msg: string, fields?: object) => void;
+}
+
+/**
+ * The QEMU command line of a machine (see commandLine.ts) in `files`: a VM's, or a golden machine's
+ * (snapshot.ts builds those with the same options, before any driver exists).
+ */
+export async function machineCommandLine(
+  o: MachineOptions,
+  spec: VmSpec,
+  files: MachineFiles,
+  how: { mode: 'cold' } | { mode: 'golden' | 'clone'; snap: SnapshotFiles },
+): Promise<string[]> {
+  const start: MachineStart = how.mode === 'cold' ? how : { mode: how.mode, mem: how.snap.mem };
+  return qemuCommandLine({
+    spec,
+    start,
+    files,
+    net: netOfSlot(spec.netSlot),
+    egress: o.gateway ? { socat: o.gateway.socat, socket: files.egress } : null,
+    accel: o.accel,
+    tscKhz: o.accel === 'tcg' ? await hostTscKhz() : 0,
+  });
 }
 
 interface Handle {
@@ -103,8 +131,6 @@ export class QemuDriver extends EventEmitter {
     return machineFiles(this.vmDir(vmId));
   }
 
-  /** Set by the host once its snapshot store exists; without it every start is a cold boot. */
-  snapshots: SnapshotSource | null = null;
 
   isRunning(vmId: string): boolean {
     return this.handles.has(vmId);
@@ -133,22 +159,9 @@ export class QemuDriver extends EventEmitter {
     await this.disks.prepare(this.files(spec.vmId), spec, freshRoot);
   }
 
-  /**
-   * The QEMU command line of a VM's machine (see commandLine.ts); a golden machine's files are in
-   * `dir`, not a VM's directory.
-   */
-  async commandLine(spec: VmSpec, how: { mode: 'cold' } | { mode: 'golden' | 'clone'; snap: SnapshotFiles; dir?: string }): Promise<string[]> {
-    const start: MachineStart = how.mode === 'cold' ? how : { mode: how.mode, mem: how.snap.mem };
-    const files = how.mode === 'golden' ? machineFiles(how.dir!) : this.files(spec.vmId);
-    return qemuCommandLine({
-      spec,
-      start,
-      files,
-      net: netOfSlot(spec.netSlot),
-      egress: this.opts.gateway ? { socat: this.opts.gateway.socat, socket: files.egress } : null,
-      accel: this.opts.accel,
-      tscKhz: this.opts.accel === 'tcg' ? await hostTscKhz() : 0,
-    });
+  /** The QEMU command line of a VM's machine. */
+  commandLine(spec: VmSpec, how: { mode: 'cold' } | { mode: 'clone'; snap: SnapshotFiles }): Promise<string[]> {
+    return machineCommandLine(this.opts, spec, this.files(spec.vmId), how);
   }
 
   /** The last lines the guest printed on its console: what a failed boot reports. */
@@ -162,13 +175,13 @@ export class QemuDriver extends EventEmitter {
    */
   async start(spec: VmSpec): Promise<HelloFacts> {
     if (this.handles.has(spec.vmId)) throw new Error(`${spec.vmId} is already running`);
-    const snap = (await this.snapshots?.find(spec)) ?? null;
+    const snap = (await this.opts.snapshots?.find(spec)) ?? null;
     if (snap) {
       try {
         return await this.launch(spec, snap);
       } catch (err) {
         this.opts.log?.('resuming from the snapshot failed; booting cold', { vm_id: spec.vmId, snapshot: snap.key, err });
-        this.snapshots?.failed(snap, err as Error);
+        this.opts.snapshots?.failed(snap, err as Error);
       }
     }
     return this.launch(spec, null);

@@ -18,7 +18,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { agentRequest } from './channel.ts';
 import { machineFiles, spawnMachine, type Machine } from './machine.ts';
-import type { QemuDriver, SnapshotFiles, SnapshotSource, VmSpec } from './qemu.ts';
+import { machineCommandLine, type MachineOptions, type SnapshotFiles, type SnapshotSource, type VmSpec } from './qemu.ts';
 import type { HelloFacts } from '../guest/protocol.ts';
 
 const FORMAT = 1;
@@ -37,7 +37,8 @@ interface Meta {
 
 export interface SnapshotStoreOptions {
   dir: string;
-  driver: QemuDriver;
+  /** The host's machines: golden VMs are made exactly as its VMs are. */
+  machine: MachineOptions;
   log: (msg: string, fields?: object) => void;
 }
 
@@ -51,9 +52,17 @@ export class SnapshotStore implements SnapshotSource {
 
   constructor(private readonly o: SnapshotStoreOptions) {}
 
+  private initialized = false;
+  private coldStarts = false;
+
+  /** Every start boots cold while `on` (the VM benchmark times cold boots beside clones this way). */
+  coldStartsOnly(on: boolean): void {
+    this.coldStarts = on;
+  }
+
   /** Reads the snapshots on disk; removes unfinished builds and those of images other than `keepImage`. */
   async init(keepImage: string | null): Promise<void> {
-    this.qemuVersion = (await promisify(execFile)(this.o.driver.opts.qemu, ['--version'])).stdout.split('\n')[0] ?? '';
+    this.qemuVersion = (await promisify(execFile)(this.o.machine.qemu, ['--version'])).stdout.split('\n')[0] ?? '';
     await mkdir(this.o.dir, { recursive: true });
     for (const name of await readdir(this.o.dir)) {
       const dir = path.join(this.o.dir, name);
@@ -66,6 +75,7 @@ export class SnapshotStore implements SnapshotSource {
       }
       this.ready.set(name, filesOf(dir, name));
     }
+    this.initialized = true;
   }
 
   private readonly keys = new Map<string, Promise<string>>();
@@ -76,8 +86,7 @@ export class SnapshotStore implements SnapshotSource {
     let key = this.keys.get(shape);
     if (!key) {
       const placeholder: SnapshotFiles = { key: '', mem: '/snapshot/mem', state: '/snapshot/state' };
-      key = this.o.driver
-        .commandLine(goldenSpec(spec), { mode: 'golden', snap: placeholder, dir: '/snapshot' })
+      key = machineCommandLine(this.o.machine, goldenSpec(spec), machineFiles('/snapshot'), { mode: 'golden', snap: placeholder })
         .then((args) => createHash('sha256').update(JSON.stringify([FORMAT, this.qemuVersion, args])).digest('hex').slice(0, 24));
       this.keys.set(shape, key);
     }
@@ -86,6 +95,8 @@ export class SnapshotStore implements SnapshotSource {
 
   /** A ready snapshot for the VM's shape; when there is none, one is built for next time. */
   async find(spec: VmSpec): Promise<SnapshotFiles | null> {
+    // Before init (the image is not loaded yet) and while cold starts are asked for: a cold boot.
+    if (!this.initialized || this.coldStarts) return null;
     const key = await this.keyOf(spec);
     const snap = this.ready.get(key);
     if (snap && existsSync(snap.mem) && existsSync(snap.state)) return snap;
@@ -168,9 +179,9 @@ export class SnapshotStore implements SnapshotSource {
     await mkdir(work, { recursive: true, mode: 0o700 });
     const snap = filesOf(work, key);
     const t0 = Date.now();
-    const args = await this.o.driver.commandLine(spec, { mode: 'golden', snap, dir: work });
+    const args = await machineCommandLine(this.o.machine, spec, machineFiles(work), { mode: 'golden', snap });
     if (this.closed) throw new Error('the server is stopping');
-    const m = await spawnMachine(this.o.driver.opts.qemu, machineFiles(work), args, this.o.driver.opts.bootTimeoutMs, { dieWithServer: true });
+    const m = await spawnMachine(this.o.machine.qemu, machineFiles(work), args, this.o.machine.bootTimeoutMs, { dieWithServer: true });
     this.current = m;
     try {
       let facts: HelloFacts | null = null;
