@@ -94,7 +94,9 @@ export class RunService {
       if (!now || rebooted || now.status !== 'running' || (await executor.harnesses(vm.vm_id).catch(() => null)) === null) {
         throw new ApiError('vm_not_running', 'the VM stopped while the task ran', 'start the VM and run the task again');
       }
-      throw err;
+      // The guest runs on, but the run's answer was lost: its host's process restarted under it (an
+      // API replica's call to it was cut). Like a guest that went away: the run did not finish here.
+      throw new ApiError('vm_not_running', "the VM's host restarted while the task ran, so the run was lost", 'the task may have run in part; check the VM and run it again');
     }
     const finishedAt = this.clock.now();
     const note = (bytes: number) => (bytes > 0 ? `\n[agentvm: output truncated: ${bytes} more bytes were not kept]\n` : '');
