@@ -31,6 +31,10 @@ export async function onceForKey<T>(
   run: () => Promise<{ status: number; body: T }>,
 ): Promise<StoredResponse<T>> {
   if (key === undefined) return { ...(await run()), replayed: false };
+  // The tenant first, as every money step locks it: the key row's foreign key would otherwise take a
+  // share lock on the tenant that two concurrent requests each hold while waiting for the other's
+  // update lock (a deadlock PostgreSQL showed under the chaos test).
+  await tx.query('SELECT 1 FROM tenants WHERE tenant_id = $1 FOR UPDATE', [tenantId]);
   await tx.query(
     `DELETE FROM idempotency_keys WHERE tenant_id = $1 AND idem_key = $2
        AND created_at < now() - make_interval(hours => ${IDEMPOTENCY_TTL_HOURS})`,
