@@ -10,17 +10,14 @@ import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { pct, report, row } from './report.ts';
+import { spawnInOwnNetns } from '../test/netns.ts';
 
 const FLAG = 'AGENTVM_BENCH_IN_NETNS';
 const N = Number(process.env.BENCH_REQUESTS ?? 100);
 const MIB = 50;
 
 if (process.env[FLAG] !== '1') {
-  const self = fileURLToPath(import.meta.url);
-  const child = spawn('unshare', ['-n', 'sh', '-c', 'ip link set lo up && exec "$0" --import tsx "$1"', process.execPath, self], {
-    env: { ...process.env, [FLAG]: '1' },
-    stdio: 'inherit',
-  });
+  const child = spawnInOwnNetns(['--import', 'tsx', fileURLToPath(import.meta.url)], 'inherit', FLAG);
   process.exitCode = await new Promise<number>((resolve) => child.on('close', (code) => resolve(code ?? 1)));
 } else {
   // The downloaded host in a process of its own, as a real one is (not sharing the gateway's thread).

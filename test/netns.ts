@@ -3,7 +3,7 @@
  * (`unshare -n`), so that a mistake in the gateway cannot send a packet off this machine: the test
  * file runs itself again inside one, and its providers and test hosts are stand-ins on loopback.
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess, type StdioOptions } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
 const FLAG = 'AGENTVM_TEST_IN_NETNS';
@@ -17,24 +17,24 @@ export function netnsUnavailable(): string | null {
   return r.status === 0 ? null : 'unshare -n is not permitted here (needs root or user namespaces)';
 }
 
+/** Node with `args`, in a new network namespace whose loopback is up, marked as the copy inside. */
+export function spawnInOwnNetns(args: string[], stdio: StdioOptions, flag = FLAG): ChildProcess {
+  // Without the test runner's own marker, or a test file's copy would skip its tests as a nested run.
+  const env: NodeJS.ProcessEnv = { ...process.env, [flag]: '1' };
+  delete env.NODE_TEST_CONTEXT;
+  return spawn('unshare', ['-n', 'sh', '-c', 'ip link set lo up && exec "$@"', 'sh', process.execPath, ...args], { env, stdio });
+}
+
 /**
  * Runs the test file `fileUrl` again inside a new network namespace whose loopback is up; answers its
  * exit code and everything it printed.
  */
 export function runInOwnNetns(fileUrl: string, timeoutMs: number): Promise<{ code: number | null; output: string; passed: number }> {
-  const file = fileURLToPath(fileUrl);
-  // Without the runner's own marker, or the copy would skip its tests as a nested run.
-  const env: NodeJS.ProcessEnv = { ...process.env, [FLAG]: '1' };
-  delete env.NODE_TEST_CONTEXT;
   return new Promise((resolve) => {
-    const child = spawn(
-      'unshare',
-      ['-n', 'sh', '-c', 'ip link set lo up && exec "$0" --import tsx --test --test-reporter=spec "$1"', process.execPath, file],
-      { env, stdio: ['ignore', 'pipe', 'pipe'] },
-    );
+    const child = spawnInOwnNetns(['--import', 'tsx', '--test', '--test-reporter=spec', fileURLToPath(fileUrl)], ['ignore', 'pipe', 'pipe']);
     let output = '';
-    child.stdout.on('data', (c: Buffer) => (output += c.toString()));
-    child.stderr.on('data', (c: Buffer) => (output += c.toString()));
+    child.stdout!.on('data', (c: Buffer) => (output += c.toString()));
+    child.stderr!.on('data', (c: Buffer) => (output += c.toString()));
     const timer = setTimeout(() => child.kill('SIGTERM'), timeoutMs);
     child.on('close', (code) => {
       clearTimeout(timer);

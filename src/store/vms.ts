@@ -170,6 +170,12 @@ export async function setEgress(q: Queryable, tenantId: string, vmId: string, po
 }
 
 
+/** The harness a VM runs (its host decides which of its secrets are brokered); undefined for no such VM. */
+export async function harnessOf(q: Queryable, vmId: string): Promise<string | undefined> {
+  const [row] = await q.query<{ harness: string }>('SELECT harness FROM vms WHERE vm_id = $1', [vmId]);
+  return row?.harness;
+}
+
 /** What the gateway applies to a VM's next connection; null for a VM that is gone. */
 export async function egressOf(q: Queryable, vmId: string): Promise<EgressPolicy | null> {
   const [row] = await q.query<{ egress: EgressPolicy }>('SELECT egress FROM vms WHERE vm_id = $1 AND deleted_at IS NULL', [vmId]);

@@ -4,6 +4,7 @@
  */
 import type { Db } from '../../store/db.ts';
 import * as egressStore from '../../store/egress.ts';
+import * as vmStore from '../../store/vms.ts';
 import { brokeredNames } from '../../harness/providers.ts';
 import type { SecretBox } from './secretBox.ts';
 import type { SecretsOutcome } from '../../domain/runs.ts';
@@ -23,8 +24,7 @@ export class HostCredentials {
    * sealed keys. A brokered name is always removed from the guest, so no earlier value stays there.
    */
   async apply(vmId: string, set: Record<string, string | null>, guest: (set: Record<string, string | null>) => Promise<string[]>): Promise<SecretsOutcome> {
-    const [vm] = await this.db.query<{ harness: string }>('SELECT harness FROM vms WHERE vm_id = $1', [vmId]);
-    const brokerable = new Set(brokeredNames(vm?.harness ?? ''));
+    const brokerable = new Set(brokeredNames((await vmStore.harnessOf(this.db, vmId)) ?? ''));
     const toGuest: Record<string, string | null> = {};
     const toBroker: Record<string, string | null> = {};
     for (const [name, value] of Object.entries(set)) {

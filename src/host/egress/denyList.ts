@@ -7,7 +7,7 @@
 import { BlockList, isIP } from 'node:net';
 import os from 'node:os';
 
-const V4: Array<[string, number, string]> = [
+const RANGES: Array<[string, number, string]> = [
   ['0.0.0.0', 8, 'this network'],
   ['10.0.0.0', 8, 'private (RFC 1918)'],
   ['100.64.0.0', 10, 'shared address space'],
@@ -19,8 +19,6 @@ const V4: Array<[string, number, string]> = [
   ['198.18.0.0', 15, 'benchmarking'],
   ['224.0.0.0', 4, 'multicast'],
   ['240.0.0.0', 4, 'reserved and broadcast'],
-];
-const V6: Array<[string, number, string]> = [
   ['::', 128, 'unspecified'],
   ['::1', 128, 'loopback'],
   ['fc00::', 7, 'unique local'],
@@ -28,25 +26,13 @@ const V6: Array<[string, number, string]> = [
   ['ff00::', 8, 'multicast'],
 ];
 
-function buildList(): { list: BlockList; labels: Array<{ list: BlockList; label: string }> } {
+/** One block list per range, so that a refusal can say which range. */
+const FIXED = RANGES.map(([net, prefix, label]) => {
   const list = new BlockList();
-  const labels: Array<{ list: BlockList; label: string }> = [];
-  for (const [net, prefix, label] of V4) {
-    const one = new BlockList();
-    one.addSubnet(net, prefix, 'ipv4');
-    list.addSubnet(net, prefix, 'ipv4');
-    labels.push({ list: one, label });
-  }
-  for (const [net, prefix, label] of V6) {
-    const one = new BlockList();
-    one.addSubnet(net, prefix, 'ipv6');
-    list.addSubnet(net, prefix, 'ipv6');
-    labels.push({ list: one, label });
-  }
-  return { list, labels };
-}
-
-const FIXED = buildList();
+  const type = isIP(net) === 4 ? 'ipv4' : 'ipv6';
+  list.addSubnet(net, prefix, type);
+  return { list, type, label };
+});
 
 /** The IPv4 address inside an IPv6 one that embeds it (::ffff:a.b.c.d, 64:ff9b::/96, 2002::/16), else null. */
 export function embeddedV4(addr: string): string | null {
@@ -83,7 +69,8 @@ export class DenyList {
     const inner = family === 6 ? embeddedV4(addr) : null;
     if (inner) return this.reason(inner);
     const type = family === 4 ? 'ipv4' : 'ipv6';
-    if (FIXED.list.check(addr, type)) return FIXED.labels.find((l) => l.list.check(addr, type))!.label;
+    const range = FIXED.find((r) => r.type === type && r.list.check(addr, type));
+    if (range) return range.label;
     if (this.ownAddresses().has(addr.toLowerCase())) return "the host's own address";
     return null;
   }

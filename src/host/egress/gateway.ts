@@ -174,10 +174,7 @@ export class EgressGateway {
     const port = Number(m[2]);
     const t = await this.target(vmId, host, await vmStore.egressOf(this.d.db, vmId));
     const tally = this.logged(vmId, host, port, t.ok, t.ok ? 'allowed' : t.reason);
-    if (!t.ok) {
-      this.finish(tally);
-      return refuseSocket(client, t.status, t.status === 403 ? `agentvm egress policy denies ${host}` : `agentvm egress: ${host}: ${t.reason}`);
-    }
+    if (!t.ok) return (this.finish(tally), refuseSocket(client, t.status, refusalText(host, t)));
     const upstream = net.connect({ host: t.address, port, timeout: CONNECT_TIMEOUT_MS });
     this.track(upstream);
     upstream.once('timeout', () => upstream.destroy(new Error('connect timed out')));
@@ -220,10 +217,7 @@ export class EgressGateway {
     const port = Number(url.port || 80);
     const t = await this.target(vmId, host, await vmStore.egressOf(this.d.db, vmId));
     const tally = this.logged(vmId, host, port, t.ok, t.ok ? 'allowed' : t.reason);
-    if (!t.ok) {
-      this.finish(tally);
-      return refuse(res, t.status, t.status === 403 ? `agentvm egress policy denies ${host}` : `agentvm egress: ${host}: ${t.reason}`);
-    }
+    if (!t.ok) return (this.finish(tally), refuse(res, t.status, refusalText(host, t)));
     this.forward(req, res, tally, { url, address: t.address, headers: forwardHeaders(req, url.host) });
   }
 
@@ -236,24 +230,22 @@ export class EgressGateway {
     url.searchParams.delete('key'); // Gemini's query-string key: the real one goes in a header
     const host = canonicalHost(url.hostname);
     const port = Number(url.port || (url.protocol === 'https:' ? 443 : 80));
+    const refused = (status: number, reason: string, text: string) => {
+      this.finish(this.logged(vmId, host, port, false, reason));
+      refuse(res, status, text);
+    };
     const policy = await vmStore.egressOf(this.d.db, vmId);
     const decision = policy ? decideName(policy, host) : { allowed: false, reason: 'the VM is gone' };
-    const key = decision.allowed ? await this.d.credentials.key(vmId, broker.env) : null;
-    const t: Target = !decision.allowed
-      ? { ok: false, status: 403, reason: decision.reason }
-      : key === null
-        ? { ok: false, status: 403, reason: `no brokered ${broker.env} on this VM` }
-        : await this.resolve(host);
-    const tally = this.logged(vmId, host, port, t.ok, t.ok ? `brokered ${broker.env}` : t.reason);
-    if (!t.ok) {
-      this.finish(tally);
-      if (decision.allowed && key === null) {
-        return refuse(res, 401, `agentvm egress: this VM has no ${broker.env}: set it with PUT /v1/api/vms/{id}/secrets (it is kept by the platform, never in the VM)`);
-      }
-      return refuse(res, t.status, t.status === 403 ? `agentvm egress policy denies ${host}` : `agentvm egress: ${host}: ${t.reason}`);
+    if (!decision.allowed) return refused(403, decision.reason, `agentvm egress policy denies ${host}`);
+    const key = await this.d.credentials.key(vmId, broker.env);
+    if (key === null) {
+      return refused(401, `no brokered ${broker.env} on this VM`, `agentvm egress: this VM has no ${broker.env}: set it with PUT /v1/api/vms/{id}/secrets (it is kept by the platform, never in the VM)`);
     }
+    const t = await this.resolve(host);
+    if (!t.ok) return refused(t.status, t.reason, refusalText(host, t));
+    const tally = this.logged(vmId, host, port, true, `brokered ${broker.env}`);
     const headers = forwardHeaders(req, url.host);
-    broker.authorize(headers, key!);
+    broker.authorize(headers, key);
     this.forward(req, res, tally, { url, address: t.address, headers });
   }
 
@@ -283,9 +275,7 @@ export class EgressGateway {
     req.on('data', (c: Buffer) => (tally.out += c.length));
     upstream.once('response', (up) => {
       upstream.setTimeout(0);
-      const headers = { ...up.headers };
-      for (const h of HOP_BY_HOP) delete headers[h];
-      res.writeHead(up.statusCode ?? 502, up.statusMessage, headers);
+      res.writeHead(up.statusCode ?? 502, up.statusMessage, withoutHopByHop(up.headers));
       up.on('data', (c: Buffer) => (tally.in += c.length));
       up.pipe(res);
       up.once('error', () => res.destroy());
@@ -313,11 +303,20 @@ export class EgressGateway {
   }
 }
 
-function forwardHeaders(req: http.IncomingMessage, host: string): http.OutgoingHttpHeaders {
-  const headers: http.OutgoingHttpHeaders = { ...req.headers };
-  for (const h of HOP_BY_HOP) delete headers[h];
-  headers.host = host;
+function withoutHopByHop(h: http.IncomingHttpHeaders): http.OutgoingHttpHeaders {
+  const headers: http.OutgoingHttpHeaders = { ...h };
+  for (const name of HOP_BY_HOP) delete headers[name];
   return headers;
+}
+
+/** A request's headers for the next hop, to `host`. */
+function forwardHeaders(req: http.IncomingMessage, host: string): http.OutgoingHttpHeaders {
+  return { ...withoutHopByHop(req.headers), host };
+}
+
+/** What a guest is told of a refused target: the policy's line, or why the target could not be reached. */
+function refusalText(host: string, t: { status: number; reason: string }): string {
+  return t.status === 403 ? `agentvm egress policy denies ${host}` : `agentvm egress: ${host}: ${t.reason}`;
 }
 
 /** A one-line text answer, and the connection closes (a refusal is never a hang). */
