@@ -45,7 +45,6 @@ export const BROKERS: readonly Broker[] = [
 ];
 
 export const brokerById = (id: string): Broker | undefined => BROKERS.find((b) => b.id === id);
-export const brokerByEnv = (name: string): Broker | undefined => BROKERS.find((b) => b.env === name);
 
 /** Where each provider's requests go: the operator's setting or the public API. */
 export type ProviderUrls = Record<Broker['id'], string>;
