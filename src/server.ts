@@ -103,12 +103,12 @@ async function compose(config: Config, db: Db, log: Logger): Promise<{ services:
   const core = buildCoreServices(db, { hostStaleMs: config.hostStaleMs });
   const domainOpts = {
     mailer: createMailer(config.smtpUrl, config.mailFrom, log),
-    runLimits: { timeoutMs: config.runTimeoutMs, maxOutputBytes: config.runOutputMaxBytes },
+    runLimits: { timeoutMs: config.runTimeoutMs, maxOutputBytes: config.runOutputMaxBytes, maxQueued: config.runQueueMax },
     providerUrls: config.providerUrls,
   };
   const rateLimit = { perSecond: config.rateLimitPerSecond, burst: config.rateLimitBurst };
   if (config.role === 'api') {
-    const remote = new RemoteHosts(db, config.internalToken!, config.hostStaleMs, log);
+    const remote = new RemoteHosts(db, config.internalToken!, log);
     const host = remoteVmHost(db, config.hostStaleMs);
     const services = buildServices(
       core,
@@ -183,6 +183,7 @@ export async function startServer(config: Config, log: Logger = createLogger(con
         setTimeout(() => s.closeAllConnections?.(), SHUTDOWN_GRACE_MS).unref();
       });
       await host.close(opts);
+      await services.runFeed.close();
       await db.close();
       await unlock();
       log.info('agentvm stopped');

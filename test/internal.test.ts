@@ -10,27 +10,22 @@ import { serve, type ServerType } from '@hono/node-server';
 import { Writable } from 'node:stream';
 import { buildInternalApp } from '../src/host/internalApp.ts';
 import { RemoteHosts } from '../src/replica/remoteHosts.ts';
-import { RunQueue } from '../src/host/runQueue.ts';
 import { ApiError } from '../src/domain/errors.ts';
 import { createLogger } from '../src/log.ts';
 import type { VmExecutor } from '../src/domain/runs.ts';
-import type { ExecResult } from '../src/guest/protocol.ts';
 import { freshDb } from './helpers.ts';
 
 const TOKEN = 'avm_internal_test_0123456789abcdefghijklmnopq';
 const log = createLogger('silent', new Writable({ write: (_c, _e, cb) => cb() }));
-const result: ExecResult = { exit_code: 0, signal: null, stdout: 'ok\n', stderr: '', stdout_truncated_bytes: 0, stderr_truncated_bytes: 0, timed_out: false, duration_ms: 3 };
 
-let gate: (() => void) | undefined;
-const queue = new RunQueue(0); // one run at a time, none waiting
+const kicked: string[] = [];
 const executor: VmExecutor = {
   harnesses: async (vmId) => (vmId === 'vm_up' ? ['echo'] : null),
-  run: (vmId, args) =>
-    queue.run(vmId, async () => {
-      if (args.argv[0] === 'explode') throw new Error('secret detail of the host');
-      if (args.argv[0] === 'wait') await new Promise<void>((r) => (gate = r));
-      return result;
-    }),
+  kickRuns: (vmId) => void kicked.push(vmId),
+  cancelRun: async (_vmId, runId) => {
+    if (runId === 'run_explode') throw new Error('secret detail of the host');
+    if (runId === 'run_gone') throw new ApiError('vm_not_running', 'the VM is stopped');
+  },
   setSecrets: async (_vmId, set) => ({ names: Object.keys(set).filter((k) => set[k] !== null && k !== 'BROKERED'), brokered: 'BROKERED' in set ? ['BROKERED'] : [] }),
 };
 const app = buildInternalApp({ token: TOKEN, executor, capture: () => undefined, probe: async () => ({ usable: true, accel: 'tcg', qemu: 'q', detail: 'ok' }), log });
@@ -45,14 +40,14 @@ test('the host validates every internal call and answers in the Error shape', as
   const badId = await call('GET', '/internal/vms/..%2Fetc/harnesses');
   assert.equal(badId.status, 400);
   assert.match((await badId.json()).message, /^id: /);
-  const badBody = await call('POST', '/internal/vms/vm_up/run', { args: { argv: [], timeout_ms: 1, max_output_bytes: 1 }, timeout_ms: 1 });
+  const badBody = await call('POST', '/internal/vms/vm_up/runs/cancel', { run_id: '../x' });
   assert.equal(badBody.status, 400);
-  assert.match((await badBody.json()).message, /^args\.argv: /);
+  assert.match((await badBody.json()).message, /^run_id: /);
   const extra = await call('POST', '/internal/vms/vm_up/secrets', { set: {}, also: 1 });
   assert.equal(extra.status, 400);
-  const malformed = await app.request('/internal/vms/vm_up/run', { method: 'POST', headers: { authorization: `Bearer ${TOKEN}` }, body: '{' });
+  const malformed = await app.request('/internal/vms/vm_up/runs/cancel', { method: 'POST', headers: { authorization: `Bearer ${TOKEN}` }, body: '{' });
   assert.deepEqual(await malformed.json(), { error: 'invalid_request', message: 'body: malformed JSON' });
-  const boom = await call('POST', '/internal/vms/vm_up/run', { args: { argv: ['explode'], timeout_ms: 1000, max_output_bytes: 10 }, timeout_ms: 1000 });
+  const boom = await call('POST', '/internal/vms/vm_up/runs/cancel', { run_id: 'run_explode' });
   assert.equal(boom.status, 500);
   assert.deepEqual(await boom.json(), { error: 'internal', message: '' });
   assert.equal((await call('GET', '/internal/nothing')).status, 404);
@@ -64,7 +59,7 @@ test('the host validates every internal call and answers in the Error shape', as
   assert.equal((await refused.json()).error, 'unavailable');
 });
 
-test("the replica passes a host's customer-facing answers on, and waits on a queued run as long as the host lives", async (t) => {
+test("the replica tells the host of queued runs and passes a host's customer-facing answers on", async (t) => {
   const server: ServerType = await new Promise((resolve) => {
     const s = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }, () => resolve(s));
   });
@@ -82,16 +77,15 @@ test("the replica passes a host's customer-facing answers on, and waits on a que
     `INSERT INTO vms (vm_id, tenant_id, host_id, plan, cycle, harness, vcpus, memory_mib, disk_gib, status, desired_state)
      VALUES ('vm_up', 'ten_a', 'host_a', 'starter', 'monthly', 'echo', 1, 1024, 10, 'running', 'running')`,
   );
-  const remote = new RemoteHosts(db, TOKEN, 30_000, log);
+  const remote = new RemoteHosts(db, TOKEN, log);
   assert.deepEqual(await remote.harnesses('vm_up'), ['echo']);
   assert.deepEqual(await remote.setSecrets('vm_up', { A: 'x', B: null, BROKERED: 'k' }), { names: ['A'], brokered: ['BROKERED'] });
-  const args = (argv0: string) => ({ argv: [argv0], timeout_ms: 1000, max_output_bytes: 10 });
-  const first = remote.run('vm_up', args('wait'), 1000);
-  await new Promise((r) => setTimeout(r, 100));
-  // The VM's one queue is on its host: a run beyond it is the host's 429, passed on as itself.
-  await assert.rejects(remote.run('vm_up', args('true'), 1000), (err: unknown) => err instanceof ApiError && err.code === 'rate_limited' && err.headers?.['Retry-After'] === '5');
-  gate!();
-  assert.deepEqual(await first, result);
+  remote.kickRuns('vm_up');
+  for (let i = 0; i < 100 && !kicked.length; i++) await new Promise((r) => setTimeout(r, 10));
+  assert.deepEqual(kicked, ['vm_up']);
+  await remote.cancelRun('vm_up', 'run_fine');
+  // The host's answer for a VM that is not running is the customer's: passed on as itself.
+  await assert.rejects(remote.cancelRun('vm_up', 'run_gone'), (err: unknown) => err instanceof ApiError && err.code === 'vm_not_running');
   // A host's internal failure stays the host's: the replica gets an error, not the host's detail.
-  await assert.rejects(remote.run('vm_up', args('explode'), 1000), (err: unknown) => !(err instanceof ApiError) && !String(err).includes('secret detail'));
+  await assert.rejects(remote.cancelRun('vm_up', 'run_explode'), (err: unknown) => !(err instanceof ApiError) && !String(err).includes('secret detail'));
 });

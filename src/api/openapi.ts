@@ -33,9 +33,16 @@ function responsesFor(op: Operation): RouteConfig['responses'] {
     [op.success.status]: {
       description: op.success.description,
       headers: requestIdHeader,
-      content: { 'application/json': { schema: op.success.schema } },
+      content: { [op.success.contentType ?? 'application/json']: { schema: op.success.schema } },
     },
   };
+  if (op.alsoAnswers) {
+    responses[op.alsoAnswers.status] = {
+      description: op.alsoAnswers.description,
+      headers: requestIdHeader,
+      content: { 'application/json': { schema: op.alsoAnswers.schema } },
+    };
+  }
   const byStatus = new Map<number, ErrorCode[]>();
   for (const code of new Set([...commonErrors(op), ...op.errors])) {
     const status = ERROR_STATUS[code];
@@ -69,8 +76,9 @@ function toRoute(op: Operation): RouteConfig {
               .max(255)
               .optional()
               .meta({ description: 'Replays the first response for the same key and body for 24 hours, charging once' }),
+            ...(op.headers?.shape ?? {}),
           })
-        : undefined,
+        : op.headers,
       body: op.body
         ? { required: op.body.required, content: { 'application/json': { schema: op.body.schema } } }
         : undefined,

@@ -23,6 +23,8 @@ export interface HandlerResult<T> {
   body: T;
   status?: number;
   headers?: Record<string, string>;
+  /** A response made whole by the handler (an event stream): sent as it is. */
+  response?: Response;
 }
 
 type AnyZod = z.ZodType;
@@ -46,7 +48,11 @@ export interface Operation<P extends AnyZod = AnyZod, Q extends AnyZod = AnyZod,
   params?: P;
   query?: Q;
   body?: { schema: B; required: boolean };
-  success: { status: 200 | 201; schema: R; description: string };
+  success: { status: 200 | 201; schema: R; description: string; /** default application/json */ contentType?: string };
+  /** Another success answer (an asynchronous start), for the document. */
+  alsoAnswers?: { status: 202; schema: AnyZod; description: string };
+  /** Request headers it reads, for the document (Idempotency-Key is added for money operations). */
+  headers?: z.ZodObject;
   /** Error codes this operation answers with beyond the ones every operation of its audience has. */
   errors: ErrorCode[];
   handler: (ctx: HandlerContext<z.output<P>, z.output<Q>, z.output<B>>) => Promise<HandlerResult<z.input<R>>>;
@@ -142,5 +148,6 @@ export async function runOperation(op: Operation, c: Context, services: Services
   // Most calls carry no query string: skip parsing one then, unless the operation has defaults to fill in.
   const query = op.query || c.req.url.includes('?') ? parseWith(op.query ?? NoQuery, c.req.query(), 'query') : {};
   const result = await op.handler({ c, services, principal, params, query, body });
+  if (result.response) return result.response;
   return c.json(result.body as object, (result.status ?? op.success.status) as 200, result.headers);
 }

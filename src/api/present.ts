@@ -3,7 +3,8 @@ import type { VmRow } from '../domain/vms.ts';
 import type { TemplateRow } from '../domain/templates.ts';
 import type { KeyRecord as KeyRow } from '../domain/keys.ts';
 import { getHarness } from '../harness/catalogue.ts';
-import type { KeyRecord, Template, Vm } from './schemas.ts';
+import type { RunRow } from '../store/runs.ts';
+import type { KeyRecord, Run, RunTaskResult, Template, Vm } from './schemas.ts';
 
 /** Row → response shapes. Dates become RFC 3339 UTC strings. */
 export const iso = (d: Date) => d.toISOString();
@@ -67,5 +68,47 @@ export function presentKey(k: KeyRow): z.input<typeof KeyRecord> {
     prefix: k.prefix,
     created_at: iso(k.created_at),
     last_used_at: isoOrNull(k.last_used_at),
+  };
+}
+
+/** A run (extension), as the Run schema has it. */
+export function presentRun(r: RunRow): z.input<typeof Run> {
+  return {
+    run_id: r.run_id,
+    vm_id: r.vm_id,
+    status: r.status,
+    task: r.task,
+    harness: r.harness,
+    model: r.model,
+    provider: r.provider,
+    exit_code: r.exit_code,
+    stdout: r.stdout,
+    stderr: r.stderr,
+    timed_out: r.timed_out,
+    duration_ms: r.duration_ms,
+    created_at: iso(r.created_at),
+    started_at: isoOrNull(r.started_at),
+    finished_at: isoOrNull(r.finished_at),
+  };
+}
+
+/** A finished run as the contract's answer to a run: the section-4 fields with its id and status. */
+export function presentRunResult(r: RunRow): z.input<typeof RunTaskResult> {
+  const finished = r.finished_at ?? r.created_at;
+  return {
+    run_id: r.run_id,
+    status: r.status,
+    vm_id: r.vm_id,
+    harness: r.harness,
+    model: r.model,
+    provider: r.provider,
+    exit_code: r.exit_code,
+    stdout: r.stdout ?? '',
+    stderr: r.stderr ?? '',
+    timed_out: r.timed_out ?? false,
+    duration_ms: r.duration_ms ?? 0,
+    // A run cancelled before it started ran for no time.
+    started_at: iso(r.started_at ?? finished),
+    finished_at: iso(finished),
   };
 }

@@ -17,6 +17,7 @@ import { listKeys, issueKey, revokeKey } from './operations/keys.ts';
 import { destroyVM, setVMSecrets } from './operations/extensions.ts';
 import { loginStart, loginComplete } from './operations/login.ts';
 import { setVMEgress, listVMEgress } from './operations/egress.ts';
+import { listVMRuns, getVMRun, cancelVMRun, streamVMRun } from './operations/runs.ts';
 import { createTenant, setCard, removeCard, addCredits } from './admin/tenants.ts';
 
 /** Every customer operation: the 19 of the contract, then the extensions. */
@@ -32,6 +33,10 @@ export const CUSTOMER_OPERATIONS: Operation[] = [
   restartVM,
   reprovisionVM,
   runVMTask,
+  listVMRuns,
+  getVMRun,
+  streamVMRun,
+  cancelVMRun,
   listTemplates,
   getTemplate,
   forkTemplate,

@@ -120,8 +120,14 @@ export const RunTaskRequest = z
   })
   .meta({ id: 'RunTaskRequest' });
 
+export const RunStatus = z
+  .enum(['queued', 'running', 'succeeded', 'failed', 'timed_out', 'cancelled', 'lost'])
+  .meta({ description: '`succeeded`: exit 0; `lost`: the guest went away under it (the VM stopped, restarted or crashed)' });
+
 export const RunTaskResult = z
   .object({
+    run_id: z.string().meta({ description: 'The run, kept with its output until the VM is destroyed (extension)' }),
+    status: RunStatus,
     vm_id: z.string(),
     harness: z.string(),
     model: z.string().nullable(),
@@ -135,6 +141,52 @@ export const RunTaskResult = z
     finished_at: timestamp,
   })
   .meta({ id: 'RunTaskResult' });
+
+export const Run = z
+  .object({
+    run_id: z.string(),
+    vm_id: z.string(),
+    status: RunStatus,
+    task: z.string(),
+    harness: z.string(),
+    model: z.string().nullable(),
+    provider: z.string().nullable(),
+    exit_code: z.int().nullable(),
+    stdout: z.string().nullable().meta({ description: 'What it printed (so far, while it runs; 4 MiB kept, then a truncation note); null while queued' }),
+    stderr: z.string().nullable().meta({ description: 'As `stdout`, for its standard error' }),
+    timed_out: z.boolean().nullable(),
+    duration_ms: z.int().nullable(),
+    created_at: timestamp,
+    started_at: timestamp.nullable(),
+    finished_at: timestamp.nullable(),
+  })
+  .meta({ id: 'Run', description: 'A run of a task in a VM (extension). Fields not known yet are null.' });
+
+export const RunList = z
+  .object({
+    data: z.array(Run),
+    total: z.int(),
+    has_more: z.boolean(),
+    next_offset: z.int().nullable(),
+  })
+  .meta({ id: 'RunList' });
+
+export const RunListQuery = z.strictObject({
+  limit: z.coerce.number().int().min(1).max(100).default(20).meta({ description: 'Page size, 1–100' }),
+  offset: z.coerce.number().int().min(0).max(1_000_000_000).default(0)
+    .meta({ type: 'integer', minimum: 0, maximum: 1_000_000_000, default: 0, description: 'Where the page starts' }),
+});
+
+export const RunParams = z.strictObject({
+  id: z.string().meta({ description: 'The VM' }),
+  run_id: z.string().meta({ description: 'The run' }),
+});
+
+export const RunEventStream = z.string().meta({
+  description:
+    'Server-sent events: `stdout` and `stderr` events (`data: {"text"}`), each with an increasing `id:`; then one `end` ' +
+    'event whose data is the finished Run, and the stream ends. Send `Last-Event-ID` to get only what came after that event.',
+});
 
 /** What a public capture took out of the copy (src/guest/scrub.ts). */
 const ScrubReport = z.object({

@@ -1,16 +1,22 @@
 import type { Clock } from './clock.ts';
 import type { Db } from '../store/db.ts';
-import { ApiError, invalid } from './errors.ts';
+import { ApiError, invalid, notFound } from './errors.ts';
 import type { VmService, VmRow } from './vms.ts';
 import { buildInvocation, type TaskInput } from '../harness/invoke.ts';
 import * as vmStore from '../store/vms.ts';
-import type { ExecResult, RunArgs } from '../guest/protocol.ts';
+import * as runStore from '../store/runs.ts';
+import { isFinished, type RunEventRow, type RunRow } from '../store/runs.ts';
+import { newId } from './ids.ts';
+import type { RunFeed, RunNews } from './runFeed.ts';
 
-/** What runs things inside a VM: the host's driver (in this process, or later on another host). */
+/** What runs things inside a VM: the host's side (in this process, or the VM's host from a replica). */
 export interface VmExecutor {
   /** Ids of the harnesses installed in the VM's guest; null when the VM is not up on its host. */
   harnesses(vmId: string): Promise<string[] | null>;
-  run(vmId: string, args: RunArgs, timeoutMs: number): Promise<ExecResult>;
+  /** Runs of the VM were queued: its host starts the next soon (it also looks every second). */
+  kickRuns(vmId: string): void;
+  /** Kills a running run's process group in its guest; the end is recorded as `cancelled`. */
+  cancelRun(vmId: string, runId: string): Promise<void>;
   /**
    * Sets (string) or removes (null) secrets: a harness's provider key is kept by the VM's host for its
    * gateway, the rest go into the guest. Answers the names the guest holds and those brokered.
@@ -28,32 +34,30 @@ export interface SecretsOutcome {
 export interface RunLimits {
   timeoutMs: number;
   maxOutputBytes: number;
+  /** Runs that may wait behind the one running on a VM; more are refused (429). */
+  maxQueued: number;
 }
 
-export interface RunResult {
-  vm_id: string;
-  harness: string;
-  model: string | null;
-  provider: string | null;
-  exit_code: number | null;
-  stdout: string;
-  stderr: string;
-  timed_out: boolean;
-  duration_ms: number;
-  started_at: Date;
-  finished_at: Date;
-}
+/** One thing a follower of a run sees: a piece of output, then the finished run. */
+export type RunEvent = ({ type: 'stdout' | 'stderr' } & { seq: number; text: string }) | { type: 'end'; run: RunRow };
 
 const notRunning = (vm: { status: string }) =>
   new ApiError('vm_not_running', `the VM is ${vm.status}`, 'start the VM and wait until it is running');
 
-/** Runs one harness task in a VM; the VM's host runs them one at a time, in the order they came (host/runQueue.ts). */
+/** How often a follower looks at the database even without news (news from another process may be lost). */
+const POLL_MS = 2000;
+
+/**
+ * Runs of harness tasks in VMs, as records: queued here (any replica), started in order and recorded
+ * by the VM's host (host/runRecorder.ts), followed from the database and the feed.
+ */
 export class RunService {
   /** `executor` reaches the guests (this process's host, or the VM's host from a replica); null where none is attached. */
   constructor(
     private readonly db: Db,
     private readonly clock: Clock,
     private readonly vms: VmService,
+    private readonly feed: RunFeed,
     private readonly limits: RunLimits,
     private readonly executor: VmExecutor | null = null,
   ) {}
@@ -68,52 +72,175 @@ export class RunService {
     return { vm, executor, installed };
   }
 
-  async run(tenantId: string, vmId: string, input: TaskInput): Promise<RunResult> {
+  /** Queues a run of the task; the VM's host starts it when the runs before it have ended. */
+  async start(tenantId: string, vmId: string, input: TaskInput): Promise<RunRow> {
     const { vm, executor, installed } = await this.runningVm(tenantId, vmId);
     const inv = buildInvocation(vm.harness, input, vm.brokered_secret_names);
     if (!installed.includes(vm.harness)) {
       throw invalid('harness', `harness ${vm.harness} is not installed in this VM's guest image, so it cannot run here`);
     }
-    return this.runNow(vm, executor, inv, input);
+    const runId = newId('run');
+    await this.db.transaction(async (tx) => {
+      // One queue per VM: its row's lock orders the count and the insert of concurrent requests.
+      const [locked] = await tx.query<{ status: string; boots: number }>('SELECT status, boots FROM vms WHERE vm_id = $1 FOR UPDATE', [vmId]);
+      if (locked.status !== 'running') throw notRunning(locked);
+      const waiting = await runStore.countQueued(tx, vmId);
+      if (waiting >= this.limits.maxQueued) {
+        throw new ApiError('rate_limited', `this VM already has ${waiting} runs waiting`, 'retry when a run has finished', { 'Retry-After': '5' });
+      }
+      await runStore.insert(tx, {
+        run_id: runId,
+        tenant_id: tenantId,
+        vm_id: vmId,
+        task: input.task,
+        harness: vm.harness,
+        model: input.model ?? null,
+        provider: input.provider ?? null,
+        argv: inv.argv,
+        env: inv.env,
+        timeout_ms: this.limits.timeoutMs,
+        max_output_bytes: this.limits.maxOutputBytes,
+        boots: locked.boots,
+        created_at: this.clock.now(),
+      });
+    });
+    executor.kickRuns(vmId);
+    return (await runStore.byId(this.db, runId))!;
   }
 
-  private async runNow(vm: VmRow, executor: VmExecutor, inv: { argv: string[]; env: Record<string, string> }, input: TaskInput): Promise<RunResult> {
-    let result: ExecResult;
-    try {
-      result = await executor.run(
-        vm.vm_id,
-        { argv: inv.argv, env: inv.env, timeout_ms: this.limits.timeoutMs, max_output_bytes: this.limits.maxOutputBytes },
-        this.limits.timeoutMs + 60_000,
-      );
-    } catch (err) {
-      if (err instanceof ApiError) throw err; // the host's own answer (its VM's queue is full, …)
-      // The guest went away under the run (stopped, restarted, crashed): it is not running, or it
-      // booted again meanwhile (a restart resumes in well under a second, before this check).
-      const [now] = await this.db.query<{ status: string; boots: number }>('SELECT status, boots FROM vms WHERE vm_id = $1', [vm.vm_id]);
-      const rebooted = now && now.boots !== vm.boots;
-      if (!now || rebooted || now.status !== 'running' || (await executor.harnesses(vm.vm_id).catch(() => null)) === null) {
-        throw new ApiError('vm_not_running', 'the VM stopped while the task ran', 'start the VM and run the task again');
-      }
-      // The guest runs on, but the run's answer was lost: its host's process restarted under it (an
-      // API replica's call to it was cut). Like a guest that went away: the run did not finish here.
-      throw new ApiError('vm_not_running', "the VM's host restarted while the task ran, so the run was lost", 'the task may have run in part; check the VM and run it again');
+  /** Queues a run and waits for its end. A run its guest lost answers 409 (the VM went away under it). */
+  async run(tenantId: string, vmId: string, input: TaskInput): Promise<RunRow> {
+    const queued = await this.start(tenantId, vmId, input);
+    const run = await this.waitFor(queued.run_id, this.limits.timeoutMs + 60_000);
+    if (run.status === 'lost') {
+      throw new ApiError('vm_not_running', `${run.status_reason ?? 'the VM went away under the run'} (run ${run.run_id})`, 'start the VM and run the task again; what it printed is kept in the run');
     }
-    const finishedAt = this.clock.now();
-    const note = (bytes: number) => (bytes > 0 ? `\n[agentvm: output truncated: ${bytes} more bytes were not kept]\n` : '');
-    return {
-      vm_id: vm.vm_id,
-      harness: vm.harness,
-      model: input.model ?? null,
-      provider: input.provider ?? null,
-      exit_code: result.exit_code,
-      stdout: result.stdout + note(result.stdout_truncated_bytes),
-      stderr: result.stderr + note(result.stderr_truncated_bytes),
-      timed_out: result.timed_out,
-      duration_ms: result.duration_ms,
-      // When the guest started it: a run may have waited in its VM's queue before.
-      started_at: new Date(finishedAt.getTime() - result.duration_ms),
-      finished_at: finishedAt,
+    return run;
+  }
+
+  async get(tenantId: string, vmId: string, runId: string): Promise<RunRow> {
+    await this.vms.get(tenantId, vmId);
+    const run = await runStore.get(this.db, tenantId, vmId, runId);
+    if (!run) throw notFound('run');
+    return run;
+  }
+
+  async list(tenantId: string, vmId: string, limit: number, offset: number): Promise<{ rows: RunRow[]; total: number }> {
+    await this.vms.get(tenantId, vmId);
+    return runStore.list(this.db, tenantId, vmId, limit, offset);
+  }
+
+  /** Cancels a queued run at once, a running one by killing its process group; a finished run is answered as it is. */
+  async cancel(tenantId: string, vmId: string, runId: string): Promise<RunRow> {
+    const run = await this.get(tenantId, vmId, runId);
+    if (isFinished(run.status)) return run;
+    if (await runStore.cancelQueued(this.db, tenantId, runId, this.clock.now())) {
+      await this.feed.publish({ run_id: runId, finished: true });
+      return (await runStore.byId(this.db, runId))!;
+    }
+    if (!this.executor) throw new ApiError('unavailable', 'no VM host is attached to this server', 'try again later', { 'Retry-After': '30' });
+    await this.executor.cancelRun(vmId, runId).catch((err: Error) => {
+      throw err instanceof ApiError ? err : notRunning({ status: 'not reachable on its host' });
+    });
+    return this.waitFor(runId, 10_000);
+  }
+
+  /** The run once it has ended, or as it is after `ms`. */
+  async waitFor(runId: string, ms: number): Promise<RunRow> {
+    const deadline = Date.now() + ms;
+    let wake: (() => void) | null = null;
+    const stop = this.feed.watch(runId, (news) => news.events === undefined && wake?.());
+    try {
+      for (;;) {
+        const run = (await runStore.byId(this.db, runId))!;
+        const left = deadline - Date.now();
+        if (isFinished(run.status) || left <= 0) return run;
+        await new Promise<void>((resolve) => {
+          wake = resolve;
+          setTimeout(resolve, Math.min(left, POLL_MS));
+        });
+      }
+    } finally {
+      stop();
+    }
+  }
+
+  /**
+   * Checks where a follower would start: `lastEventId` (the last event it saw) must be a number no
+   * further than the run has come. Answers the run.
+   */
+  async beginFollowing(tenantId: string, vmId: string, runId: string, lastEventId: string | undefined): Promise<{ run: RunRow; after: number }> {
+    const run = await this.get(tenantId, vmId, runId);
+    if (lastEventId === undefined) return { run, after: 0 };
+    if (!/^\d{1,10}$/.test(lastEventId.trim())) throw invalid('Last-Event-ID', 'must be the id of an event of this run (a whole number)');
+    const after = Number(lastEventId.trim());
+    if (after > run.last_seq) throw invalid('Last-Event-ID', `is ahead of the run: its last event so far is ${run.last_seq}`);
+    return { run, after };
+  }
+
+  /**
+   * Calls `send` with each event after `after`, in order, as it is stored; then with the finished run,
+   * and returns. Stops early when `signal` aborts.
+   */
+  async follow(runId: string, after: number, send: (e: RunEvent) => Promise<void> | void, signal: AbortSignal): Promise<void> {
+    let cursor = after;
+    const inbox: RunEventRow[] = [];
+    let readDb = true;
+    let wake: (() => void) | null = null;
+    const onNews = (news: RunNews) => {
+      if (news.events) inbox.push(...news.events);
+      else readDb = true; // a start, an end, or news from another process: read the rows
+      wake?.();
     };
+    const stop = this.feed.watch(runId, onNews);
+    const onAbort = () => wake?.();
+    signal.addEventListener('abort', onAbort);
+    const emit = async (e: RunEventRow) => {
+      cursor = e.seq;
+      await send({ type: e.stream, seq: e.seq, text: e.text });
+    };
+    try {
+      while (!signal.aborted) {
+        // What the feed brought, while it follows on without a gap; else the rows.
+        const news = inbox.splice(0);
+        for (const e of news) {
+          if (e.seq <= cursor) continue;
+          if (e.seq !== cursor + 1) {
+            readDb = true;
+            break;
+          }
+          await emit(e);
+        }
+        if (readDb) {
+          readDb = false;
+          for (;;) {
+            const rows = await runStore.eventsAfter(this.db, runId, cursor, 500);
+            for (const e of rows) await emit(e);
+            if (rows.length < 500 || signal.aborted) break;
+          }
+          const run = await runStore.byId(this.db, runId);
+          if (!run) return;
+          if (isFinished(run.status)) {
+            // Anything stored before the end that this follower has not seen yet.
+            for (const e of await runStore.eventsAfter(this.db, runId, cursor, 1_000_000)) await emit(e);
+            await send({ type: 'end', run });
+            return;
+          }
+        }
+        if (inbox.length || readDb) continue;
+        await new Promise<void>((resolve) => {
+          wake = resolve;
+          setTimeout(() => {
+            readDb = true;
+            resolve();
+          }, POLL_MS);
+        });
+        wake = null;
+      }
+    } finally {
+      stop();
+      signal.removeEventListener('abort', onAbort);
+    }
   }
 
   /** Sets or removes the VM's harness credentials inside its guest; the VM keeps only their names. */

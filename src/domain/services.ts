@@ -7,13 +7,14 @@ import { UsageService } from './usage.ts';
 import { VmService } from './vms.ts';
 import { HostService, HOST_STALE_MS } from './hosts.ts';
 import { RunService, type RunLimits, type VmExecutor } from './runs.ts';
+import { RunFeed } from './runFeed.ts';
 import { LoginService, type Mailer } from './login.ts';
 import { TemplateService } from './templates.ts';
 import { LedgerPaymentProvider, type PaymentProvider } from './payments.ts';
 import type { DriverProbe } from '../vmm/probe.ts';
 import type { ProviderUrls } from '../harness/providers.ts';
 
-export const DEFAULT_RUN_LIMITS: RunLimits = { timeoutMs: 30 * 60_000, maxOutputBytes: 4 * 1024 * 1024 };
+export const DEFAULT_RUN_LIMITS: RunLimits = { timeoutMs: 30 * 60_000, maxOutputBytes: 4 * 1024 * 1024, maxQueued: 16 };
 
 /** The domain, wired: what handlers call. */
 export interface Services {
@@ -26,6 +27,7 @@ export interface Services {
   vms: VmService;
   hosts: HostService;
   runs: RunService;
+  runFeed: RunFeed;
   login: LoginService;
   templates: TemplateService;
   driver: () => Promise<DriverProbe>;
@@ -37,6 +39,8 @@ export interface CoreServices {
   clock: Clock;
   billing: BillingService;
   hosts: HostService;
+  /** News of runs: the VM's host publishes, followers of a run wake. */
+  runFeed: RunFeed;
 }
 
 export function buildCoreServices(db: Db, opts: { clock?: Clock; payments?: PaymentProvider; hostStaleMs?: number } = {}): CoreServices {
@@ -46,6 +50,7 @@ export function buildCoreServices(db: Db, opts: { clock?: Clock; payments?: Paym
     clock,
     billing: new BillingService(db, clock, opts.payments ?? new LedgerPaymentProvider()),
     hosts: new HostService(db, clock, opts.hostStaleMs ?? HOST_STALE_MS),
+    runFeed: new RunFeed(db),
   };
 }
 
@@ -66,7 +71,7 @@ export function buildServices(
   host: VmHostPort,
   opts: { runLimits?: RunLimits; mailer?: Mailer; providerUrls?: ProviderUrls } = {},
 ): Services {
-  const { db, clock, billing, hosts } = core;
+  const { db, clock, billing, hosts, runFeed } = core;
   const keys = new KeyService(db, clock);
   const templates = new TemplateService(db, clock, host.capture ?? null);
   const vms = new VmService(db, clock, billing, hosts, templates, { onChange: host.vmsChanged, showLostHosts: host.showLostHosts, providerUrls: opts.providerUrls });
@@ -76,7 +81,7 @@ export function buildServices(
     tenants: new TenantService(db, clock, keys),
     usage: new UsageService(db, clock),
     vms,
-    runs: new RunService(db, clock, vms, opts.runLimits ?? DEFAULT_RUN_LIMITS, host.executor ?? null),
+    runs: new RunService(db, clock, vms, runFeed, opts.runLimits ?? DEFAULT_RUN_LIMITS, host.executor ?? null),
     login: new LoginService(db, clock, keys, opts.mailer ?? { send: async () => undefined }),
     templates,
     driver: host.driver,

@@ -12,6 +12,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { scrubTree } from './scrub.ts';
 import { ASSUME_PERL } from './assume.ts';
+import { GuestRuns } from './runs.ts';
 import {
   AGENT_PORT_NAME,
   AGENT_PROTOCOL_VERSION,
@@ -20,7 +21,8 @@ import {
   HARNESS_USER,
   SECRETS_FILE,
   WORKSPACE,
-  type RunArgs,
+  type RunAckArgs,
+  type RunStartArgs,
   type SecretsArgs,
   PERSIST_MOUNT,
   ASSUMED_FILE,
@@ -98,8 +100,8 @@ async function setSecrets(args: SecretsArgs): Promise<{ names: string[] }> {
   return { names: Object.keys(secrets).sort() };
 }
 
-/** A harness task: the harness user, the workspace, a plain environment plus the VM's secrets. */
-async function runHarness(args: RunArgs): Promise<ExecResult> {
+/** How a harness task runs: the harness user, the workspace, a plain environment plus the VM's secrets. */
+async function harnessSpawning(extraEnv: Record<string, string> | undefined) {
   await readAssumed();
   if (!persist.mounted) throw new Error('the persist disk is not mounted');
   const env: Record<string, string> = {
@@ -110,19 +112,45 @@ async function runHarness(args: RunArgs): Promise<ExecResult> {
     LANG: 'C.UTF-8',
     TERM: 'dumb',
     CI: '1',
-    ...(args.env ?? {}),
+    ...(extraEnv ?? {}),
     ...(await readSecrets()),
   };
-  return exec({
-    argv: args.argv,
-    cwd: WORKSPACE,
-    env,
-    uid: HARNESS_USER.uid,
-    gid: HARNESS_USER.gid,
-    timeout_ms: args.timeout_ms,
-    max_output_bytes: args.max_output_bytes,
-  });
+  return { cwd: WORKSPACE, env, uid: HARNESS_USER.uid, gid: HARNESS_USER.gid };
 }
+
+/**
+ * Everything the agent sends goes out one line after another, each whole: writes to the port from
+ * Node's thread pool could otherwise overtake one another or stop part way.
+ */
+let port: number | null = null;
+const outbox: Buffer[] = [];
+let writing = false;
+
+function send(msg: object): void {
+  if (port === null) return;
+  outbox.push(Buffer.from(`${JSON.stringify(msg)}\n`));
+  if (!writing) pump();
+}
+
+function pump(): void {
+  const buf = outbox.shift();
+  if (!buf || port === null) {
+    writing = false;
+    return;
+  }
+  writing = true;
+  const fd = port;
+  const writeFrom = (offset: number) =>
+    write(fd, buf, offset, buf.length - offset, null, (err, n) => {
+      if (err?.code === 'EAGAIN') return setTimeout(() => writeFrom(offset), 10);
+      if (err) log(`writing to the port: ${err.message}`);
+      else if (offset + n < buf.length) return writeFrom(offset + n);
+      pump();
+    });
+  writeFrom(0);
+}
+
+const runs = new GuestRuns(send, log);
 
 /** The harness programs are the image's: looked for once, when the agent starts. */
 let harnesses: Promise<string[]> | null = null;
@@ -248,8 +276,21 @@ async function handle(req: AgentRequest): Promise<unknown> {
       return { synced: true };
     case 'exec':
       return exec(req.args as ExecArgs);
-    case 'run':
-      return runHarness(req.args as RunArgs);
+    case 'run_start': {
+      const args = req.args as RunStartArgs;
+      return runs.start(args, await harnessSpawning(args.env));
+    }
+    case 'run_sync': {
+      const args = req.args as { run_id: string; after: number };
+      return runs.sync(args.run_id, args.after);
+    }
+    case 'run_ack': {
+      const args = req.args as RunAckArgs;
+      runs.ack(args.run_id, args.seq, args.done === true);
+      return { acked: true };
+    }
+    case 'run_cancel':
+      return runs.cancel((req.args as { run_id: string }).run_id);
     case 'secrets':
       return setSecrets(req.args as SecretsArgs);
     case 'freeze':
@@ -290,7 +331,7 @@ async function findPort(): Promise<string> {
  */
 function serve(device: string): Promise<never> {
   const fd = openSync(device, 'r+');
-  const send = (msg: AgentResponse) => write(fd, `${JSON.stringify(msg)}\n`, () => undefined);
+  port = fd;
   const buf = Buffer.alloc(64 * 1024);
   let buffered = '';
   let idle = 0;
@@ -303,8 +344,8 @@ function serve(device: string): Promise<never> {
     }
     if (typeof req?.id !== 'number') return;
     handle(req).then(
-      (result) => send({ id: req.id, ok: true, result }),
-      (err: Error) => send({ id: req.id, ok: false, error: err.message }),
+      (result) => send({ id: req.id, ok: true, result } satisfies AgentResponse),
+      (err: Error) => send({ id: req.id, ok: false, error: err.message } satisfies AgentResponse),
     );
   };
   return new Promise((_, reject) => {

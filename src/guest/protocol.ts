@@ -14,7 +14,7 @@ export const ROOT_SERIAL = 'root';
  */
 export const UPPER_MODEL = 'agentvm-root';
 export const PERSIST_MODEL = 'agentvm-persist';
-export const AGENT_PROTOCOL_VERSION = 4;
+export const AGENT_PROTOCOL_VERSION = 5;
 /** Where harness runs happen, on the persist disk, owned by the harness user. */
 export const WORKSPACE = '/persist/workspace';
 /** The harness user's home, on the persist disk: logins and tool settings survive restarts. */
@@ -30,6 +30,7 @@ export const HARNESS_PROGRAMS: Record<string, string> = {
   opencode: 'opencode',
   aider: 'aider',
   echo: 'agentvm-echo',
+  ticker: 'agentvm-ticker',
 };
 
 export interface AgentRequest {
@@ -167,7 +168,7 @@ export function parseKeyValues(text: string): Record<string, string> {
   return out;
 }
 
-/** `run`: one harness task as the harness user in the workspace, with the VM's secrets in its environment. */
+/** `run_start`: one harness task as the harness user in the workspace, with the VM's secrets in its environment. */
 export interface RunArgs {
   argv: string[];
   /** Extra non-secret variables the harness needs (provider switches and the like). */
@@ -175,6 +176,67 @@ export interface RunArgs {
   timeout_ms: number;
   max_output_bytes: number;
 }
+
+/**
+ * Runs the guest owns. `run_start` starts one (again: the same run, nothing new) and answers at once;
+ * what it prints goes to the host as `run_output` notifications, numbered from 1, and its end as one
+ * `run_end`. The guest keeps both until the host acknowledges them (`run_ack`), so a host that was
+ * away asks for what it missed (`run_sync`) and nothing is lost. A notification is a line with
+ * `event` and no numeric `id`.
+ */
+export interface RunStartArgs extends RunArgs {
+  run_id: string;
+}
+
+export type RunStream = 'stdout' | 'stderr';
+
+export interface RunChunk {
+  seq: number;
+  stream: RunStream;
+  text: string;
+}
+
+export interface RunOutputEvent extends RunChunk {
+  event: 'run_output';
+  run_id: string;
+}
+
+/** How a run ended, as its guest saw it. */
+export interface RunEnd {
+  exit_code: number | null;
+  signal: string | null;
+  timed_out: boolean;
+  cancelled: boolean;
+  duration_ms: number;
+  /** ms from the start to the first byte of output; null when it printed nothing. */
+  first_output_ms: number | null;
+}
+
+export interface RunEndEvent {
+  event: 'run_end';
+  run_id: string;
+  /** The seq of its last chunk (0: it printed nothing). */
+  last_seq: number;
+  end: RunEnd;
+}
+
+/** `run_sync`: what the guest still has of a run after `after`; `known: false` when it has no such run. */
+export interface RunSyncAnswer {
+  known: boolean;
+  chunks: RunChunk[];
+  last_seq: number;
+  end: RunEnd | null;
+}
+
+/** `run_ack`: the host has stored the run's chunks up to `seq`; `done`: and its end (the guest forgets the run). */
+export interface RunAckArgs {
+  run_id: string;
+  seq: number;
+  done?: boolean;
+}
+
+/** The line that says what was cut, at the end of a stream that passed its cap. */
+export const truncationNote = (bytes: number) => `\n[agentvm: output truncated: ${bytes} more bytes were not kept]\n`;
 
 /** `secrets`: set (string) or remove (null) variables; answers the names now set. */
 export interface SecretsArgs {

@@ -62,6 +62,14 @@ const CATALOGUE: Omit<Harness, 'default'>[] = [
     auth: { mode: 'none', env: [], login_command: null },
     providers: [],
   },
+  {
+    id: 'ticker',
+    display_name: 'Ticker (diagnostic)',
+    description:
+      'Prints each line of its task on stdout, one line a second (the first at once), then exits 0: watch a run stream, cancel it or time it out without an LLM account.',
+    auth: { mode: 'none', env: [], login_command: null },
+    providers: [],
+  },
 ];
 
 const HARNESSES: Harness[] = CATALOGUE.map((h) => ({ ...h, default: h.id === DEFAULT_HARNESS }));

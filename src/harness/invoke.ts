@@ -140,6 +140,7 @@ const BUILDERS: Record<string, Builder> = {
   }),
   // The diagnostic harness reads its first argument literally.
   echo: ({ task }) => ({ argv: [HARNESS_PROGRAMS.echo, task], env: {} }),
+  ticker: ({ task }) => ({ argv: [HARNESS_PROGRAMS.ticker, task], env: {} }),
 };
 
 /**

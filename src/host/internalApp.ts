@@ -77,7 +77,14 @@ export function buildInternalApp(o: InternalAppOptions): Hono {
 
   const executor = () => o.executor!;
   route('harnesses', async (vmId) => ({ body: { harnesses: await executor().harnesses(vmId) } }));
-  route('run', async (vmId, { args, timeout_ms }) => ({ body: await executor().run(vmId, args, timeout_ms) }));
+  route('runs', async (vmId) => {
+    executor().kickRuns(vmId);
+    return { body: { kicked: true } };
+  });
+  route('cancelRun', async (vmId, { run_id }) => {
+    await executor().cancelRun(vmId, run_id);
+    return { body: { cancelled: true } };
+  });
   route('secrets', async (vmId, { set }) => ({ body: await executor().setSecrets(vmId, set) }));
   route('capture', async (templateId) => {
     o.capture!(templateId);

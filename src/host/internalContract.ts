@@ -9,23 +9,7 @@ import { z } from 'zod';
 export const VmIdParam = z.string().regex(/^vm_[A-Za-z0-9]+$/, 'a VM id');
 export const TemplateIdParam = z.string().regex(/^tpl_[A-Za-z0-9]+$/, 'a template id');
 
-export const RunArgsSchema = z.strictObject({
-  argv: z.array(z.string()).min(1),
-  env: z.record(z.string(), z.string()).optional(),
-  timeout_ms: z.number().int().positive(),
-  max_output_bytes: z.number().int().positive(),
-});
-
-export const ExecResultSchema = z.object({
-  exit_code: z.number().int().nullable(),
-  signal: z.string().nullable(),
-  stdout: z.string(),
-  stderr: z.string(),
-  stdout_truncated_bytes: z.number().int(),
-  stderr_truncated_bytes: z.number().int(),
-  timed_out: z.boolean(),
-  duration_ms: z.number(),
-});
+export const RunIdParam = z.string().regex(/^run_[A-Za-z0-9]+$/, 'a run id');
 
 export const INTERNAL_ROUTES = {
   harnesses: {
@@ -35,12 +19,21 @@ export const INTERNAL_ROUTES = {
     body: null,
     response: z.object({ harnesses: z.array(z.string()).nullable() }),
   },
-  run: {
+  /** Runs of the VM were queued: the host looks at them now (it also looks every second). */
+  runs: {
     method: 'post',
-    path: '/internal/vms/:id/run',
+    path: '/internal/vms/:id/runs',
     params: VmIdParam,
-    body: z.strictObject({ args: RunArgsSchema, timeout_ms: z.number().int().positive() }),
-    response: ExecResultSchema,
+    body: null,
+    response: z.object({ kicked: z.literal(true) }),
+  },
+  /** Kills a running run's process group in its guest; its end is recorded as `cancelled`. */
+  cancelRun: {
+    method: 'post',
+    path: '/internal/vms/:id/runs/cancel',
+    params: VmIdParam,
+    body: z.strictObject({ run_id: RunIdParam }),
+    response: z.object({ cancelled: z.literal(true) }),
   },
   secrets: {
     method: 'post',

@@ -10,6 +10,7 @@ import type { BillingService } from '../domain/billing.ts';
 import type { HostService } from '../domain/hosts.ts';
 import { meterVm } from '../domain/metering.ts';
 import * as vmStore from '../store/vms.ts';
+import * as runStore from '../store/runs.ts';
 import * as templateStore from '../store/templates.ts';
 import type { VmRecord } from '../store/vms.ts';
 import type { ExitInfo, QemuDriver, VmSpec } from '../vmm/qemu.ts';
@@ -247,6 +248,8 @@ export class Reconciler {
     if (row.desired_state === 'deleted') {
       await driver.destroy(row.vm_id);
       await vmStore.markDisksRemoved(db, row.vm_id, clock.now());
+      // Its runs' records and output go with it.
+      await runStore.deleteOfVm(db, row.vm_id);
       this.o.log.info({ vm_id: row.vm_id }, 'VM destroyed, disks removed');
       return DONE;
     }

@@ -15,6 +15,7 @@ import type { Db } from '../store/db.ts';
 import type { Clock } from '../domain/clock.ts';
 import type { BillingService } from '../domain/billing.ts';
 import type { HostService } from '../domain/hosts.ts';
+import type { RunFeed } from '../domain/runFeed.ts';
 import type { VmExecutor } from '../domain/runs.ts';
 import type { Logger } from '../log.ts';
 import { newId } from '../domain/ids.ts';
@@ -25,8 +26,7 @@ import { SnapshotStore } from '../vmm/snapshot.ts';
 import { PLANS } from '../domain/plans.ts';
 import { Reconciler } from './reconciler.ts';
 import { Capturer } from './capture.ts';
-import type { ExecResult } from '../guest/protocol.ts';
-import { RunQueue } from './runQueue.ts';
+import { RunRecorder } from './runRecorder.ts';
 import * as hostStore from '../store/hosts.ts';
 import * as vmStore from '../store/vms.ts';
 import { EgressGateway } from './egress/gateway.ts';
@@ -110,6 +110,7 @@ export interface LocalVmHostDeps {
   clock: Clock;
   billing: BillingService;
   hosts: HostService;
+  runFeed: RunFeed;
   log: Logger;
   /** Seals the provider keys this host's gateway brokers. */
   secrets: SecretBox;
@@ -142,6 +143,7 @@ export class LocalVmHost implements VmHost {
   readonly snapshots: SnapshotStore | null;
   readonly executor: VmExecutor;
   readonly gateway: EgressGateway;
+  readonly runs: RunRecorder;
   readonly capture: (templateId: string) => void;
   readonly imageReady: Promise<Image>;
   readonly prewarmed: Promise<void>;
@@ -195,10 +197,12 @@ export class LocalVmHost implements VmHost {
       image: () => this.image,
     });
     const driver = this.driver;
-    const runs = new RunQueue(config.runQueueMax);
+    const runs = new RunRecorder({ db: d.db, clock: d.clock, driver, hostId: d.hostId, feed: d.runFeed, log });
+    this.runs = runs;
     this.executor = {
       harnesses: async (vmId) => driver.facts(vmId)?.harnesses ?? null,
-      run: (vmId, args, timeoutMs) => runs.run(vmId, () => driver.request<ExecResult>(vmId, 'run', args, timeoutMs)),
+      kickRuns: (vmId) => runs.kick(vmId),
+      cancelRun: (vmId, runId) => runs.cancel(vmId, runId),
       setSecrets: (vmId, set) => credentials.apply(vmId, set, async (guest) => (await driver.request<{ names: string[] }>(vmId, 'secrets', { set: guest }, 30_000)).names),
     };
     this.capture = (templateId) => this.capturer.start(templateId);
@@ -232,6 +236,8 @@ export class LocalVmHost implements VmHost {
     const adopted = (async () => {
       await this.capturer.failInterrupted();
       await this.reconciler.start();
+      // Runs are followed once the VMs an earlier process left running are this process's again.
+      if (!this.closing) this.runs.start();
     })()
       .catch((err) => log.error({ err }, 're-adopting VMs failed'))
       .finally(() => this.pending.delete('re-adopting VMs'));
@@ -315,6 +321,7 @@ export class LocalVmHost implements VmHost {
     this.closing = true;
     await this.snapshots?.close();
     await this.capturer.settled();
+    await this.runs.stop();
     await this.reconciler.stop();
     // An adoption under way ends before the VMs are let go.
     await this.adopted;

@@ -122,8 +122,12 @@ interface Inputs {
   mirror: string;
   agentBundle: string;
   initScript: string;
-  echoHarness: string;
+  /** The diagnostic harnesses' programs (DIAGNOSTIC_PROGRAMS), in that order. */
+  diagnostics: string[];
 }
+
+/** The diagnostic harnesses' programs, in this repository (src/image/files), installed in /usr/local/bin. */
+const DIAGNOSTIC_PROGRAMS = ['agentvm-echo', 'agentvm-ticker'];
 
 function sha256(...parts: string[]): string {
   const h = createHash('sha256');
@@ -192,14 +196,14 @@ export async function bundleAgent(): Promise<string> {
 }
 
 async function inputs(): Promise<Inputs> {
-  const [kernel, mirror, agentBundle, initScript, echoHarness] = await Promise.all([
+  const [kernel, mirror, agentBundle, initScript, diagnostics] = await Promise.all([
     resolveKernelPackage(),
     debianMirror(),
     bundleAgent(),
     readFile(path.join(here, 'files/init.sh'), 'utf8'),
-    readFile(path.join(here, 'files/agentvm-echo'), 'utf8'),
+    Promise.all(DIAGNOSTIC_PROGRAMS.map((p) => readFile(path.join(here, 'files', p), 'utf8'))),
   ]);
-  return { kernelPackage: kernel.name, kernelVersion: kernel.version, mirror, agentBundle, initScript, echoHarness };
+  return { kernelPackage: kernel.name, kernelVersion: kernel.version, mirror, agentBundle, initScript, diagnostics };
 }
 
 function rootfsBaseKey(i: Inputs): string {
@@ -211,7 +215,7 @@ function harnessesKey(): string {
 }
 
 function imageIdOf(i: Inputs): string {
-  return sha256(String(BUILDER_VERSION), harnessesKey(), i.kernelPackage, i.kernelVersion, rootfsBaseKey(i), i.agentBundle, i.initScript, i.echoHarness, GUEST_MODULES.join(','), ROOTFS_SIZE).slice(0, 20);
+  return sha256(String(BUILDER_VERSION), harnessesKey(), i.kernelPackage, i.kernelVersion, rootfsBaseKey(i), i.agentBundle, i.initScript, ...i.diagnostics, GUEST_MODULES.join(','), ROOTFS_SIZE).slice(0, 20);
 }
 
 /** The id the current inputs make, whether or not it is built. */
@@ -483,8 +487,10 @@ export async function buildImage(imageDir: string, progress: Progress = () => un
   await mkdir(path.join(staging, 'persist'), { recursive: true });
   await writeFile(path.join(staging, 'opt/agentvm/agent.mjs'), i.agentBundle);
   await writeFile(path.join(staging, 'etc/agentvm-image'), `${id}\n`);
-  // The echo harness, and its counter on the root filesystem (the harness user writes it).
-  await writeFile(path.join(staging, 'usr/local/bin/agentvm-echo'), i.echoHarness, { mode: 0o755 });
+  // The diagnostic harnesses, and the echo's counter on the root filesystem (the harness user writes it).
+  for (const [n, program] of DIAGNOSTIC_PROGRAMS.entries()) {
+    await writeFile(path.join(staging, 'usr/local/bin', program), i.diagnostics[n], { mode: 0o755 });
+  }
   await mkdir(path.join(staging, 'var/lib/agentvm-echo'), { recursive: true });
   await chown(path.join(staging, 'var/lib/agentvm-echo'), GUEST_USER.uid, GUEST_USER.gid);
   // The harness programs, their trees and settings, over the root.
@@ -503,7 +509,7 @@ export async function buildImage(imageDir: string, progress: Progress = () => un
     packages: GUEST_PACKAGES,
     built_at: new Date().toISOString(),
     rootfs_bytes: (await stat(path.join(work, 'rootfs.ext4'))).size,
-    harnesses: { ...harnesses.installed, echo: ['agentvm-echo (in this repository)'] },
+    harnesses: { ...harnesses.installed, echo: ['agentvm-echo (in this repository)'], ticker: ['agentvm-ticker (in this repository)'] },
     unavailable: harnesses.unavailable,
   };
   await writeFile(path.join(work, 'manifest.json'), `${JSON.stringify(manifest, null, 2)}\n`);

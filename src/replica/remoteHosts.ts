@@ -1,5 +1,5 @@
 /**
- * The API replica's side of several machines: each run, secret change and capture goes to the host
+ * The API replica's side of several machines: each run's start and cancel, secret change and capture goes to the host
  * the VM's row names, through the internal endpoint declared in host/internalContract.ts. Rows
  * coordinate everything else (placement, desired state, leases, heartbeats).
  */
@@ -7,7 +7,6 @@ import type { z } from 'zod';
 import type { Db } from '../store/db.ts';
 import type { Logger } from '../log.ts';
 import type { SecretsOutcome, VmExecutor } from '../domain/runs.ts';
-import type { ExecResult, RunArgs } from '../guest/protocol.ts';
 import type { DriverProbe } from '../vmm/probe.ts';
 import { ApiError, ERROR_STATUS, type ErrorCode } from '../domain/errors.ts';
 import { INTERNAL_ROUTES, InternalErrorSchema, internalPath, type InternalRoute } from '../host/internalContract.ts';
@@ -26,8 +25,6 @@ export class RemoteHosts implements VmExecutor {
   constructor(
     private readonly db: Db,
     private readonly token: string,
-    /** A host silent this long is lost: a call waiting on it ends. */
-    private readonly staleMs: number,
     private readonly log: Logger,
   ) {}
 
@@ -36,30 +33,21 @@ export class RemoteHosts implements VmExecutor {
     return { url: row?.internal_url ?? null, hostId: row?.host_id ?? null };
   }
 
-  /** Whether the host still heartbeats (a call to it may wait as long as it does). */
-  private hostLive(hostId: string): Promise<boolean> {
-    return hostStore.isLive(this.db, hostId, new Date(Date.now() - this.staleMs));
-  }
-
   /**
    * One call to a host's route: the body and the answer checked against the contract. A host's error
-   * in the Error shape comes back as the same ApiError when the customer should see it. `until`:
-   * a fixed time limit, or `host` to wait as long as the host heartbeats (a run waits in its VM's queue).
+   * in the Error shape comes back as the same ApiError when the customer should see it.
    */
   private async call<R extends InternalRoute>(
     host: HostOf,
     route: R,
     id: string,
     body: unknown,
-    until: { ms: number } | 'host',
+    until: { ms: number },
   ): Promise<z.output<(typeof INTERNAL_ROUTES)[R]['response']>> {
     if (!host.url) throw new Error('the VM has no reachable host');
     const def = INTERNAL_ROUTES[route];
     const abort = new AbortController();
-    const watch =
-      until === 'host'
-        ? setInterval(() => void this.hostLive(host.hostId!).then((live) => live || abort.abort(new Error("the VM's host was lost"))), Math.max(1000, this.staleMs / 2))
-        : setTimeout(() => abort.abort(new Error(`the VM's host did not answer in ${until.ms} ms`)), until.ms);
+    const watch = setTimeout(() => abort.abort(new Error(`the VM's host did not answer in ${until.ms} ms`)), until.ms);
     try {
       const res = await fetch(`${host.url}${internalPath(route, id)}`, {
         method: def.method.toUpperCase(),
@@ -76,7 +64,6 @@ export class RemoteHosts implements VmExecutor {
       }
       return def.response.parse(json) as z.output<(typeof INTERNAL_ROUTES)[R]['response']>;
     } finally {
-      clearInterval(watch);
       clearTimeout(watch);
     }
   }
@@ -89,8 +76,13 @@ export class RemoteHosts implements VmExecutor {
     }
   }
 
-  async run(vmId: string, args: RunArgs, timeoutMs: number): Promise<ExecResult> {
-    return this.call(await this.hostOfVm(vmId), 'run', vmId, { args, timeout_ms: timeoutMs }, 'host');
+  /** Tells the VM's host that runs were queued; a host that does not hear finds them within a second. */
+  kickRuns(vmId: string): void {
+    void (async () => this.call(await this.hostOfVm(vmId), 'runs', vmId, undefined, { ms: 5000 }))().catch(() => undefined);
+  }
+
+  async cancelRun(vmId: string, runId: string): Promise<void> {
+    await this.call(await this.hostOfVm(vmId), 'cancelRun', vmId, { run_id: runId }, { ms: 10_000 });
   }
 
   async setSecrets(vmId: string, set: Record<string, string | null>): Promise<SecretsOutcome> {

@@ -13,6 +13,11 @@ export interface Queryable {
 
 export interface Db extends Queryable {
   readonly kind: 'pglite' | 'postgres';
+  /**
+   * Calls `fn` with the payload of each NOTIFY on `channel`, from any process on the same database.
+   * PostgreSQL only (an embedded database has one process: it has nothing to hear); answers how to stop.
+   */
+  listen?(channel: string, fn: (payload: string) => void): Promise<() => Promise<void>>;
   transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
   close(): Promise<void>;
 }
@@ -53,7 +58,35 @@ class PgliteDb implements Db {
 
 class PostgresDb implements Db {
   readonly kind = 'postgres' as const;
-  constructor(private readonly pool: pg.Pool) {}
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly url: string,
+  ) {}
+
+  /** One connection of its own, LISTENing; a lost connection is made again a second later. */
+  async listen(channel: string, fn: (payload: string) => void): Promise<() => Promise<void>> {
+    if (!/^[a-z_][a-z0-9_]*$/.test(channel)) throw new Error(`bad channel name ${channel}`);
+    let client: pg.Client | null = null;
+    let stopped = false;
+    const connect = async (): Promise<void> => {
+      const c = new pg.Client({ connectionString: this.url });
+      c.on('notification', (n) => n.channel === channel && fn(n.payload ?? ''));
+      c.on('error', () => undefined);
+      c.on('end', () => {
+        if (client === c) client = null;
+        if (!stopped) setTimeout(() => void connect().catch(() => undefined), 1000).unref();
+      });
+      await c.connect();
+      await c.query(`LISTEN ${channel}`);
+      if (stopped) await c.end();
+      else client = c;
+    };
+    await connect();
+    return async () => {
+      stopped = true;
+      await client?.end().catch(() => undefined);
+    };
+  }
 
   async query<T>(sql: string, params: unknown[] = []): Promise<T[]> {
     return (await this.pool.query(sql, params)).rows as T[];
@@ -113,7 +146,7 @@ export async function openDb(opts: OpenDbOptions): Promise<Db> {
     });
     // An idle client that loses its server must not crash the process; the next query reconnects.
     pool.on('error', () => undefined);
-    db = new PostgresDb(pool);
+    db = new PostgresDb(pool, opts.databaseUrl);
   } else {
     const dir = opts.pgliteDir ?? 'memory://';
     if (!dir.startsWith('memory://')) await mkdir(dir, { recursive: true });

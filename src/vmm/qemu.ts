@@ -257,6 +257,10 @@ export class QemuDriver extends EventEmitter {
       exited: machineEnded(pid, qmpCh, exitReason).then((reason) => ({ expected: handle.stopping, reason })),
     };
     this.handles.set(vmId, handle);
+    // The guest's notifications (lines with `event`): a run's output and end, for the host's recorder.
+    agent.on('message', (msg: Record<string, unknown>) => {
+      if (typeof msg.event === 'string') this.emit('agent-event', vmId, msg);
+    });
     void handle.exited.then((info) => {
       qmpCh.close();
       agent.close();

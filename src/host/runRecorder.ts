@@ -1,0 +1,283 @@
+/**
+ * The VM host's side of runs as records. For each VM here it starts the oldest queued run when none
+ * runs (whichever replica queued it), stores what the guest prints as it comes, acknowledges it to
+ * the guest (which keeps it until then), and ends the run as the guest says it ended. After a restart
+ * of this process it asks each guest for what it missed (`run_sync`); a run whose guest went away
+ * (the VM stopped, restarted or crashed) ends `lost` with what was stored.
+ *
+ * Each run's records are written by one chain at a time (a RunTrack), each VM's dispatch likewise.
+ */
+import type { Db } from '../store/db.ts';
+import type { Clock } from '../domain/clock.ts';
+import type { Logger } from '../log.ts';
+import type { RunFeed } from '../domain/runFeed.ts';
+import type { QemuDriver } from '../vmm/qemu.ts';
+import type { RunChunk, RunEnd, RunEndEvent, RunOutputEvent, RunStartArgs, RunSyncAnswer } from '../guest/protocol.ts';
+import * as runStore from '../store/runs.ts';
+import type { RunStatus, RunWork } from '../store/runs.ts';
+
+export interface RunRecorderOptions {
+  db: Db;
+  clock: Clock;
+  driver: QemuDriver;
+  hostId: string;
+  feed: RunFeed;
+  log: Logger;
+  /** How often every VM with unfinished runs is looked at (a missed kick, a guest gone quietly). */
+  sweepMs?: number;
+}
+
+/** One run being recorded in this process. */
+interface RunTrack {
+  runId: string;
+  vmId: string;
+  /** The last seq stored. */
+  stored: number;
+  /** Chunks heard, not yet stored. */
+  heard: RunChunk[];
+  end: { last_seq: number; end: RunEnd } | null;
+  /** Ask the guest for what it has (a gap, a start of following). */
+  resync: boolean;
+  busy: boolean;
+  again: boolean;
+}
+
+function statusOf(end: RunEnd): RunStatus {
+  if (end.cancelled) return 'cancelled';
+  if (end.timed_out) return 'timed_out';
+  return end.exit_code === 0 ? 'succeeded' : 'failed';
+}
+
+export class RunRecorder {
+  private readonly tracks = new Map<string, RunTrack>();
+  private readonly dispatching = new Map<string, { running: boolean; again: boolean }>();
+  private timer: NodeJS.Timeout | null = null;
+  private stopped = false;
+  private readonly onEvent = (vmId: string, msg: Record<string, unknown>) => this.heard(vmId, msg);
+  private readonly onExit = (vmId: string) => this.kick(vmId);
+
+  constructor(private readonly o: RunRecorderOptions) {}
+
+  /** Starts following: call once the VMs an earlier process left running are adopted. */
+  start(): void {
+    this.o.driver.on('agent-event', this.onEvent);
+    this.o.driver.on('exit', this.onExit);
+    this.timer = setInterval(() => void this.sweep(), this.o.sweepMs ?? 1000);
+    void this.sweep();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearInterval(this.timer);
+    this.o.driver.off('agent-event', this.onEvent);
+    this.o.driver.off('exit', this.onExit);
+    // Writes under way finish (the guest keeps anything not acknowledged for the next process).
+    for (let i = 0; i < 100 && ([...this.tracks.values()].some((t) => t.busy) || [...this.dispatching.values()].some((d) => d.running)); i++) {
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
+
+  /** Something changed for the VM's runs (one queued, the VM exited): look at them soon. */
+  kick(vmId: string): void {
+    if (this.stopped) return;
+    const d = this.dispatching.get(vmId) ?? { running: false, again: false };
+    this.dispatching.set(vmId, d);
+    if (d.running) {
+      d.again = true;
+      return;
+    }
+    d.running = true;
+    void (async () => {
+      do {
+        d.again = false;
+        await this.tend(vmId).catch((err) => this.o.log.warn({ err, vm_id: vmId }, 'tending runs failed'));
+      } while (d.again && !this.stopped);
+      d.running = false;
+      this.dispatching.delete(vmId);
+    })();
+  }
+
+  /** Kills a running run's process group in its guest; its end comes back as `cancelled`. */
+  async cancel(vmId: string, runId: string): Promise<void> {
+    await this.o.driver.request(vmId, 'run_cancel', { run_id: runId }, 5000);
+  }
+
+  private async sweep(): Promise<void> {
+    if (this.stopped) return;
+    const work = await runStore.unfinishedOnHost(this.o.db, this.o.hostId).catch(() => [] as RunWork[]);
+    for (const vmId of new Set(work.map((w) => w.vm_id))) this.kick(vmId);
+  }
+
+  /** The VM's unfinished runs: lost ones end, running ones are followed, the next queued one starts. */
+  private async tend(vmId: string): Promise<void> {
+    const { db, driver } = this.o;
+    const [vm] = await db.query<{ status: string; boots: number; host_id: string | null }>('SELECT status, boots, host_id FROM vms WHERE vm_id = $1', [vmId]);
+    if (!vm || vm.host_id !== this.o.hostId) return;
+    const up = driver.isRunning(vmId);
+    let running = false;
+    for (const run of await runStore.unfinishedOfVm(db, vmId)) {
+      if (this.stopped) return;
+      const rebooted = run.boots !== vm.boots;
+      if (run.status === 'running') {
+        if (!up || rebooted) await this.lose(run, rebooted ? 'the VM restarted under the run' : 'the VM stopped under the run');
+        else {
+          running = true;
+          this.follow(run);
+        }
+      } else if (!up || rebooted) {
+        await this.lose(run, 'the VM stopped before the run started');
+      } else if (!running && vm.status === 'running') {
+        running = await this.dispatch(run);
+      }
+    }
+  }
+
+  /** Starts a queued run in its guest (again, after a restart: the guest knows it by id). */
+  private async dispatch(run: RunWork): Promise<boolean> {
+    const track = this.track(run.run_id, run.vm_id, run.last_seq);
+    const args: RunStartArgs = { run_id: run.run_id, argv: run.argv, env: run.env, timeout_ms: run.timeout_ms, max_output_bytes: run.max_output_bytes };
+    try {
+      await this.o.driver.request(run.vm_id, 'run_start', args, 30_000);
+    } catch (err) {
+      this.tracks.delete(run.run_id);
+      // The guest is not answering: the next look decides (the VM may be stopping).
+      this.o.log.warn({ err, run_id: run.run_id, vm_id: run.vm_id }, 'starting a run in its guest failed');
+      return false;
+    }
+    if (!(await runStore.markRunning(this.o.db, run.run_id, this.o.clock.now()))) {
+      // Cancelled while it was being started.
+      this.tracks.delete(run.run_id);
+      await this.cancel(run.vm_id, run.run_id).catch(() => undefined);
+      return false;
+    }
+    void this.o.feed.publish({ run_id: run.run_id }).catch(() => undefined);
+    this.flush(track);
+    return true;
+  }
+
+  /** Follows a running run this process is not yet following: what the guest has comes first. */
+  private follow(run: RunWork): void {
+    if (this.tracks.has(run.run_id)) return;
+    const track = this.track(run.run_id, run.vm_id, run.last_seq);
+    track.resync = true;
+    this.flush(track);
+  }
+
+  private track(runId: string, vmId: string, stored: number): RunTrack {
+    let t = this.tracks.get(runId);
+    if (!t) {
+      t = { runId, vmId, stored, heard: [], end: null, resync: false, busy: false, again: false };
+      this.tracks.set(runId, t);
+    }
+    return t;
+  }
+
+  private heard(vmId: string, msg: Record<string, unknown>): void {
+    const t = typeof msg.run_id === 'string' ? this.tracks.get(msg.run_id) : undefined;
+    if (!t || t.vmId !== vmId) {
+      // Not followed here yet (this process just started): the next look follows it from the guest.
+      if (msg.event === 'run_output' || msg.event === 'run_end') this.kick(vmId);
+      return;
+    }
+    if (msg.event === 'run_output') {
+      const e = msg as unknown as RunOutputEvent;
+      t.heard.push({ seq: e.seq, stream: e.stream, text: e.text });
+    } else if (msg.event === 'run_end') {
+      const e = msg as unknown as RunEndEvent;
+      t.end = { last_seq: e.last_seq, end: e.end };
+    } else return;
+    this.flush(t);
+  }
+
+  /** Stores what is in order, asks the guest for what is missing, and ends the run when all is in. */
+  private flush(t: RunTrack): void {
+    if (t.busy) {
+      t.again = true;
+      return;
+    }
+    t.busy = true;
+    void (async () => {
+      try {
+        do {
+          t.again = false;
+          await this.step(t);
+        } while (t.again && !this.stopped && this.tracks.get(t.runId) === t);
+      } catch (err) {
+        this.o.log.warn({ err, run_id: t.runId }, 'recording a run failed; asking its guest again');
+        t.resync = true;
+        setTimeout(() => this.flush(t), 1000).unref();
+      } finally {
+        t.busy = false;
+      }
+    })();
+  }
+
+  private async step(t: RunTrack): Promise<void> {
+    const { db, driver, feed } = this.o;
+    t.heard.sort((a, b) => a.seq - b.seq);
+    t.heard = t.heard.filter((c) => c.seq > t.stored);
+    const gap = (t.heard.length > 0 && t.heard[0].seq !== t.stored + 1) || (t.end !== null && t.end.last_seq > t.stored && t.heard.length === 0);
+    if (t.resync || gap) {
+      t.resync = false;
+      const answer = await driver.request<RunSyncAnswer>(t.vmId, 'run_sync', { run_id: t.runId, after: t.stored }, 15_000);
+      if (!answer.known) {
+        this.tracks.delete(t.runId);
+        await this.lose({ run_id: t.runId, vm_id: t.vmId }, 'the guest no longer has the run (its VM booted again)');
+        return;
+      }
+      t.heard.push(...answer.chunks);
+      t.heard.sort((a, b) => a.seq - b.seq);
+      t.heard = t.heard.filter((c, i, all) => c.seq > t.stored && (i === 0 || all[i - 1].seq !== c.seq));
+      if (answer.end) t.end = { last_seq: answer.last_seq, end: answer.end };
+    }
+    // The chunks that follow the last stored one without a gap.
+    const batch: RunChunk[] = [];
+    for (const c of t.heard) {
+      if (c.seq !== t.stored + batch.length + 1) break;
+      batch.push(c);
+    }
+    if (batch.length) {
+      await db.transaction((tx) => runStore.appendEvents(tx, t.runId, batch));
+      t.stored = batch[batch.length - 1].seq;
+      t.heard = t.heard.slice(batch.length);
+      await feed.publish({ run_id: t.runId, events: batch });
+      void driver.request(t.vmId, 'run_ack', { run_id: t.runId, seq: t.stored }, 10_000).catch(() => undefined);
+    }
+    if (t.heard.length) t.again = true; // a gap: ask the guest on the next step
+    if (t.end && t.stored >= t.end.last_seq) {
+      const e = t.end.end;
+      await runStore.finish(db, t.runId, {
+        status: statusOf(e),
+        exit_code: e.exit_code,
+        timed_out: e.timed_out,
+        duration_ms: e.duration_ms,
+        first_output_ms: e.first_output_ms,
+        status_reason: e.cancelled ? 'cancelled' : e.timed_out ? `timed out after ${e.duration_ms} ms` : e.signal ? `killed by ${e.signal}` : null,
+        finished_at: this.o.clock.now(),
+      });
+      this.tracks.delete(t.runId);
+      await feed.publish({ run_id: t.runId, finished: true });
+      void driver.request(t.vmId, 'run_ack', { run_id: t.runId, seq: t.stored, done: true }, 10_000).catch(() => undefined);
+      this.kick(t.vmId); // the next queued run
+    }
+  }
+
+  /** The run's guest went away: it ends `lost` with what was stored. */
+  private async lose(run: { run_id: string; vm_id: string }, reason: string): Promise<void> {
+    this.tracks.delete(run.run_id);
+    const now = this.o.clock.now();
+    const ended = await runStore.finish(this.o.db, run.run_id, {
+      status: 'lost',
+      exit_code: null,
+      timed_out: false,
+      duration_ms: null,
+      first_output_ms: null,
+      status_reason: reason,
+      finished_at: now,
+    });
+    if (ended) {
+      this.o.log.info({ run_id: run.run_id, vm_id: run.vm_id, reason }, 'run lost');
+      await this.o.feed.publish({ run_id: run.run_id, finished: true });
+    }
+  }
+}
