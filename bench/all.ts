@@ -18,6 +18,7 @@ const BENCHES = [
   { id: 'lifecycle', file: 'vm.bench.ts', what: 'create → running from snapshots vs cold boots; idle memory; 20 at once' },
   { id: 'fork', file: 'fork.bench.ts', what: 'fork of a 1 GiB template vs an empty one' },
   { id: 'run', file: 'run.bench.ts', what: 'echo run through the API vs the guest agent directly' },
+  { id: 'runs', file: 'runs.bench.ts', what: 'a run live: first line at a watcher vs the guest; 50 watchers of one run' },
   { id: 'scaleout', file: 'scaleout.bench.ts', what: 'two API replicas and three hosts vs one host' },
   { id: 'egress', file: 'egress.bench.ts', what: 'the egress gateway: added latency and MiB/s from inside a VM vs the host' },
 ];

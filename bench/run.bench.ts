@@ -2,6 +2,8 @@
 // command sent straight to the guest agent, taken in turns in one run. Target: the platform adds at
 // most 50 ms at p50. Needs QEMU and a built image: AGENTVM_IMAGE_DIR (default /var/cache/agentvm/images).
 import { buildInvocation } from '../src/harness/invoke.ts';
+import { newId } from '../src/domain/ids.ts';
+import type { RunEndEvent } from '../src/guest/protocol.ts';
 import { pct, report, row } from './report.ts';
 import { startBenchPlatform } from './platform.ts';
 
@@ -17,11 +19,28 @@ try {
   }
   const driver = server.host.driver!;
   const inv = buildInvocation('echo', { task: 'bench' });
+  /** The same command straight to the guest agent: run_start, then its run_end notification. */
+  const guestRun = async (): Promise<RunEndEvent> => {
+    const runId = newId('run');
+    const ended = new Promise<RunEndEvent>((resolve) => {
+      const on = (id: string, msg: Record<string, unknown>) => {
+        if (id === vmId && msg.event === 'run_end' && msg.run_id === runId) {
+          driver.off('agent-event', on);
+          resolve(msg as unknown as RunEndEvent);
+        }
+      };
+      driver.on('agent-event', on);
+    });
+    await driver.request(vmId, 'run_start', { run_id: runId, argv: inv.argv, env: inv.env, timeout_ms: 60_000, max_output_bytes: 4 << 20 }, 70_000);
+    const end = await ended;
+    await driver.request(vmId, 'run_ack', { run_id: runId, seq: end.last_seq, done: true }, 10_000);
+    return end;
+  };
   const direct: number[] = [];
   const viaApi: number[] = [];
   for (let i = 0; i < N + 3; i++) {
     let t = performance.now();
-    const d = await driver.request<{ exit_code: number }>(vmId, 'run', { argv: inv.argv, env: inv.env, timeout_ms: 60_000, max_output_bytes: 4 << 20 }, 70_000);
+    const d = (await guestRun()).end;
     const directMs = performance.now() - t;
     t = performance.now();
     const res = await fetch(`${base}/v1/api/vms/${vmId}/run`, { method: 'POST', headers: h, body: JSON.stringify({ task: 'bench' }) });

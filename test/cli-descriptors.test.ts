@@ -217,9 +217,13 @@ describe('the customer CLI from the operation descriptors', () => {
 });
 
 describe('the MCP tools from the operation descriptors', () => {
-  test('every operation a key can call is a tool, with a distinct name; a new one is named from its operationId', () => {
+  test('every operation a key can call is a tool (an event stream is not), with a distinct name; a new one is named from its operationId', () => {
     const ops = toolOperations();
-    assert.deepEqual(ops.map((o) => o.operationId).sort(), CUSTOMER_OPERATIONS.filter((o) => o.audience === 'customer').map((o) => o.operationId).sort());
+    const customer = CUSTOMER_OPERATIONS.filter((o) => o.audience === 'customer').map((o) => o.operationId);
+    assert.deepEqual(ops.map((o) => o.operationId).sort(), customer.filter((id) => id !== 'streamVMRun').sort());
+    for (const [id, name] of [['runVMTask', 'vm_run'], ['getVMRun', 'run_get'], ['listVMRuns', 'runs_list'], ['cancelVMRun', 'run_cancel']]) {
+      assert.equal(toolName(CUSTOMER_OPERATIONS.find((o) => o.operationId === id)!), name);
+    }
     assert.equal(new Set(ops.map(toolName)).size, ops.length);
     assert.equal(toolName(CUSTOMER_OPERATIONS.find((o) => o.operationId === 'createVM')!), 'vm_provision', "the contract's names stay");
     assert.equal(toolName(pauseVM), 'pause_vm');

@@ -9,7 +9,9 @@ import type { Mailer } from '../src/domain/login.ts';
 import { buildCoreServices, buildServices, type Services } from '../src/domain/services.ts';
 import { buildApp } from '../src/api/app.ts';
 import { createLogger } from '../src/log.ts';
-import { randomBase62 } from '../src/domain/ids.ts';
+import { newId, randomBase62 } from '../src/domain/ids.ts';
+import * as runStore from '../src/store/runs.ts';
+import type { VmExecutor } from '../src/domain/runs.ts';
 import type { Clock } from '../src/domain/clock.ts';
 import type { DriverProbe } from '../src/vmm/probe.ts';
 
@@ -242,6 +244,38 @@ export async function insertVm(
       status === 'running' ? '10.0.2.15' : null, fields.deleted ? new Date() : null],
   );
   return vmId;
+}
+
+/**
+ * Runs a command line (not a harness task: the API runs only those) in a VM the way a run goes: a row
+ * in the runs table, started and recorded by the VM's host. Answers the finished run.
+ */
+export async function rawRun(
+  services: Services,
+  executor: VmExecutor,
+  vmId: string,
+  argv: string[],
+  o: { timeoutMs?: number; maxOutputBytes?: number } = {},
+): Promise<runStore.RunRow> {
+  const [vm] = await services.db.query<{ tenant_id: string; boots: number; harness: string }>('SELECT tenant_id, boots, harness FROM vms WHERE vm_id = $1', [vmId]);
+  const runId = newId('run');
+  await runStore.insert(services.db, {
+    run_id: runId,
+    tenant_id: vm.tenant_id,
+    vm_id: vmId,
+    task: argv.join(' '),
+    harness: vm.harness,
+    model: null,
+    provider: null,
+    argv,
+    env: {},
+    timeout_ms: o.timeoutMs ?? 60_000,
+    max_output_bytes: o.maxOutputBytes ?? 4 * 1024 * 1024,
+    boots: vm.boots,
+    created_at: new Date(),
+  });
+  executor.kickRuns(vmId);
+  return services.runs.waitFor(runId, (o.timeoutMs ?? 60_000) + 120_000);
 }
 
 /** A clock a test moves by hand (one per test: tests never share one). */

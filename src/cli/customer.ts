@@ -24,6 +24,7 @@ import { apiAction, customerClient } from './apiAction.ts';
 import { addCommands, type CommandEntry } from './operationCommands.ts';
 import { asRecord, asTable, print, record, table, type Out } from './output.ts';
 import { addWaitOptions, waitForVm } from './waitForVm.ts';
+import { renderRun, runsLogs, vmsRun } from './runs.ts';
 
 const VM_COLUMNS = ['vm_id', 'status', 'plan', 'tier', 'harness', 'ipv4', 'created_at'];
 
@@ -33,6 +34,7 @@ const GROUPS: Record<string, string> = {
   vms: 'your VMs',
   templates: 'the template gallery',
   keys: 'API keys',
+  runs: "a VM's task runs: list, inspect, follow, cancel",
 };
 
 const jsonOpt = () => new Option('--json', 'print JSON (for scripts)');
@@ -67,29 +69,6 @@ function vmsCreate(cmd: Command): void {
     for (const id of ids) done.push(await waitForVm(api, id, 'running', Number(o.timeout)));
     print(ids.length > 1 ? done : done[0], o, () => (ids.length > 1 ? table(done, VM_COLUMNS) : record(done[0])));
   }));
-}
-
-function vmsRun(cmd: Command): void {
-  cmd
-    .description("run one task with the VM's harness; prints the task's output")
-    .argument('<vm_id>')
-    .argument('<task...>')
-    .option('--model <model>', 'model for the harness')
-    .option('--provider <provider>', 'provider for the harness')
-    .addOption(jsonOpt())
-    .addHelpText('after', '\nExamples:\n  agentvm vms run vm_… "add a test for the parser"\n  agentvm vms run vm_… hello --json')
-    .action(apiAction(async (id: string, words: string[], o: Out & { model?: string; provider?: string }) => {
-      const body: Schemas['RunTaskRequest'] = { task: words.join(' ') };
-      if (o.model) body.model = o.model;
-      if (o.provider) body.provider = o.provider;
-      const r = await call((await customerClient()).POST('/v1/api/vms/{id}/run', { params: { path: { id } }, body }));
-      print(r, o, () => {
-        process.stdout.write(r.stdout);
-        process.stderr.write(r.stderr);
-        if (r.timed_out) process.stderr.write(`agentvm: the task timed out after ${r.duration_ms} ms\n`);
-        else if (r.exit_code !== 0) process.stderr.write(`agentvm: the task exited with ${r.exit_code}\n`);
-      });
-    }));
 }
 
 function vmsSecrets(cmd: Command): void {
@@ -235,6 +214,18 @@ const COMMANDS: CommandEntry[] = [
   { command: 'vms destroy', operationId: 'destroyVM' },
   { command: 'vms run', operationIds: ['runVMTask'], build: vmsRun },
   { command: 'vms secrets', operationIds: ['setVMSecrets'], build: vmsSecrets },
+  {
+    command: 'runs list',
+    operationId: 'listVMRuns',
+    render: asTable<Schemas['RunList']>(['run_id', 'status', 'exit_code', 'duration_ms', 'created_at', 'task'], {
+      rows: (page) => page.data.map((r) => ({ ...r, task: r.task.length > 40 ? `${r.task.slice(0, 37)}…` : r.task })),
+      footer: (page) => `${page.total} in all${page.has_more ? `; next page: --offset ${page.next_offset}` : ''}`,
+    }),
+    examples: ['agentvm runs list vm_…'],
+  },
+  { command: 'runs get', operationId: 'getVMRun', render: asRecord<Schemas['Run']>(renderRun), examples: ['agentvm runs get vm_… run_…'] },
+  { command: 'runs logs', operationIds: ['streamVMRun', 'getVMRun'], build: runsLogs },
+  { command: 'runs cancel', operationId: 'cancelVMRun', examples: ['agentvm runs cancel vm_… run_…'] },
   { command: 'vms egress', operationIds: ['getVM', 'setVMEgress'], build: vmsEgress },
   {
     command: 'vms egress-log',

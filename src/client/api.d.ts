@@ -169,9 +169,86 @@ export interface paths {
         put?: never;
         /**
          * Run one headless task with the VM's harness
-         * @description The server builds the command from the harness; the task is passed as one argument, never through a shell.
+         * @description The server builds the command from the harness; the task is passed as one argument, never through a shell. Runs of one VM go one at a time in the order they came. The run is a record (extension): it goes on if the client goes away, and `GET …/runs/{run_id}` or its event stream has it. With `Prefer: respond-async` the answer is 202 with the queued Run at once.
          */
         post: operations["runVMTask"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/api/vms/{id}/runs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A VM's runs, newest first (extension)
+         * @description Every run of the VM, queued, running or finished, with its output; kept until the VM is destroyed.
+         */
+        get: operations["listVMRuns"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/api/vms/{id}/runs/{run_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One run of a VM, with its output so far (extension) */
+        get: operations["getVMRun"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/api/vms/{id}/runs/{run_id}/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A run's output as server-sent events, live, then its end (extension)
+         * @description Output reaches the stream as the guest prints it. Any number of clients may follow one run; a finished run replays and ends. After a dropped connection, send the last `id:` seen as `Last-Event-ID` to go on exactly after it.
+         */
+        get: operations["streamVMRun"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/api/vms/{id}/runs/{run_id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel a run: a queued one never starts, a running one has its whole process group killed (extension)
+         * @description Answers the run once it has ended as `cancelled`; a run that had already finished is answered as it is.
+         */
+        post: operations["cancelVMRun"];
         delete?: never;
         options?: never;
         head?: never;
@@ -562,6 +639,13 @@ export interface components {
             };
         };
         RunTaskResult: {
+            /** @description The run, kept with its output until the VM is destroyed (extension) */
+            run_id: string;
+            /**
+             * @description `succeeded`: exit 0; `lost`: the guest went away under it (the VM stopped, restarted or crashed)
+             * @enum {string}
+             */
+            status: "queued" | "running" | "succeeded" | "failed" | "timed_out" | "cancelled" | "lost";
             vm_id: string;
             harness: string;
             model: string | null;
@@ -582,10 +666,52 @@ export interface components {
              */
             finished_at: string;
         };
+        /** @description A run of a task in a VM (extension). Fields not known yet are null. */
+        Run: {
+            run_id: string;
+            vm_id: string;
+            /**
+             * @description `succeeded`: exit 0; `lost`: the guest went away under it (the VM stopped, restarted or crashed)
+             * @enum {string}
+             */
+            status: "queued" | "running" | "succeeded" | "failed" | "timed_out" | "cancelled" | "lost";
+            task: string;
+            harness: string;
+            model: string | null;
+            provider: string | null;
+            exit_code: number | null;
+            /** @description What it printed (so far, while it runs; 4 MiB kept, then a truncation note); null while queued */
+            stdout: string | null;
+            /** @description As `stdout`, for its standard error */
+            stderr: string | null;
+            timed_out: boolean | null;
+            duration_ms: number | null;
+            /**
+             * Format: date-time
+             * @description RFC 3339 UTC timestamp
+             */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description RFC 3339 UTC timestamp
+             */
+            started_at: string | null;
+            /**
+             * Format: date-time
+             * @description RFC 3339 UTC timestamp
+             */
+            finished_at: string | null;
+        };
         RunTaskRequest: {
             task: string;
             model?: string;
             provider?: string;
+        };
+        RunList: {
+            data: components["schemas"]["Run"][];
+            total: number;
+            has_more: boolean;
+            next_offset: number | null;
         };
         TemplateList: {
             data: components["schemas"]["Template"][];
@@ -1792,7 +1918,10 @@ export interface operations {
     runVMTask: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description `respond-async`: answer 202 with the Run at once instead of waiting for its end (extension) */
+                Prefer?: string;
+            };
             path: {
                 /** @description A VM id (`vm_…`) */
                 id: string;
@@ -1814,6 +1943,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["RunTaskResult"];
+                };
+            };
+            /** @description The run, queued (with `Prefer: respond-async`) */
+            202: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Run"];
                 };
             };
             /** @description `invalid_request`: Malformed JSON, wrong type, unknown field or value out of range; `message` names the field */
@@ -1924,6 +2064,370 @@ export interface operations {
                     "X-Request-Id"?: string;
                     /** @description Seconds to wait */
                     "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listVMRuns: {
+        parameters: {
+            query?: {
+                /** @description Page size, 1–100 */
+                limit?: number;
+                /** @description Where the page starts */
+                offset?: number;
+            };
+            header?: never;
+            path: {
+                /** @description A VM id (`vm_…`) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of runs */
+            200: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunList"];
+                };
+            };
+            /** @description `invalid_request`: Malformed JSON, wrong type, unknown field or value out of range; `message` names the field */
+            400: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unauthorized`: Missing, malformed, unknown or revoked key; `message` is empty */
+            401: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found`: Unknown or unowned id; do not retry */
+            404: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `rate_limited`: Over the per-key rate; see Retry-After */
+            429: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `internal`: Unexpected server error; `message` is empty, the detail is logged under the request id */
+            500: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getVMRun: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The VM */
+                id: string;
+                /** @description The run */
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The run */
+            200: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Run"];
+                };
+            };
+            /** @description `invalid_request`: Malformed JSON, wrong type, unknown field or value out of range; `message` names the field */
+            400: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unauthorized`: Missing, malformed, unknown or revoked key; `message` is empty */
+            401: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found`: Unknown or unowned id; do not retry */
+            404: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `rate_limited`: Over the per-key rate; see Retry-After */
+            429: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `internal`: Unexpected server error; `message` is empty, the detail is logged under the request id */
+            500: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    streamVMRun: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The id of the last event seen: the stream starts after it */
+                "Last-Event-ID"?: string;
+            };
+            path: {
+                /** @description The VM */
+                id: string;
+                /** @description The run */
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The event stream */
+            200: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
+                };
+            };
+            /** @description `invalid_request`: Malformed JSON, wrong type, unknown field or value out of range; `message` names the field */
+            400: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unauthorized`: Missing, malformed, unknown or revoked key; `message` is empty */
+            401: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found`: Unknown or unowned id; do not retry */
+            404: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `rate_limited`: Over the per-key rate; see Retry-After */
+            429: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `internal`: Unexpected server error; `message` is empty, the detail is logged under the request id */
+            500: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    cancelVMRun: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The VM */
+                id: string;
+                /** @description The run */
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The run */
+            200: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Run"];
+                };
+            };
+            /** @description `invalid_request`: Malformed JSON, wrong type, unknown field or value out of range; `message` names the field */
+            400: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unauthorized`: Missing, malformed, unknown or revoked key; `message` is empty */
+            401: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `read_only_key`: A read key on a write */
+            403: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found`: Unknown or unowned id; do not retry */
+            404: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `vm_not_running`: The VM is not running */
+            409: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `rate_limited`: Over the per-key rate; see Retry-After */
+            429: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `internal`: Unexpected server error; `message` is empty, the detail is logged under the request id */
+            500: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
                     [name: string]: unknown;
                 };
                 content: {

@@ -79,33 +79,47 @@ export class RunService {
     if (!installed.includes(vm.harness)) {
       throw invalid('harness', `harness ${vm.harness} is not installed in this VM's guest image, so it cannot run here`);
     }
-    const runId = newId('run');
+    const run: RunRow & { boots: number } = {
+      run_id: newId('run'),
+      vm_id: vmId,
+      status: 'queued',
+      task: input.task,
+      harness: vm.harness,
+      model: input.model ?? null,
+      provider: input.provider ?? null,
+      exit_code: null,
+      stdout: null,
+      stderr: null,
+      timed_out: null,
+      duration_ms: null,
+      status_reason: null,
+      last_seq: 0,
+      first_output_ms: null,
+      created_at: this.clock.now(),
+      started_at: null,
+      finished_at: null,
+      boots: 0,
+    };
     await this.db.transaction(async (tx) => {
       // One queue per VM: its row's lock orders the count and the insert of concurrent requests.
-      const [locked] = await tx.query<{ status: string; boots: number }>('SELECT status, boots FROM vms WHERE vm_id = $1 FOR UPDATE', [vmId]);
+      const locked = await runStore.lockQueue(tx, vmId);
       if (locked.status !== 'running') throw notRunning(locked);
-      const waiting = await runStore.countQueued(tx, vmId);
-      if (waiting >= this.limits.maxQueued) {
-        throw new ApiError('rate_limited', `this VM already has ${waiting} runs waiting`, 'retry when a run has finished', { 'Retry-After': '5' });
+      if (locked.queued >= this.limits.maxQueued) {
+        throw new ApiError('rate_limited', `this VM already has ${locked.queued} runs waiting`, 'retry when a run has finished', { 'Retry-After': '5' });
       }
+      run.boots = locked.boots;
       await runStore.insert(tx, {
-        run_id: runId,
+        ...run,
         tenant_id: tenantId,
-        vm_id: vmId,
-        task: input.task,
-        harness: vm.harness,
-        model: input.model ?? null,
-        provider: input.provider ?? null,
         argv: inv.argv,
         env: inv.env,
         timeout_ms: this.limits.timeoutMs,
         max_output_bytes: this.limits.maxOutputBytes,
-        boots: locked.boots,
-        created_at: this.clock.now(),
       });
     });
     executor.kickRuns(vmId);
-    return (await runStore.byId(this.db, runId))!;
+    const { boots: _, ...row } = run;
+    return row;
   }
 
   /** Queues a run and waits for its end. A run its guest lost answers 409 (the VM went away under it). */

@@ -111,13 +111,11 @@ export class RunRecorder {
   /** The VM's unfinished runs: lost ones end, running ones are followed, the next queued one starts. */
   private async tend(vmId: string): Promise<void> {
     const { db, driver } = this.o;
-    const [vm] = await db.query<{ status: string; boots: number; host_id: string | null }>('SELECT status, boots, host_id FROM vms WHERE vm_id = $1', [vmId]);
-    if (!vm || vm.host_id !== this.o.hostId) return;
     const up = driver.isRunning(vmId);
     let running = false;
     for (const run of await runStore.unfinishedOfVm(db, vmId)) {
-      if (this.stopped) return;
-      const rebooted = run.boots !== vm.boots;
+      if (this.stopped || run.host_id !== this.o.hostId) return;
+      const rebooted = run.boots !== run.vm_boots;
       if (run.status === 'running') {
         if (!up || rebooted) await this.lose(run, rebooted ? 'the VM restarted under the run' : 'the VM stopped under the run');
         else {
@@ -126,7 +124,7 @@ export class RunRecorder {
         }
       } else if (!up || rebooted) {
         await this.lose(run, 'the VM stopped before the run started');
-      } else if (!running && vm.status === 'running') {
+      } else if (!running && run.vm_status === 'running') {
         running = await this.dispatch(run);
       }
     }
@@ -237,7 +235,7 @@ export class RunRecorder {
       batch.push(c);
     }
     if (batch.length) {
-      await db.transaction((tx) => runStore.appendEvents(tx, t.runId, batch));
+      await runStore.appendEvents(db, t.runId, batch);
       t.stored = batch[batch.length - 1].seq;
       t.heard = t.heard.slice(batch.length);
       await feed.publish({ run_id: t.runId, events: batch });

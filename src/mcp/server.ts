@@ -23,6 +23,9 @@ export const TOOL_NAMES: Record<string, string> = {
   restartVM: 'vm_restart',
   reprovisionVM: 'vm_reprovision',
   runVMTask: 'vm_run',
+  listVMRuns: 'runs_list',
+  getVMRun: 'run_get',
+  cancelVMRun: 'run_cancel',
   destroyVM: 'vm_destroy',
   setVMSecrets: 'vm_secrets_set',
   setVMEgress: 'vm_egress_set',
@@ -38,8 +41,10 @@ export const TOOL_NAMES: Record<string, string> = {
   revokeKey: 'key_revoke',
 };
 
-const DESTRUCTIVE = new Set(['destroyVM', 'revokeKey', 'restartVM', 'reprovisionVM', 'stopVM']);
-const IDEMPOTENT = new Set(['stopVM', 'startVM', 'setVMSecrets', 'setVMEgress', 'revokeKey', 'destroyVM']);
+const DESTRUCTIVE = new Set(['destroyVM', 'revokeKey', 'restartVM', 'reprovisionVM', 'stopVM', 'cancelVMRun']);
+const IDEMPOTENT = new Set(['stopVM', 'startVM', 'setVMSecrets', 'setVMEgress', 'revokeKey', 'destroyVM', 'cancelVMRun']);
+/** `vm_run` with `wait: false` answers the queued run at once (`Prefer: respond-async`). */
+const RUN_WAIT = z.boolean().optional().meta({ description: 'false: answer the queued run at once (follow it with run_get); default true: answer the finished run' });
 /** A body that is not an object of fields (the secrets map) goes under this argument. */
 const WHOLE_BODY: Record<string, string> = { setVMSecrets: 'secrets' };
 
@@ -55,6 +60,7 @@ function inputSchema(op: Operation): z.ZodObject {
       .optional()
       .meta({ description: 'Retry safely: the first answer for this key is replayed and the charge happens once' });
   }
+  if (op.operationId === 'runVMTask') shape.wait = RUN_WAIT;
   if (op.body) {
     const whole = WHOLE_BODY[op.operationId];
     if (whole) shape[whole] = op.body.schema as z.ZodType;
@@ -82,6 +88,9 @@ function request(op: Operation, args: Record<string, unknown>) {
   let body: Record<string, unknown> | undefined = op.body ? {} : undefined;
   for (const [k, v] of Object.entries(args)) {
     if (k === 'idempotency_key' && op.money) header['Idempotency-Key'] = String(v);
+    else if (k === 'wait' && op.operationId === 'runVMTask') {
+      if (v === false) header.Prefer = 'respond-async';
+    }
     else if (k in shapeOf(op.params)) path[k] = v;
     else if (k in shapeOf(op.query)) query[k] = v;
     else if (WHOLE_BODY[op.operationId] === k) body = v as Record<string, unknown>;
@@ -95,9 +104,9 @@ export function toolName(op: Operation): string {
   return TOOL_NAMES[op.operationId] ?? op.operationId.replace(/([a-z0-9])([A-Z])/g, '$1_$2').toLowerCase();
 }
 
-/** Every operation a key can call is a tool. */
+/** Every operation a key can call is a tool, but an event stream (a tool answers once: run_get has the run). */
 export function toolOperations(): Operation[] {
-  return CUSTOMER_OPERATIONS.filter((op) => op.audience === 'customer');
+  return CUSTOMER_OPERATIONS.filter((op) => op.audience === 'customer' && !op.success.contentType);
 }
 
 /** An MCP server whose tools call the API with `client` (which carries the caller's key). */

@@ -79,9 +79,13 @@ export async function insert(q: Queryable, r: NewRun): Promise<void> {
   );
 }
 
-export async function countQueued(q: Queryable, vmId: string): Promise<number> {
-  const [row] = await q.query<{ n: number }>(`SELECT count(*)::int AS n FROM runs WHERE vm_id = $1 AND status = 'queued'`, [vmId]);
-  return row.n;
+/** Locks the VM's row (runs are queued one after another) and answers its state and how many runs wait. */
+export async function lockQueue(q: Queryable, vmId: string): Promise<{ status: string; boots: number; queued: number }> {
+  const [row] = await q.query<{ status: string; boots: number; queued: number }>(
+    `SELECT status, boots, (SELECT count(*)::int FROM runs WHERE vm_id = $1 AND status = 'queued') AS queued FROM vms WHERE vm_id = $1 FOR UPDATE`,
+    [vmId],
+  );
+  return row;
 }
 
 export async function get(q: Queryable, tenantId: string, vmId: string, runId: string): Promise<RunRow | null> {
@@ -110,19 +114,21 @@ export function eventsAfter(q: Queryable, runId: string, after: number, limit: n
   return q.query<RunEventRow>(`SELECT seq, stream, text FROM run_events WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, [runId, after, limit]);
 }
 
-/** Stores chunks that follow the run's last stored one; answers whether the run was still unfinished. */
-export async function appendEvents(q: Queryable, runId: string, chunks: RunChunk[]): Promise<boolean> {
-  const values: unknown[] = [runId];
+/**
+ * Stores chunks that follow the run's last stored one, in one statement (atomic without a
+ * transaction of its own: the output path is the latency a watcher sees).
+ */
+export async function appendEvents(q: Queryable, runId: string, chunks: RunChunk[]): Promise<void> {
+  const values: unknown[] = [runId, chunks[chunks.length - 1].seq];
   const tuples = chunks.map((c, i) => {
     values.push(c.seq, c.stream, c.text);
-    return `($1, $${i * 3 + 2}, $${i * 3 + 3}, $${i * 3 + 4})`;
+    return `($1, $${i * 3 + 3}::int, $${i * 3 + 4}, $${i * 3 + 5})`;
   });
-  await q.query(`INSERT INTO run_events (run_id, seq, stream, text) VALUES ${tuples.join(', ')} ON CONFLICT DO NOTHING`, values);
-  const updated = await q.query(`UPDATE runs SET last_seq = $2 WHERE run_id = $1 AND last_seq < $2 AND status IN ('queued', 'running') RETURNING run_id`, [
-    runId,
-    chunks[chunks.length - 1].seq,
-  ]);
-  return updated.length > 0;
+  await q.query(
+    `WITH stored AS (INSERT INTO run_events (run_id, seq, stream, text) VALUES ${tuples.join(', ')} ON CONFLICT DO NOTHING)
+     UPDATE runs SET last_seq = $2 WHERE run_id = $1 AND last_seq < $2`,
+    values,
+  );
 }
 
 /** Every unfinished run of the VMs a host has, oldest first. */
@@ -135,10 +141,13 @@ export function unfinishedOnHost(q: Queryable, hostId: string): Promise<RunWork[
   );
 }
 
-export function unfinishedOfVm(q: Queryable, vmId: string): Promise<RunWork[]> {
-  return q.query<RunWork>(
-    `SELECT run_id, vm_id, status, boots, last_seq, argv, env, timeout_ms, max_output_bytes
-     FROM runs WHERE status IN ('queued', 'running') AND vm_id = $1 ORDER BY queue_seq`,
+/** A VM's unfinished runs, oldest first, each with the VM's state now. */
+export function unfinishedOfVm(q: Queryable, vmId: string): Promise<Array<RunWork & { vm_status: string; vm_boots: number; host_id: string | null }>> {
+  return q.query(
+    `SELECT r.run_id, r.vm_id, r.status, r.boots, r.last_seq, r.argv, r.env, r.timeout_ms, r.max_output_bytes,
+       v.status AS vm_status, v.boots AS vm_boots, v.host_id
+     FROM runs r JOIN vms v ON v.vm_id = r.vm_id
+     WHERE r.status IN ('queued', 'running') AND r.vm_id = $1 ORDER BY r.queue_seq`,
     [vmId],
   );
 }
