@@ -15,6 +15,7 @@ import { promisify } from 'node:util';
 import pg from 'pg';
 import { randomBase62 } from '../src/domain/ids.ts';
 import { killQemusUnder, qemuPidsUnder, until } from './helpers.ts';
+import { readRunStream } from '../src/client/runEvents.ts';
 
 const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;
 const pgUrl = process.env.AGENTVM_TEST_DATABASE_URL;
@@ -190,6 +191,17 @@ describe('several hosts and API replicas on one PostgreSQL', { skip }, () => {
     // kill -9 of one host: its VM shows host_unavailable; the others run on.
     const lostVm = vms.find((v) => hostOf.get(v) === hostIds.get('host1'))!;
     const otherVm = vms.find((v) => v !== lostVm)!;
+    // A 20-line ticker run on that VM, cut by the kill: its host follows it again once back. (Its
+    // command goes straight into the runs table: the VM's harness is echo.)
+    const ticks = Array.from({ length: 20 }, (_, i) => `tick ${i + 1}`);
+    const runId = `run_${randomBase62(22)}`;
+    const { rows: [owner] } = await db.query<{ tenant_id: string; boots: number }>('SELECT tenant_id, boots FROM vms WHERE vm_id = $1', [lostVm]);
+    await db.query(
+      `INSERT INTO runs (run_id, tenant_id, vm_id, status, task, harness, argv, env, timeout_ms, max_output_bytes, boots, created_at)
+       VALUES ($1, $2, $3, 'queued', 'ticks', 'echo', $4, '{}', 120000, 4194304, $5, now())`,
+      [runId, owner.tenant_id, lostVm, JSON.stringify(['agentvm-ticker', ticks.join('\n')]), owner.boots],
+    );
+    await until('three ticks stored', async () => ((await a1('GET', `/v1/api/vms/${lostVm}/runs/${runId}`)).body.stdout ?? '').split('\n').length > 3, 60_000);
     await kill9('host1');
     await until('the lost host shown', async () => (await a1('GET', `/v1/api/vms/${lostVm}`)).body.status_reason === 'host_unavailable', 30_000);
     assert.equal((await a1('GET', `/v1/api/vms/${otherVm}`)).body.status_reason, null);
@@ -206,6 +218,21 @@ describe('several hosts and API replicas on one PostgreSQL', { skip }, () => {
     // bug this catches (charging the loss) is off by the whole loss, over 3 s.
     assert.ok(m.metered >= m.running - m.lost - 1000, why);
     assert.ok(m.metered <= m.running - m.lost + 2000, why);
+    // The run cut by the kill ends as it would have: every line, once, in order; an API replica's
+    // event stream (the host's news reaches it by NOTIFY) replays them.
+    const ticked = await until('the cut run ends', async () => {
+      const r = (await a2('GET', `/v1/api/vms/${lostVm}/runs/${runId}`)).body;
+      return !['queued', 'running'].includes(r.status) && r;
+    }, 90_000);
+    assert.equal(ticked.status, 'succeeded', JSON.stringify(ticked));
+    assert.equal(ticked.stdout, `${ticks.join('\n')}\n`);
+    const seen: string[] = [];
+    const end = await readRunStream(
+      { baseUrl: `http://127.0.0.1:${procs.get('api1')!.port}`, key: tenant.api_key, vmId: lostVm, runId, after: 0, onOutput: (o) => seen.push(o.text) },
+      () => undefined,
+    );
+    assert.deepEqual(seen, ticks.map((t) => `${t}\n`));
+    assert.equal(end?.status, 'succeeded');
     const back = await a1('POST', `/v1/api/vms/${lostVm}/run`, { task: 'back again' });
     assert.equal(back.status, 200, JSON.stringify(back.body));
     assert.equal((await qemuPidsUnder(path.join(procs.get('host1')!.dir, 'vms', lostVm))).length, 1);
