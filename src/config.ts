@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { providerUrlsFromEnv, type ProviderUrls } from './harness/providers.ts';
 import { parsePins } from './domain/egress.ts';
+import { parseAllowHosts } from './domain/webhooks.ts';
 
 /** Every setting, with its environment variable. The README's configuration table mirrors this. */
 export interface Config {
@@ -49,6 +50,14 @@ export interface Config {
   hostVcpus?: number;
   hostMemoryMib?: number;
   hostDiskGib?: number;
+  /** Webhook hosts allowed http and private or loopback addresses (AGENTVM_WEBHOOK_ALLOW_HOSTS). */
+  webhookAllowHosts: Set<string>;
+  /** A webhook attempt without an answer in this long fails (AGENTVM_WEBHOOK_TIMEOUT_MS). */
+  webhookTimeoutMs: number;
+  /** The first webhook retry comes after about this long, doubling each time (AGENTVM_WEBHOOK_RETRY_BASE_MS). */
+  webhookRetryBaseMs: number;
+  /** How often idle stop, expiry and the event prune look (AGENTVM_LIFECYCLE_INTERVAL_MS). */
+  lifecycleIntervalMs: number;
 }
 
 function intFromEnv(name: string, fallback: number): number {
@@ -109,5 +118,9 @@ export function loadConfig(flags: { host?: string; port?: string | number; dataD
     hostVcpus: optionalInt('AGENTVM_HOST_VCPUS'),
     hostMemoryMib: optionalInt('AGENTVM_HOST_MEMORY_MIB'),
     hostDiskGib: optionalInt('AGENTVM_HOST_DISK_GIB'),
+    webhookAllowHosts: parseAllowHosts(process.env.AGENTVM_WEBHOOK_ALLOW_HOSTS),
+    webhookTimeoutMs: intFromEnv('AGENTVM_WEBHOOK_TIMEOUT_MS', 10_000),
+    webhookRetryBaseMs: intFromEnv('AGENTVM_WEBHOOK_RETRY_BASE_MS', 10_000),
+    lifecycleIntervalMs: intFromEnv('AGENTVM_LIFECYCLE_INTERVAL_MS', 5000),
   };
 }

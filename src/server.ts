@@ -13,6 +13,8 @@ import { createMailer } from './mail.ts';
 import { randomBase62 } from './domain/ids.ts';
 import { buildInternalApp } from './host/internalApp.ts';
 import { liveHostsProbe, RemoteHosts } from './replica/remoteHosts.ts';
+import { WebhookSender } from './jobs/webhookSender.ts';
+import { LifecycleJob } from './jobs/lifecycle.ts';
 
 /** How long a stopping server lets requests in flight finish before it closes their connections. */
 const SHUTDOWN_GRACE_MS = 5000;
@@ -105,6 +107,7 @@ async function compose(config: Config, db: Db, log: Logger): Promise<{ services:
     mailer: createMailer(config.smtpUrl, config.mailFrom, log),
     runLimits: { timeoutMs: config.runTimeoutMs, maxOutputBytes: config.runOutputMaxBytes, maxQueued: config.runQueueMax },
     providerUrls: config.providerUrls,
+    webhookAllowHosts: config.webhookAllowHosts,
   };
   const rateLimit = { perSecond: config.rateLimitPerSecond, burst: config.rateLimitBurst };
   if (config.role === 'api') {
@@ -169,6 +172,18 @@ export async function startServer(config: Config, log: Logger = createLogger(con
   log.info({ url, role: config.role, listen_ms: Math.round(process.uptime() * 1000) }, 'agentvm is listening');
   // Where the API replicas reach this host's internal endpoint.
   const started = host.start(config.role === 'host' ? { internalUrl: config.hostUrl ?? url } : {});
+  // Background work every process shares through claimed rows: webhook deliveries, idle stop, expiry, the event prune.
+  const sender = new WebhookSender({
+    db,
+    clock: services.clock,
+    log,
+    allowHosts: config.webhookAllowHosts,
+    timeoutMs: config.webhookTimeoutMs,
+    retryBaseMs: config.webhookRetryBaseMs,
+  });
+  sender.start();
+  const lifecycle = new LifecycleJob({ services, log, intervalMs: config.lifecycleIntervalMs });
+  lifecycle.start();
 
   let closing: Promise<void> | undefined;
   const close = (opts?: { stopVms?: boolean }) =>
@@ -182,6 +197,7 @@ export async function startServer(config: Config, log: Logger = createLogger(con
         s.closeIdleConnections?.();
         setTimeout(() => s.closeAllConnections?.(), SHUTDOWN_GRACE_MS).unref();
       });
+      await Promise.all([sender.stop(), lifecycle.stop()]);
       await host.close(opts);
       await services.runFeed.close();
       await db.close();

@@ -32,7 +32,7 @@ type AnyZod = z.ZodType;
 /** One operation: its contract (for the OpenAPI document and validation) and its handler. */
 export interface Operation<P extends AnyZod = AnyZod, Q extends AnyZod = AnyZod, B extends AnyZod = AnyZod, R extends AnyZod = AnyZod> {
   operationId: string;
-  method: 'get' | 'post' | 'put' | 'delete';
+  method: 'get' | 'post' | 'put' | 'patch' | 'delete';
   /** OpenAPI form, `{id}` for parameters. */
   path: string;
   summary: string;

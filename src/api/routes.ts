@@ -18,6 +18,10 @@ import { destroyVM, setVMSecrets } from './operations/extensions.ts';
 import { loginStart, loginComplete } from './operations/login.ts';
 import { setVMEgress, listVMEgress } from './operations/egress.ts';
 import { listVMRuns, getVMRun, cancelVMRun, streamVMRun } from './operations/runs.ts';
+import { listEvents } from './operations/events.ts';
+import { listLedger } from './operations/ledger.ts';
+import { updateVM } from './operations/updateVM.ts';
+import { createWebhook, listWebhooks, deleteWebhook, listWebhookDeliveries } from './operations/webhooks.ts';
 import { createTenant, setCard, removeCard, addCredits } from './admin/tenants.ts';
 
 /** Every customer operation: the 19 of the contract, then the extensions. */
@@ -50,6 +54,13 @@ export const CUSTOMER_OPERATIONS: Operation[] = [
   setVMSecrets,
   setVMEgress,
   listVMEgress,
+  updateVM,
+  listEvents,
+  createWebhook,
+  listWebhooks,
+  deleteWebhook,
+  listWebhookDeliveries,
+  listLedger,
   loginStart,
   loginComplete,
 ];

@@ -3,6 +3,7 @@ import { ERROR_CODES } from '../domain/errors.ts';
 import { PLAN_IDS, TIER_IDS, CYCLES } from '../domain/plans.ts';
 import { VM_STATUSES } from '../domain/vmState.ts';
 import { EGRESS_MODES, MAX_ALLOW_ENTRIES } from '../domain/egress.ts';
+import { EVENT_TYPES } from '../domain/eventTypes.ts';
 
 /** One place for every request and response shape: validation, serialisation and the OpenAPI document. */
 
@@ -85,10 +86,36 @@ export const Vm = z
       description: "The secrets the platform keeps and its gateway adds to the provider's requests; they never enter the guest (extension)",
     }),
     egress: Egress,
+    auto_stop_after_s: z.int().nullable().meta({
+      description: 'Stopped (status_reason `idle`) after this many seconds without a run, a shell or egress traffic; null: never (extension)',
+    }),
+    expires_at: timestamp.nullable().meta({ description: 'Destroyed at this time (status_reason `expired`); null: never (extension)' }),
+    cost_cents_month: z.int().meta({
+      description: "What the VM has cost since the calendar month began (UTC), from the ledger: plan charges and credits drawn for it (extension)",
+    }),
     created_at: timestamp,
     updated_at: timestamp,
   })
   .meta({ id: 'VM' });
+
+/** Idle stop and expiry as requests give them (create, fork, PATCH). */
+const autoStopAfter = z
+  .int()
+  .min(60)
+  .max(604_800)
+  .nullable()
+  .meta({ description: 'Stop the VM after this many seconds without a run, a shell or egress traffic (60–604800); null: never' });
+const expiresAt = z.iso
+  .datetime({ offset: true })
+  .nullable()
+  .meta({ description: 'Destroy the VM at this RFC 3339 time (in the future); null: never' });
+
+export const UpdateVmRequest = z
+  .strictObject({
+    auto_stop_after_s: autoStopAfter.optional(),
+    expires_at: expiresAt.optional(),
+  })
+  .meta({ id: 'UpdateVMRequest', description: 'Only these two fields; a field left out keeps its value, null clears it' });
 
 export const VmList = z.object({ data: z.array(Vm), total: z.int() }).meta({ id: 'VMList' });
 
@@ -100,6 +127,8 @@ export const CreateVmRequest = z
     tier: tier.optional().meta({ description: 'Prepaid usage tier instead of a flat plan; spot is required for count > 1' }),
     count: z.int().min(1).max(20).optional().meta({ description: 'How many VMs (a swarm, spot only); default 1' }),
     egress: Egress.optional().meta({ description: "Egress policy (extension); default: allowlist of the harness's provider API hosts" }),
+    auto_stop_after_s: autoStopAfter.optional(),
+    expires_at: expiresAt.optional(),
   })
   .meta({ id: 'CreateVMRequest' });
 
@@ -238,6 +267,8 @@ export const ForkRequest = z
   .strictObject({
     plan: plan.optional().meta({ description: "Plan for the new VM; default the template's" }),
     egress: Egress.optional().meta({ description: "Egress policy (extension); default: allowlist of the harness's provider API hosts" }),
+    auto_stop_after_s: autoStopAfter.optional(),
+    expires_at: expiresAt.optional(),
   })
   .meta({ id: 'ForkRequest' });
 
@@ -341,6 +372,99 @@ export const EgressLog = z
 export const EgressLogQuery = z.strictObject({
   limit: z.coerce.number().int().min(1).max(200).default(50).meta({ description: 'How many connections, 1–200' }),
 });
+
+export const EventType = z.enum(EVENT_TYPES).meta({ id: 'EventType' });
+
+export const Event = z
+  .object({
+    event_id: z.string().meta({ description: 'Unique; a webhook receiver dedupes on it (deliveries are at least once)' }),
+    type: EventType,
+    created_at: timestamp,
+    data: z.record(z.string(), z.unknown()).meta({
+      description: 'The object as the API presented it when the event happened: a VM (vm.*), a Run (run.finished), a Template (template.*), the Billing object (credits.low) or an API key (key.*)',
+    }),
+  })
+  .meta({ id: 'Event' });
+
+export const EventList = z
+  .object({ data: z.array(Event), has_more: z.boolean() })
+  .meta({ id: 'EventList', description: 'Oldest first after the cursor; events are kept 30 days' });
+
+export const EventListQuery = z.strictObject({
+  after: z.string().max(100).optional().meta({ description: 'An event id: only events after it (the last one a reader has seen)' }),
+  limit: z.coerce.number().int().min(1).max(200).default(50).meta({ description: 'How many events, 1–200' }),
+});
+
+const LedgerEntry = z
+  .object({
+    entry_id: z.string(),
+    kind: z.enum(['card_charge', 'credit_purchase', 'credit_draw']).meta({
+      description: '`card_charge`: the card on file was charged; `credit_purchase`: prepaid credits added; `credit_draw`: credits drawn for running time',
+    }),
+    amount_cents: z.int(),
+    credits_delta_cents: z.int().meta({ description: "The entry's effect on the prepaid balance" }),
+    vm_id: z.string().nullable(),
+    template_id: z.string().nullable(),
+    description: z.string(),
+    created_at: timestamp,
+  })
+  .meta({ id: 'LedgerEntry' });
+
+export const LedgerPage = z
+  .object({ data: z.array(LedgerEntry), total: z.int(), has_more: z.boolean(), next_offset: z.int().nullable() })
+  .meta({ id: 'LedgerPage', description: 'Newest first' });
+
+export const PageQuery = z.strictObject({
+  limit: z.coerce.number().int().min(1).max(100).default(20).meta({ description: 'Page size, 1–100' }),
+  offset: z.coerce.number().int().min(0).max(1_000_000_000).default(0)
+    .meta({ type: 'integer', minimum: 0, maximum: 1_000_000_000, default: 0, description: 'Where the page starts' }),
+});
+
+export const CreateWebhookRequest = z
+  .strictObject({
+    url: z.string().max(2048).meta({ description: 'https URL of a public address (hosts in AGENTVM_WEBHOOK_ALLOW_HOSTS may use http and loopback)' }),
+    events: z.array(z.string().max(100)).min(1).max(EVENT_TYPES.length).meta({ description: `Event types to deliver: ${EVENT_TYPES.join(', ')}` }),
+  })
+  .meta({ id: 'CreateWebhookRequest' });
+
+export const Webhook = z
+  .object({
+    webhook_id: z.string(),
+    url: z.string(),
+    events: z.array(EventType),
+    created_at: timestamp,
+  })
+  .meta({ id: 'Webhook' });
+
+export const CreatedWebhook = Webhook.extend({
+  secret: z.string().meta({ description: 'Signs every delivery (agentvm-signature); shown only here' }),
+}).meta({ id: 'CreatedWebhook' });
+
+export const WebhookList = z.object({ data: z.array(Webhook) }).meta({ id: 'WebhookList' });
+
+export const WebhookDelivery = z
+  .object({
+    delivery_id: z.string(),
+    event_id: z.string(),
+    event_type: EventType,
+    status: z.enum(['pending', 'delivered', 'failed']).meta({
+      description: '`pending`: not yet answered with a 2xx, retried with backoff; `delivered`: answered 2xx; `failed`: no 2xx in 24 hours',
+    }),
+    attempts: z.int(),
+    last_status_code: z.int().nullable().meta({ description: "The receiver's HTTP status at the last attempt; null when it did not answer" }),
+    last_error: z.string().nullable(),
+    last_attempt_at: timestamp.nullable(),
+    next_attempt_at: timestamp.nullable().meta({ description: 'When the next attempt is due; null once delivered or failed' }),
+    delivered_at: timestamp.nullable(),
+    created_at: timestamp,
+  })
+  .meta({ id: 'WebhookDelivery' });
+
+export const WebhookDeliveryPage = z
+  .object({ data: z.array(WebhookDelivery), has_more: z.boolean(), next_offset: z.int().nullable() })
+  .meta({ id: 'WebhookDeliveryPage', description: 'Newest first; kept as long as their events (30 days)' });
+
+export const WebhookParams = z.strictObject({ webhook_id: z.string().regex(/^[A-Za-z0-9_.-]{1,200}$/).meta({ description: 'A webhook id (`wh_…`)' }) });
 
 export const LoginStartRequest = z.strictObject({ email: z.email().max(254) }).meta({ id: 'LoginStartRequest' });
 export const LoginStartResponse = z

@@ -96,6 +96,11 @@ export class BillingService {
     return balance;
   }
 
+  /** The tenant's ledger, newest first. */
+  ledger(tenantId: string, limit: number, offset: number): Promise<{ rows: ledgerStore.LedgerEntry[]; total: number }> {
+    return ledgerStore.listForTenant(this.db, tenantId, limit, offset);
+  }
+
   /** Draws up to `amountCents` from the balance, never below zero; answers what was drawn. */
   async drawCredits(q: Queryable, tenantId: string, amountCents: number, meta: ChargeMeta): Promise<number> {
     await q.query('SELECT 1 FROM tenants WHERE tenant_id = $1 FOR UPDATE', [tenantId]);

@@ -1,6 +1,7 @@
 import type { Db, Queryable } from '../store/db.ts';
 import type { Clock } from './clock.ts';
 import { newApiKey, newId, sha256Hex, KEY_PREFIX } from './ids.ts';
+import { recordKeyIssued, recordKeyRevoked } from './events.ts';
 
 export type Scope = 'read' | 'readwrite';
 
@@ -39,17 +40,21 @@ export class KeyService {
     private readonly clock: Clock,
   ) {}
 
+  /** Issues a key in `tx` (its key.issued event with it); without one, in a transaction of its own. */
   async issue(
-    q: Queryable,
+    tx: Queryable | null,
     tenantId: string,
     opts: { label?: string | null; scope: Scope },
   ): Promise<{ key: string; record: KeyRecord }> {
+    if (!tx) return this.db.transaction((t) => this.issue(t, tenantId, opts));
     const key = newApiKey();
-    const [record] = await q.query<KeyRecord>(
+    const now = this.clock.now();
+    const [record] = await tx.query<KeyRecord>(
       `INSERT INTO api_keys (key_id, tenant_id, key_hash, prefix, label, scope, created_at)
        VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING ${KEY_COLUMNS}`,
-      [newId('key'), tenantId, sha256Hex(key), key.slice(0, 12), opts.label ?? null, opts.scope, this.clock.now()],
+      [newId('key'), tenantId, sha256Hex(key), key.slice(0, 12), opts.label ?? null, opts.scope, now],
     );
+    await recordKeyIssued(tx, tenantId, record, now);
     return { key, record };
   }
 
@@ -62,11 +67,21 @@ export class KeyService {
 
   /** Revokes a key of the tenant; revoking it again keeps the first revocation time. */
   async revoke(tenantId: string, keyId: string): Promise<KeyRecord | null> {
-    const [record] = await this.db.query<KeyRecord & { key_hash: string }>(
-      `UPDATE api_keys SET revoked_at = coalesce(revoked_at, $3)
-       WHERE tenant_id = $1 AND key_id = $2 RETURNING ${KEY_COLUMNS}, key_hash`,
-      [tenantId, keyId, this.clock.now()],
-    );
+    const now = this.clock.now();
+    const record = await this.db.transaction(async (tx) => {
+      const [before] = await tx.query<{ revoked_at: Date | null }>('SELECT revoked_at FROM api_keys WHERE tenant_id = $1 AND key_id = $2 FOR UPDATE', [
+        tenantId,
+        keyId,
+      ]);
+      if (!before) return undefined;
+      const [row] = await tx.query<KeyRecord & { key_hash: string }>(
+        `UPDATE api_keys SET revoked_at = coalesce(revoked_at, $3)
+         WHERE tenant_id = $1 AND key_id = $2 RETURNING ${KEY_COLUMNS}, key_hash`,
+        [tenantId, keyId, now],
+      );
+      if (!before.revoked_at) await recordKeyRevoked(tx, tenantId, row, now);
+      return row;
+    });
     if (!record) return null;
     this.cache.delete(record.key_hash);
     const { key_hash: _hash, ...rest } = record;

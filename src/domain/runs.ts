@@ -8,6 +8,7 @@ import * as runStore from '../store/runs.ts';
 import { isFinished, type RunEventRow, type RunRow } from '../store/runs.ts';
 import { newId } from './ids.ts';
 import type { RunFeed, RunNews } from './runFeed.ts';
+import { recordRunFinished } from './events.ts';
 
 /** What runs things inside a VM: the host's side (in this process, or the VM's host from a replica). */
 export interface VmExecutor {
@@ -148,7 +149,13 @@ export class RunService {
   async cancel(tenantId: string, vmId: string, runId: string): Promise<RunRow> {
     const run = await this.get(tenantId, vmId, runId);
     if (isFinished(run.status)) return run;
-    if (await runStore.cancelQueued(this.db, tenantId, runId, this.clock.now())) {
+    const now = this.clock.now();
+    const cancelled = await this.db.transaction(async (tx) => {
+      const ended = await runStore.cancelQueued(tx, tenantId, runId, now);
+      if (ended) await recordRunFinished(tx, runId, now);
+      return ended;
+    });
+    if (cancelled) {
       await this.feed.publish({ run_id: runId, finished: true });
       return (await runStore.byId(this.db, runId))!;
     }
@@ -261,6 +268,7 @@ export class RunService {
   async setSecrets(tenantId: string, vmId: string, set: Record<string, string | null>): Promise<VmRow> {
     const { executor } = await this.runningVm(tenantId, vmId);
     const { names, brokered } = await executor.setSecrets(vmId, set);
-    return vmStore.setSecretNames(this.db, tenantId, vmId, names, brokered, this.clock.now());
+    await vmStore.setSecretNames(this.db, tenantId, vmId, names, brokered, this.clock.now());
+    return this.vms.get(tenantId, vmId);
   }
 }

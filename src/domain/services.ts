@@ -10,6 +10,8 @@ import { RunService, type RunLimits, type VmExecutor } from './runs.ts';
 import { RunFeed } from './runFeed.ts';
 import { LoginService, type Mailer } from './login.ts';
 import { TemplateService } from './templates.ts';
+import { EventService } from './events.ts';
+import { WebhookService } from './webhooks.ts';
 import { LedgerPaymentProvider, type PaymentProvider } from './payments.ts';
 import type { DriverProbe } from '../vmm/probe.ts';
 import type { ProviderUrls } from '../harness/providers.ts';
@@ -30,6 +32,8 @@ export interface Services {
   runFeed: RunFeed;
   login: LoginService;
   templates: TemplateService;
+  events: EventService;
+  webhooks: WebhookService;
   driver: () => Promise<DriverProbe>;
 }
 
@@ -69,7 +73,7 @@ export interface VmHostPort {
 export function buildServices(
   core: CoreServices,
   host: VmHostPort,
-  opts: { runLimits?: RunLimits; mailer?: Mailer; providerUrls?: ProviderUrls } = {},
+  opts: { runLimits?: RunLimits; mailer?: Mailer; providerUrls?: ProviderUrls; webhookAllowHosts?: Set<string> } = {},
 ): Services {
   const { db, clock, billing, hosts, runFeed } = core;
   const keys = new KeyService(db, clock);
@@ -84,6 +88,8 @@ export function buildServices(
     runs: new RunService(db, clock, vms, runFeed, opts.runLimits ?? DEFAULT_RUN_LIMITS, host.executor ?? null),
     login: new LoginService(db, clock, keys, opts.mailer ?? { send: async () => undefined }),
     templates,
+    events: new EventService(db, clock),
+    webhooks: new WebhookService(db, clock, opts.webhookAllowHosts ?? new Set()),
     driver: host.driver,
   };
 }

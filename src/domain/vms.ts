@@ -18,6 +18,7 @@ import * as egressStore from '../store/egress.ts';
 import type { VmRow } from '../store/vms.ts';
 import { normalizePolicy, policyProblem, type EgressPolicy } from './egress.ts';
 import { providerHosts, providerUrlsFromEnv, type ProviderUrls } from '../harness/providers.ts';
+import { recordCreditsLow, recordVmChange, withMonthCosts } from './events.ts';
 
 export type { VmRow } from '../store/vms.ts';
 
@@ -28,6 +29,15 @@ export interface CreateVmInput {
   harness?: string;
   count?: number;
   egress?: EgressPolicy;
+  auto_stop_after_s?: number | null;
+  /** RFC 3339; must be in the future. */
+  expires_at?: string | null;
+}
+
+/** Idle stop and expiry as a request gives them (a field left out keeps its value; null clears it). */
+export interface VmTimersInput {
+  auto_stop_after_s?: number | null;
+  expires_at?: string | null;
 }
 
 /** A create request resolved against the catalogue: what will be charged and how big each VM is. */
@@ -42,6 +52,8 @@ export interface VmOrder {
   disk_gib: number;
   /** The policy asked for; null for the harness's default. */
   egress: EgressPolicy | null;
+  auto_stop_after_s: number | null;
+  expires_at: Date | null;
 }
 
 export interface ForkResult {
@@ -70,8 +82,29 @@ export function checkedEgress(policy: EgressPolicy | undefined): EgressPolicy | 
   return normalizePolicy(policy);
 }
 
-export function resolveOrder(input: CreateVmInput): VmOrder {
+/** Checks idle stop and expiry against the clock (the schema has checked their form). */
+export function checkedTimers(input: VmTimersInput, now: Date): { auto_stop_after_s?: number | null; expires_at?: Date | null } {
+  const out: { auto_stop_after_s?: number | null; expires_at?: Date | null } = {};
+  if (input.auto_stop_after_s !== undefined) {
+    const s = input.auto_stop_after_s;
+    if (s !== null && (!Number.isInteger(s) || s < 60 || s > 604_800)) throw invalid('auto_stop_after_s', 'must be null or a whole number of seconds from 60 to 604800');
+    out.auto_stop_after_s = s;
+  }
+  if (input.expires_at !== undefined) {
+    if (input.expires_at === null) out.expires_at = null;
+    else {
+      const at = new Date(input.expires_at);
+      if (Number.isNaN(at.getTime())) throw invalid('expires_at', 'must be an RFC 3339 time');
+      if (at.getTime() <= now.getTime()) throw invalid('expires_at', 'must be in the future');
+      out.expires_at = at;
+    }
+  }
+  return out;
+}
+
+export function resolveOrder(input: CreateVmInput, now: Date = new Date()): VmOrder {
   const count = input.count ?? 1;
+  const timers = checkedTimers(input, now);
   const egress = checkedEgress(input.egress);
   if (input.plan && input.tier) throw invalid('tier', 'give either a plan or a tier, not both');
   if (input.cycle && input.tier) throw invalid('cycle', 'a billing cycle belongs to a flat plan, not to a tier');
@@ -80,11 +113,11 @@ export function resolveOrder(input: CreateVmInput): VmOrder {
   if (!getHarness(harness)) throw invalid('harness', `unknown harness "${harness}"`);
   if (input.tier) {
     const { vcpus, memory_mib, disk_gib } = TIERS[input.tier];
-    return { plan: null, cycle: null, tier: input.tier, harness, count, vcpus, memory_mib, disk_gib, egress };
+    return { plan: null, cycle: null, tier: input.tier, harness, count, vcpus, memory_mib, disk_gib, egress, auto_stop_after_s: timers.auto_stop_after_s ?? null, expires_at: timers.expires_at ?? null };
   }
   const plan = input.plan ?? 'starter';
   const { vcpus, memory_mib, disk_gib } = PLANS[plan];
-  return { plan, cycle: input.cycle ?? 'monthly', tier: null, harness, count, vcpus, memory_mib, disk_gib, egress };
+  return { plan, cycle: input.cycle ?? 'monthly', tier: null, harness, count, vcpus, memory_mib, disk_gib, egress, auto_stop_after_s: timers.auto_stop_after_s ?? null, expires_at: timers.expires_at ?? null };
 }
 
 export interface VmServiceOptions {
@@ -123,7 +156,7 @@ export class VmService {
     const checked = checkedEgress(policy)!;
     const row = await vmStore.setEgress(this.db, tenantId, vmId, checked, this.clock.now());
     if (!row) throw notFound('VM');
-    return (await this.markLostHosts([row]))[0];
+    return (await this.decorate(tenantId, [row]))[0];
   }
 
   /** The VM's gateway connections, newest first. */
@@ -137,13 +170,30 @@ export class VmService {
   }
 
   async list(tenantId: string): Promise<VmRow[]> {
-    return this.markLostHosts(await vmStore.listForTenant(this.db, tenantId));
+    return this.decorate(tenantId, await vmStore.listForTenant(this.db, tenantId));
   }
 
   async get(tenantId: string, vmId: string): Promise<VmRow> {
     const vm = await vmStore.getForTenant(this.db, tenantId, vmId);
     if (!vm) throw notFound('VM');
-    return (await this.markLostHosts([vm]))[0];
+    return (await this.decorate(tenantId, [vm]))[0];
+  }
+
+  /** What a VM shows beyond its row: its cost this month, and a lost host. */
+  private async decorate(tenantId: string, rows: VmRow[]): Promise<VmRow[]> {
+    await withMonthCosts(this.db, tenantId, rows, this.clock.now());
+    return this.markLostHosts(rows);
+  }
+
+  /**
+   * Changes idle stop and expiry (PATCH): a field left out keeps its value, null clears it. The idle
+   * clock starts again when `auto_stop_after_s` is set.
+   */
+  async updateTimers(tenantId: string, vmId: string, input: VmTimersInput): Promise<VmRow> {
+    const now = this.clock.now();
+    const row = await vmStore.setTimers(this.db, tenantId, vmId, checkedTimers(input, now), now);
+    if (!row) throw notFound('VM');
+    return (await this.decorate(tenantId, [row]))[0];
   }
 
   private async markLostHosts(rows: VmRow[]): Promise<VmRow[]> {
@@ -161,7 +211,7 @@ export class VmService {
    * desired state running, and the card charge last. A reconciler on the chosen host boots them.
    */
   async create(tenantId: string, input: CreateVmInput, idempotencyKey?: string): Promise<StoredResponse<CreateVmResult>> {
-    const order = resolveOrder(input);
+    const order = resolveOrder(input, this.clock.now());
     const result = await this.db.transaction((tx) =>
       onceForKey(tx, tenantId, idempotencyKey, 'createVM', requestHash('createVM', '', input), async () => {
         if (order.tier) {
@@ -180,6 +230,7 @@ export class VmService {
             });
           }
         }
+        for (const vmId of ids) await recordVmChange(tx, null, vmId, this.clock.now());
         const body: CreateVmResult = { vm_id: ids[0], status: 'provisioning' };
         if (order.tier) body.tier = order.tier;
         if (order.count > 1) body.vm_ids = ids;
@@ -194,7 +245,7 @@ export class VmService {
    * Forks a template into a new VM: charged like a create (card, Idempotency-Key), its persist disk a
    * copy-on-write child of the template's image. Counts the fork.
    */
-  async fork(tenantId: string, idOrSlug: string, input: { plan?: PlanId; egress?: EgressPolicy }, idempotencyKey?: string): Promise<StoredResponse<ForkResult>> {
+  async fork(tenantId: string, idOrSlug: string, input: { plan?: PlanId; egress?: EgressPolicy } & VmTimersInput, idempotencyKey?: string): Promise<StoredResponse<ForkResult>> {
     const result = await this.db.transaction((tx) =>
       onceForKey(tx, tenantId, idempotencyKey, 'forkTemplate', requestHash('forkTemplate', idOrSlug, input), async () => {
         const template = await this.templates.get(tenantId, idOrSlug, tx);
@@ -208,7 +259,7 @@ export class VmService {
         if (PLANS[plan].disk_gib < templateDisk) {
           throw invalid('plan', `this template's disk is ${templateDisk} GiB and a ${plan} VM's is ${PLANS[plan].disk_gib} GiB: fork it as ${template.plan} or larger`);
         }
-        const order = resolveOrder({ plan, harness: template.harness, egress: input.egress });
+        const order = resolveOrder({ plan, harness: template.harness, egress: input.egress, auto_stop_after_s: input.auto_stop_after_s, expires_at: input.expires_at }, this.clock.now());
         await this.billing.requireCard(tx, tenantId);
         const [vmId] = await this.insertVms(tx, tenantId, order, template.template_id);
         await this.billing.chargeCard(tx, tenantId, planPriceCents(plan, 'monthly'), {
@@ -219,6 +270,7 @@ export class VmService {
           cycle: 'monthly',
         });
         await templateStore.countFork(tx, template.template_id);
+        await recordVmChange(tx, null, vmId, this.clock.now());
         return { status: 201, body: { vm_id: vmId, status: 'provisioning' as const, tier: order.tier, template_id: template.template_id } };
       }),
     );
@@ -259,6 +311,8 @@ export class VmService {
         image_id: placed.host.image_id,
         net_slot: slots[i],
         egress: order.egress ?? this.defaultEgress(order.harness),
+        auto_stop_after_s: order.auto_stop_after_s,
+        expires_at: order.expires_at,
         // Rows of one request get distinct, ordered timestamps so "newest first" is stable.
         created_at: new Date(now.getTime() + i),
       });
@@ -275,12 +329,51 @@ export class VmService {
     const row = await this.db.transaction(async (tx) => {
       const vm = await vmStore.lockForTenant(tx, tenantId, vmId);
       if (!vm) throw notFound('VM');
-      const now = this.clock.now();
-      await meterVm(tx, this.billing, vm, now, { running: false, final: true });
-      await egressStore.removeBrokered(tx, vmId);
-      return vmStore.markDeleted(tx, vmId, now);
+      return this.destroyLocked(tx, vm, null);
     });
     this.onChange();
+    return (await withMonthCosts(this.db, tenantId, [row], this.clock.now()))[0];
+  }
+
+  /**
+   * Stops the running VMs idle for their `auto_stop_after_s` (status_reason `idle`); their hosts stop
+   * them and report vm.stopped. One conditional UPDATE: each VM is stopped once, whoever runs it.
+   */
+  async stopIdle(): Promise<string[]> {
+    const stopped = await vmStore.stopIdle(this.db, this.clock.now());
+    if (stopped.length) this.onChange();
+    return stopped.map((v) => v.vm_id);
+  }
+
+  /**
+   * Destroys the VMs whose expiry has come (status_reason `expired`): final metering, disks removed by
+   * their host. Each is claimed with SKIP LOCKED, so whichever process looks first destroys it, once.
+   * Answers the VMs destroyed.
+   */
+  async destroyExpired(limit = 100): Promise<string[]> {
+    const now = this.clock.now();
+    const destroyed: string[] = [];
+    for (const vmId of await vmStore.listExpired(this.db, now, limit)) {
+      const done = await this.db.transaction(async (tx) => {
+        const vm = await vmStore.lockExpired(tx, vmId, now);
+        if (!vm) return false;
+        await this.destroyLocked(tx, vm, 'expired');
+        return true;
+      });
+      if (done) destroyed.push(vmId);
+    }
+    if (destroyed.length) this.onChange();
+    return destroyed;
+  }
+
+  /** Ends metering (the last part-cent drawn), forgets brokered secrets, marks the VM deleted and reports it. */
+  private async destroyLocked(tx: Queryable, vm: vmStore.VmRecord, reason: string | null): Promise<VmRow> {
+    const now = this.clock.now();
+    const metered = await meterVm(tx, this.billing, vm, now, { running: false, final: true });
+    await egressStore.removeBrokered(tx, vm.vm_id);
+    const row = await vmStore.markDeleted(tx, vm.vm_id, now, reason);
+    await recordVmChange(tx, vm, vm.vm_id, now);
+    if (metered.drawn > 0) await recordCreditsLow(tx, vm.tenant_id, metered.balanceAfter + metered.drawn, metered.balanceAfter, now);
     return row;
   }
 
@@ -291,7 +384,7 @@ export class VmService {
       if (!vm) throw notFound('VM');
       const patch = applyLifecycle(vm, action);
       if (!patch) return vm;
-      return vmStore.recordLifecycle(
+      const updated = await vmStore.recordLifecycle(
         tx,
         tenantId,
         vmId,
@@ -304,8 +397,10 @@ export class VmService {
         },
         this.clock.now(),
       );
+      await recordVmChange(tx, vm, vmId, this.clock.now());
+      return updated;
     });
     this.onChange();
-    return row;
+    return (await this.decorate(tenantId, [row]))[0];
   }
 }

@@ -15,6 +15,7 @@ import { QemuDriver } from '../vmm/qemu.ts';
 import { randomBase62 } from '../domain/ids.ts';
 import type { ScrubReport } from '../guest/scrub.ts';
 import * as templateStore from '../store/templates.ts';
+import { recordTemplateOutcome } from '../domain/events.ts';
 
 export interface CapturerOptions {
   db: Db;
@@ -60,7 +61,12 @@ export class Capturer {
 
   /** Captures that a crash interrupted never become ready: they fail, and their partial files go. */
   async failInterrupted(): Promise<void> {
-    const failed = await templateStore.failInterruptedOnHost(this.o.db, this.o.hostId, this.o.clock.now());
+    const now = this.o.clock.now();
+    const failed = await this.o.db.transaction(async (tx) => {
+      const ids = await templateStore.failInterruptedOnHost(tx, this.o.hostId, now);
+      for (const id of ids) await recordTemplateOutcome(tx, id, now);
+      return ids;
+    });
     for (const templateId of failed) await rm(path.join(this.o.templatesDir, `${templateId}.qcow2.tmp`), { force: true });
     await rm(this.o.scrubDir, { recursive: true, force: true });
   }
@@ -78,11 +84,17 @@ export class Capturer {
       if (t.visibility === 'public') report = await this.scrub(tmp);
       await rename(tmp, final);
       const size = (await stat(final)).size;
-      await templateStore.markReady(db, templateId, { path: final, sizeBytes: size, scrubReport: report }, clock.now());
+      await db.transaction(async (tx) => {
+        await templateStore.markReady(tx, templateId, { path: final, sizeBytes: size, scrubReport: report }, clock.now());
+        await recordTemplateOutcome(tx, templateId, clock.now());
+      });
       this.o.log.info({ template_id: templateId, bytes: size, scrubbed: Boolean(report) }, 'template captured');
     } catch (err) {
       await rm(tmp, { force: true });
-      await templateStore.markFailed(db, templateId, `capture failed: ${(err as Error).message}`.slice(0, 500), clock.now());
+      await db.transaction(async (tx) => {
+        await templateStore.markFailed(tx, templateId, `capture failed: ${(err as Error).message}`.slice(0, 500), clock.now());
+        await recordTemplateOutcome(tx, templateId, clock.now());
+      });
       throw err;
     }
   }

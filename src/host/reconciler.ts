@@ -4,11 +4,12 @@
  * within this process one VM has at most one action in flight. It also meters running tier VMs and
  * records what the driver notices (a QEMU that died).
  */
-import type { Db } from '../store/db.ts';
+import type { Db, Queryable } from '../store/db.ts';
 import type { Clock } from '../domain/clock.ts';
 import type { BillingService } from '../domain/billing.ts';
 import type { HostService } from '../domain/hosts.ts';
 import { meterVm } from '../domain/metering.ts';
+import { recordCreditsLow, recordVmChange } from '../domain/events.ts';
 import * as vmStore from '../store/vms.ts';
 import * as runStore from '../store/runs.ts';
 import * as templateStore from '../store/templates.ts';
@@ -260,13 +261,13 @@ export class Reconciler {
       }
       await this.endMetering(row.vm_id);
       // A platform stop keeps its reason; a failed VM stays failed.
-      await vmStore.markStopped(db, row.vm_id, clock.now());
+      await this.transition(row.vm_id, (tx) => vmStore.markStopped(tx, row.vm_id, clock.now()));
       return DONE;
     }
     const reprovision = row.reprovision_requested > row.reprovision_done;
     const restart = row.restart_requested > row.restart_done;
     if (!reprovision && !restart && driver.isRunning(row.vm_id)) {
-      await vmStore.markRunning(db, row.vm_id, row.image_id, driver.facts(row.vm_id)?.ipv4 ?? null, clock.now());
+      await this.transition(row.vm_id, (tx) => vmStore.markRunning(tx, row.vm_id, row.image_id, driver.facts(row.vm_id)?.ipv4 ?? null, clock.now()));
       return DONE;
     }
     const imageId = reprovision || !row.image_id ? this.o.currentImageId() : row.image_id;
@@ -295,8 +296,10 @@ export class Reconciler {
       const t1 = performance.now();
       const facts = await driver.start(spec);
       const t2 = performance.now();
-      await vmStore.markBooted(db, row.vm_id, served(row), clock.now());
-      await vmStore.markRunning(db, row.vm_id, image.id, facts.ipv4 ?? netOfSlot(row.net_slot).guest, clock.now());
+      await this.transition(row.vm_id, async (tx) => {
+        await vmStore.markBooted(tx, row.vm_id, served(row), clock.now());
+        await vmStore.markRunning(tx, row.vm_id, image.id, facts.ipv4 ?? netOfSlot(row.net_slot!).guest, clock.now());
+      });
       this.o.log.info(
         {
           vm_id: row.vm_id,
@@ -313,7 +316,7 @@ export class Reconciler {
       return DONE;
     } catch (err) {
       const reason = `boot failed: ${(err as Error).message}`.slice(0, 500);
-      await vmStore.markBootFailed(db, row.vm_id, reason, served(row), clock.now());
+      await this.transition(row.vm_id, (tx) => vmStore.markBootFailed(tx, row.vm_id, reason, served(row), clock.now()));
       await this.endMetering(row.vm_id);
       this.o.log.warn({ vm_id: row.vm_id, reason }, 'VM failed to boot');
       return DONE;
@@ -339,8 +342,20 @@ export class Reconciler {
   private async recordCrash(vmId: string, reason: string): Promise<void> {
     const now = this.o.clock.now();
     await this.endMetering(vmId);
-    const failed = await vmStore.recordCrash(this.o.db, vmId, `the VM stopped unexpectedly: qemu ${reason}`, now);
+    let failed = false;
+    await this.transition(vmId, async (tx) => {
+      failed = await vmStore.recordCrash(tx, vmId, `the VM stopped unexpectedly: qemu ${reason}`, now);
+    });
     if (failed) this.o.log.warn({ vm_id: vmId, reason }, 'VM crashed');
+  }
+
+  /** A status the host observed, written with its event (vm.running, vm.stopped, vm.failed) in one transaction. */
+  private async transition(vmId: string, change: (tx: Queryable) => Promise<unknown>): Promise<void> {
+    await this.o.db.transaction(async (tx) => {
+      const before = await vmStore.lock(tx, vmId);
+      await change(tx);
+      if (before) await recordVmChange(tx, before, vmId, this.o.clock.now());
+    });
   }
 
   private async endMetering(vmId: string): Promise<void> {
@@ -352,11 +367,13 @@ export class Reconciler {
     await db.transaction(async (tx) => {
       const vm = await vmStore.lock(tx, vmId);
       if (!vm || !vm.tier || !vm.metered_until) return;
-      const { exhausted } = await meterVm(tx, billing, vm, clock.now(), { running });
+      const { exhausted, drawn, balanceAfter } = await meterVm(tx, billing, vm, clock.now(), { running });
       if (exhausted) {
         const n = await vmStore.stopTierVmsOfTenant(tx, vm.tenant_id, clock.now());
         this.o.log.warn({ tenant_id: vm.tenant_id, stopped: n }, 'prepaid credits exhausted: tier VMs stopped');
       }
+      // Last: the event takes the tenant's counter after every VM row this transaction locks.
+      if (drawn > 0) await recordCreditsLow(tx, vm.tenant_id, balanceAfter + drawn, balanceAfter, clock.now());
     });
   }
 

@@ -14,7 +14,8 @@ import type { RunFeed } from '../domain/runFeed.ts';
 import type { QemuDriver } from '../vmm/qemu.ts';
 import type { RunChunk, RunEnd, RunEndEvent, RunOutputEvent, RunStartArgs, RunSyncAnswer } from '../guest/protocol.ts';
 import * as runStore from '../store/runs.ts';
-import type { RunStatus, RunWork } from '../store/runs.ts';
+import type { RunEnding, RunStatus, RunWork } from '../store/runs.ts';
+import { recordRunFinished } from '../domain/events.ts';
 
 export interface RunRecorderOptions {
   db: Db;
@@ -244,7 +245,7 @@ export class RunRecorder {
     if (t.heard.length) t.again = true; // a gap: ask the guest on the next step
     if (t.end && t.stored >= t.end.last_seq) {
       const e = t.end.end;
-      await runStore.finish(db, t.runId, {
+      await this.finish(t.runId, {
         status: statusOf(e),
         exit_code: e.exit_code,
         timed_out: e.timed_out,
@@ -260,11 +261,20 @@ export class RunRecorder {
     }
   }
 
+  /** Ends a run and writes its run.finished event, in one transaction; false when it had ended already. */
+  private finish(runId: string, ending: RunEnding): Promise<boolean> {
+    return this.o.db.transaction(async (tx) => {
+      const ended = await runStore.finish(tx, runId, ending);
+      if (ended) await recordRunFinished(tx, runId, ending.finished_at);
+      return ended;
+    });
+  }
+
   /** The run's guest went away: it ends `lost` with what was stored. */
   private async lose(run: { run_id: string; vm_id: string }, reason: string): Promise<void> {
     this.tracks.delete(run.run_id);
     const now = this.o.clock.now();
-    const ended = await runStore.finish(this.o.db, run.run_id, {
+    const ended = await this.finish(run.run_id, {
       status: 'lost',
       exit_code: null,
       timed_out: false,

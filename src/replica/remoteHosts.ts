@@ -12,6 +12,7 @@ import { ApiError, ERROR_STATUS, type ErrorCode } from '../domain/errors.ts';
 import { INTERNAL_ROUTES, InternalErrorSchema, internalPath, type InternalRoute } from '../host/internalContract.ts';
 import * as hostStore from '../store/hosts.ts';
 import * as templateStore from '../store/templates.ts';
+import { recordTemplateOutcome } from '../domain/events.ts';
 
 /** Codes a host answers that mean the same to the customer (the VM is not running, wait and retry). */
 const PASSED_ON = new Set<ErrorCode>(['vm_not_running', 'rate_limited', 'not_found']);
@@ -96,8 +97,11 @@ export class RemoteHosts implements VmExecutor {
       await this.call({ url: row?.internal_url ?? null, hostId: row?.host_id ?? null }, 'capture', templateId, undefined, { ms: 30_000 });
     })().catch(async (err: Error) => {
       this.log.warn({ err, template_id: templateId }, 'handing a capture to its host failed');
-      await templateStore
-        .markUndelivered(this.db, templateId, `the VM's host could not be reached: ${err.message}`.slice(0, 300))
+      await this.db
+        .transaction(async (tx) => {
+          await templateStore.markUndelivered(tx, templateId, `the VM's host could not be reached: ${err.message}`.slice(0, 300));
+          await recordTemplateOutcome(tx, templateId, new Date());
+        })
         .catch(() => undefined);
     });
   }

@@ -58,3 +58,40 @@ export async function recordCreditDraw(q: Queryable, tenantId: string, drawnCent
     [tenantId, drawnCents, -drawnCents, meta.vmId ?? null, meta.description, now],
   );
 }
+
+/** A ledger row as the customer reads it. */
+export interface LedgerEntry {
+  entry_id: number;
+  kind: 'card_charge' | 'credit_purchase' | 'credit_draw';
+  amount_cents: number;
+  credits_delta_cents: number;
+  vm_id: string | null;
+  template_id: string | null;
+  description: string;
+  created_at: Date;
+}
+
+/** The tenant's ledger, newest first, and how many rows it has. */
+export async function listForTenant(q: Queryable, tenantId: string, limit: number, offset: number): Promise<{ rows: LedgerEntry[]; total: number }> {
+  const [rows, [count]] = await Promise.all([
+    q.query<LedgerEntry>(
+      `SELECT entry_id, kind, amount_cents, credits_delta_cents, vm_id, template_id, description, created_at
+       FROM ledger WHERE tenant_id = $1 ORDER BY created_at DESC, entry_id DESC LIMIT $2 OFFSET $3`,
+      [tenantId, limit, offset],
+    ),
+    q.query<{ n: number }>('SELECT count(*)::int AS n FROM ledger WHERE tenant_id = $1', [tenantId]),
+  ]);
+  return { rows, total: count.n };
+}
+
+/** What each of the tenant's VMs has cost since `since` (card charges and credits drawn for it). */
+export async function vmCostsSince(q: Queryable, tenantId: string, vmIds: string[], since: Date): Promise<Map<string, number>> {
+  if (vmIds.length === 0) return new Map();
+  const rows = await q.query<{ vm_id: string; cents: number }>(
+    `SELECT vm_id, sum(amount_cents) AS cents FROM ledger
+     WHERE tenant_id = $1 AND vm_id = ANY($2::text[]) AND kind IN ('card_charge', 'credit_draw') AND created_at >= $3
+     GROUP BY vm_id`,
+    [tenantId, vmIds, since],
+  );
+  return new Map(rows.map((r) => [r.vm_id, Number(r.cents)]));
+}

@@ -204,3 +204,9 @@ export async function failInterruptedOnHost(q: Queryable, hostId: string, now: D
   );
   return rows.map((r) => r.template_id);
 }
+
+/** A template by id, whoever owns it (the owner's event reports it). */
+export async function byId(q: Queryable, templateId: string): Promise<TemplateRow | undefined> {
+  const [row] = await q.query<TemplateRow>(`SELECT ${COLUMNS} FROM templates WHERE template_id = $1`, [templateId]);
+  return row;
+}

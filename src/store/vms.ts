@@ -28,6 +28,14 @@ export interface VmRow extends VmStateFields {
   egress: EgressPolicy;
   /** How often the VM has booted: a run whose VM booted again under it lost its guest. */
   boots: number;
+  /** Stopped (status_reason `idle`) after this many seconds without activity; null: never. */
+  auto_stop_after_s: number | null;
+  /** Destroyed (status_reason `expired`) at this time; null: never. */
+  expires_at: Date | null;
+  /** The last activity that leaves no row of its own (an open shell touches it); runs and egress are read from their tables. */
+  last_activity_at: Date | null;
+  /** What the VM has cost since the month began (ledger), where the service has added it. */
+  cost_cents_month?: number;
   created_at: Date;
   updated_at: Date;
 }
@@ -61,12 +69,14 @@ export interface NewVm {
   image_id: string | null;
   net_slot: number;
   egress: EgressPolicy;
+  auto_stop_after_s: number | null;
+  expires_at: Date | null;
   created_at: Date;
 }
 
 /** Why the platform, not the customer, stopped a VM; the reason stays on the VM until it runs again. */
-export type PlatformStopReason = 'preempted' | 'credits_exhausted';
-export const PLATFORM_STOP_REASONS: readonly PlatformStopReason[] = ['preempted', 'credits_exhausted'];
+export type PlatformStopReason = 'preempted' | 'credits_exhausted' | 'idle';
+export const PLATFORM_STOP_REASONS: readonly PlatformStopReason[] = ['preempted', 'credits_exhausted', 'idle'];
 
 /** Network slots per host: 10.128.0.0/9 in /24s. */
 const NET_SLOTS = 0x7fff;
@@ -119,10 +129,10 @@ export function tallyForTenant(
 export async function insert(q: Queryable, vm: NewVm): Promise<void> {
   await q.query(
     `INSERT INTO vms (vm_id, tenant_id, host_id, plan, cycle, tier, harness, template_id, vcpus, memory_mib, disk_gib,
-                      status, desired_state, image_id, net_slot, egress, created_at, updated_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'provisioning', 'running', $12, $13, $14, $15, $15)`,
+                      status, desired_state, image_id, net_slot, egress, auto_stop_after_s, expires_at, created_at, updated_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'provisioning', 'running', $12, $13, $14, $15, $16, $17, $17)`,
     [vm.vm_id, vm.tenant_id, vm.host_id, vm.plan, vm.cycle, vm.tier, vm.harness, vm.template_id, vm.vcpus,
-      vm.memory_mib, vm.disk_gib, vm.image_id, vm.net_slot, JSON.stringify(vm.egress), vm.created_at],
+      vm.memory_mib, vm.disk_gib, vm.image_id, vm.net_slot, JSON.stringify(vm.egress), vm.auto_stop_after_s, vm.expires_at, vm.created_at],
   );
 }
 
@@ -137,14 +147,78 @@ export async function recordLifecycle(q: Queryable, tenantId: string, vmId: stri
   return updated;
 }
 
-/** Destroyed: gone from the API at once; its host removes the disks. Call with the row locked by `lockForTenant`. */
-export async function markDeleted(q: Queryable, vmId: string, now: Date): Promise<VmRow> {
+/**
+ * Destroyed: gone from the API at once; its host removes the disks. `reason` is set when the platform
+ * destroyed it (`expired`). Call with the row locked.
+ */
+export async function markDeleted(q: Queryable, vmId: string, now: Date, reason: string | null = null): Promise<VmRow> {
   const [updated] = await q.query<VmRow>(
-    `UPDATE vms SET desired_state = 'deleted', status = 'deleted', status_reason = NULL, deleted_at = $2, updated_at = $2
+    `UPDATE vms SET desired_state = 'deleted', status = 'deleted', status_reason = $3, deleted_at = $2, updated_at = $2
      WHERE vm_id = $1 RETURNING *`,
-    [vmId, now],
+    [vmId, now, reason],
   );
   return updated;
+}
+
+/** The customer's idle-stop and expiry settings (a field left undefined keeps its value; null clears it). */
+export async function setTimers(
+  q: Queryable,
+  tenantId: string,
+  vmId: string,
+  timers: { auto_stop_after_s?: number | null; expires_at?: Date | null },
+  now: Date,
+): Promise<VmRow | undefined> {
+  const [row] = await q.query<VmRow>(
+    `UPDATE vms SET auto_stop_after_s = CASE WHEN $3 THEN $4::integer ELSE auto_stop_after_s END,
+                    expires_at = CASE WHEN $5 THEN $6::timestamptz ELSE expires_at END,
+                    -- The idle clock starts again when the setting changes.
+                    last_activity_at = CASE WHEN $3 THEN greatest(last_activity_at, $7) ELSE last_activity_at END,
+                    updated_at = $7
+     WHERE tenant_id = $1 AND vm_id = $2 AND deleted_at IS NULL RETURNING *`,
+    [tenantId, vmId, timers.auto_stop_after_s !== undefined, timers.auto_stop_after_s ?? null, timers.expires_at !== undefined, timers.expires_at ?? null, now],
+  );
+  return row;
+}
+
+/** Activity that leaves no row of its own (an open shell): the VM is not idle until `auto_stop_after_s` after now. */
+export async function touchActivity(q: Queryable, vmId: string, now: Date): Promise<void> {
+  await q.query('UPDATE vms SET last_activity_at = greatest(last_activity_at, $2) WHERE vm_id = $1', [vmId, now]);
+}
+
+/**
+ * Stops every running VM idle for its `auto_stop_after_s`: since its boot, the last touch of
+ * last_activity_at, the end of its last run and its last egress connection, with no run queued or
+ * running. One statement: whichever process runs it first stops each VM once. Answers the VMs stopped.
+ */
+export async function stopIdle(q: Queryable, now: Date): Promise<Array<{ vm_id: string; tenant_id: string; host_id: string | null }>> {
+  return q.query(
+    `UPDATE vms v SET desired_state = 'stopped', status = 'stopping', status_reason = 'idle', updated_at = $1
+     WHERE v.auto_stop_after_s IS NOT NULL AND v.deleted_at IS NULL AND v.desired_state = 'running' AND v.status = 'running'
+       AND greatest(v.created_at, v.booted_at, v.last_activity_at) <= $1::timestamptz - make_interval(secs => v.auto_stop_after_s)
+       AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.vm_id = v.vm_id
+                       AND (r.status IN ('queued', 'running') OR r.finished_at > $1::timestamptz - make_interval(secs => v.auto_stop_after_s)))
+       AND NOT EXISTS (SELECT 1 FROM egress_log e WHERE e.vm_id = v.vm_id AND e.at > $1::timestamptz - make_interval(secs => v.auto_stop_after_s))
+     RETURNING v.vm_id, v.tenant_id, v.host_id`,
+    [now],
+  );
+}
+
+/** VMs whose expiry has come, not yet destroyed. */
+export async function listExpired(q: Queryable, now: Date, limit: number): Promise<string[]> {
+  const rows = await q.query<{ vm_id: string }>(
+    'SELECT vm_id FROM vms WHERE expires_at <= $1 AND deleted_at IS NULL ORDER BY expires_at LIMIT $2',
+    [now, limit],
+  );
+  return rows.map((r) => r.vm_id);
+}
+
+/** An expired VM locked for its destruction; undefined when another process has it or it is gone already. */
+export async function lockExpired(q: Queryable, vmId: string, now: Date): Promise<VmRecord | undefined> {
+  const [vm] = await q.query<VmRecord>(
+    'SELECT * FROM vms WHERE vm_id = $1 AND expires_at <= $2 AND deleted_at IS NULL FOR UPDATE SKIP LOCKED',
+    [vmId, now],
+  );
+  return vm;
 }
 
 /** The names the VM lists: its guest's secrets and the brokered ones. */

@@ -29,7 +29,7 @@ export const issueKey = defineOperation({
   success: { status: 201, schema: IssuedKey, description: 'The new key, with its plaintext shown only here' },
   errors: [],
   handler: async ({ services, principal, body }) => {
-    const { key, record } = await services.keys.issue(services.db, principal.tenantId, {
+    const { key, record } = await services.keys.issue(null, principal.tenantId, {
       label: body.label ?? '',
       scope: body.scope ?? 'read',
     });
