@@ -64,7 +64,7 @@ for (const backend of backends()) {
       const writes = CUSTOMER_OPERATIONS.filter((o) => o.audience === 'customer' && isWrite(o));
       assert.ok(writes.length >= 12);
       for (const op of writes) {
-        const path = op.path.replace('{id}', vmId).replace('{key_id}', 'key_x').replace('{run_id}', 'run_x');
+        const path = op.path.replace('{id}', vmId).replace('{key_id}', 'key_x').replace('{run_id}', 'run_x').replace('{webhook_id}', 'wh_x');
         const res = await t.request(op.method.toUpperCase(), path, { key: read, body: {} });
         assert.equal(res.status, 403, `${op.operationId}`);
         assert.equal(res.body.error, 'read_only_key');
@@ -74,9 +74,9 @@ for (const backend of backends()) {
       // Every read answers the read key; {id} is a VM id, so the one read of a template by id is 404,
       // and a run that is not there is 404 (the read key got past authorization to say so).
       for (const op of CUSTOMER_OPERATIONS.filter((o) => o.audience === 'customer' && !isWrite(o))) {
-        const path = op.path.replace('{id}', vmId).replace('{name}', 'echo').replace('{run_id}', 'run_x');
+        const path = op.path.replace('{id}', vmId).replace('{name}', 'echo').replace('{run_id}', 'run_x').replace('{webhook_id}', 'wh_x');
         const res = await t.request('GET', path, { key: read });
-        const missing = op.operationId === 'getTemplate' || op.path.includes('{run_id}');
+        const missing = op.operationId === 'getTemplate' || op.path.includes('{run_id}') || op.path.includes('{webhook_id}');
         assert.equal(res.status, missing ? 404 : 200, `${op.operationId} ${res.text}`);
         if (missing && op.operationId !== 'getTemplate') assert.equal(res.body.error, 'not_found');
       }

@@ -38,8 +38,8 @@ export async function meterVm(
   vm: MeteredVm,
   now: Date,
   opts: { running: boolean; final?: boolean },
-): Promise<{ drawn: number; exhausted: boolean; balanceAfter: number }> {
-  if (!vm.tier) return { drawn: 0, exhausted: false, balanceAfter: 0 };
+): Promise<{ drawn: number; exhausted: boolean }> {
+  if (!vm.tier) return { drawn: 0, exhausted: false };
   const elapsed = vm.metered_until ? now.getTime() - new Date(vm.metered_until).getTime() : 0;
   const reading = meterReading(vm.tier, vm.unbilled_ms, elapsed, opts.final ?? false);
   const drawn = reading.cents > 0
@@ -48,7 +48,6 @@ export async function meterVm(
   const ms = vm.unbilled_ms + Math.max(0, elapsed);
   const unbilled = opts.final ? 0 : Math.max(0, ms - reading.msCovered(drawn));
   await vmStore.recordMetered(tx, vm.vm_id, Math.round(unbilled), opts.running ? now : null);
-  const balanceAfter = reading.cents > 0 ? await billing.creditBalance(tx, vm.tenant_id) : 0;
-  const exhausted = drawn < reading.cents || (reading.cents > 0 && balanceAfter <= 0);
-  return { drawn, exhausted, balanceAfter };
+  const exhausted = drawn < reading.cents || (reading.cents > 0 && (await billing.creditBalance(tx, vm.tenant_id)) <= 0);
+  return { drawn, exhausted };
 }

@@ -373,7 +373,10 @@ export class VmService {
     await egressStore.removeBrokered(tx, vm.vm_id);
     const row = await vmStore.markDeleted(tx, vm.vm_id, now, reason);
     await recordVmChange(tx, vm, vm.vm_id, now);
-    if (metered.drawn > 0) await recordCreditsLow(tx, vm.tenant_id, metered.balanceAfter + metered.drawn, metered.balanceAfter, now);
+    if (metered.drawn > 0) {
+      const balance = await this.billing.creditBalance(tx, vm.tenant_id);
+      await recordCreditsLow(tx, vm.tenant_id, balance + metered.drawn, balance, now);
+    }
     return row;
   }
 

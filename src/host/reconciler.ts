@@ -367,13 +367,16 @@ export class Reconciler {
     await db.transaction(async (tx) => {
       const vm = await vmStore.lock(tx, vmId);
       if (!vm || !vm.tier || !vm.metered_until) return;
-      const { exhausted, drawn, balanceAfter } = await meterVm(tx, billing, vm, clock.now(), { running });
+      const { exhausted, drawn } = await meterVm(tx, billing, vm, clock.now(), { running });
       if (exhausted) {
         const n = await vmStore.stopTierVmsOfTenant(tx, vm.tenant_id, clock.now());
         this.o.log.warn({ tenant_id: vm.tenant_id, stopped: n }, 'prepaid credits exhausted: tier VMs stopped');
       }
       // Last: the event takes the tenant's counter after every VM row this transaction locks.
-      if (drawn > 0) await recordCreditsLow(tx, vm.tenant_id, balanceAfter + drawn, balanceAfter, clock.now());
+      if (drawn > 0) {
+        const balance = await billing.creditBalance(tx, vm.tenant_id);
+        await recordCreditsLow(tx, vm.tenant_id, balance + drawn, balance, clock.now());
+      }
     });
   }
 
