@@ -97,6 +97,8 @@ export async function createTestApp(
     mailer?: Mailer;
     /** Stands in for a VM host's capturer, so that a capture is accepted without QEMU. */
     capture?: (templateId: string) => void;
+    /** Webhook hosts allowed http and loopback (AGENTVM_WEBHOOK_ALLOW_HOSTS). */
+    webhookAllowHosts?: Set<string>;
   } = {},
 ): Promise<TestApp> {
   const { db, drop } = await freshDb(backend);
@@ -110,7 +112,7 @@ export async function createTestApp(
   const services = buildServices(
     buildCoreServices(db, { clock: opts.clock }),
     { driver: opts.driver ?? usableDriver, capture: opts.capture },
-    { mailer: opts.mailer },
+    { mailer: opts.mailer, webhookAllowHosts: opts.webhookAllowHosts },
   );
   const adminToken = `avm_admin_${randomBase62(40)}`;
   const app = buildApp({
