@@ -131,10 +131,10 @@ export async function recordAttempt(
   a: { at: Date; statusCode: number | null; error: string | null; delivered: boolean; nextAttemptAt: Date | null },
 ): Promise<void> {
   await q.query(
-    `UPDATE webhook_deliveries SET attempts = attempts + 1, last_attempt_at = $2, last_status_code = $3, last_error = $4,
-       status = CASE WHEN $5 THEN 'delivered' WHEN $6::timestamptz IS NULL THEN 'failed' ELSE 'pending' END,
-       delivered_at = CASE WHEN $5 THEN $2 ELSE NULL END,
-       next_attempt_at = coalesce($6, next_attempt_at)
+    `UPDATE webhook_deliveries SET attempts = attempts + 1, last_attempt_at = $2::timestamptz, last_status_code = $3, last_error = $4,
+       status = CASE WHEN $5::boolean THEN 'delivered' WHEN $6::timestamptz IS NULL THEN 'failed' ELSE 'pending' END,
+       delivered_at = CASE WHEN $5::boolean THEN $2::timestamptz ELSE NULL END,
+       next_attempt_at = coalesce($6::timestamptz, next_attempt_at)
      WHERE delivery_id = $1 AND status = 'pending'`,
     [deliveryId, a.at, a.statusCode, a.error, a.delivered, a.nextAttemptAt],
   );
