@@ -25,6 +25,7 @@ import { addCommands, type CommandEntry } from './operationCommands.ts';
 import { asRecord, asTable, print, record, table, type Out } from './output.ts';
 import { addWaitOptions, waitForVm } from './waitForVm.ts';
 import { renderRun, runsLogs, vmsRun } from './runs.ts';
+import { events, vmsUpdate } from './lifecycle.ts';
 
 const VM_COLUMNS = ['vm_id', 'status', 'plan', 'tier', 'harness', 'ipv4', 'created_at'];
 
@@ -35,6 +36,8 @@ const GROUPS: Record<string, string> = {
   templates: 'the template gallery',
   keys: 'API keys',
   runs: "a VM's task runs: list, inspect, follow, cancel",
+  webhooks: 'where your events are POSTed, signed, and how each delivery went',
+  billing: 'card on file and credits; `billing ledger` lists every charge and draw',
 };
 
 const jsonOpt = () => new Option('--json', 'print JSON (for scripts)');
@@ -214,6 +217,7 @@ const COMMANDS: CommandEntry[] = [
   { command: 'vms destroy', operationId: 'destroyVM' },
   { command: 'vms run', operationIds: ['runVMTask'], build: vmsRun },
   { command: 'vms secrets', operationIds: ['setVMSecrets'], build: vmsSecrets },
+  { command: 'vms update', operationIds: ['updateVM'], build: vmsUpdate },
   {
     command: 'runs list',
     operationId: 'listVMRuns',
@@ -250,6 +254,28 @@ const COMMANDS: CommandEntry[] = [
     examples: ['agentvm templates capture vm_… --name "my setup"'],
   },
   { command: 'billing', operationId: 'getBilling', examples: ['agentvm billing --json'] },
+  {
+    command: 'billing ledger',
+    operationId: 'listLedger',
+    render: asTable<Schemas['LedgerPage']>(['created_at', 'kind', 'amount_cents', 'credits_delta_cents', 'vm_id', 'description'], {
+      footer: (page) => `${page.total} in all${page.has_more ? `; next page: --offset ${page.next_offset}` : ''}`,
+    }),
+    examples: ['agentvm billing ledger --limit 50'],
+  },
+  { command: 'events', operationIds: ['listEvents'], build: events },
+  {
+    command: 'webhooks create',
+    operationId: 'createWebhook',
+    examples: ['agentvm webhooks create --url https://example.com/hooks --events vm.stopped run.finished'],
+  },
+  { command: 'webhooks list', operationId: 'listWebhooks', render: asTable(['webhook_id', 'url', 'events', 'created_at']) },
+  { command: 'webhooks delete', operationId: 'deleteWebhook' },
+  {
+    command: 'webhooks deliveries',
+    operationId: 'listWebhookDeliveries',
+    render: asTable(['created_at', 'event_type', 'status', 'attempts', 'last_status_code', 'last_error', 'next_attempt_at']),
+    examples: ['agentvm webhooks deliveries wh_…'],
+  },
   {
     command: 'usage',
     operationId: 'getUsage',

@@ -39,10 +39,17 @@ export const TOOL_NAMES: Record<string, string> = {
   listKeys: 'keys_list',
   issueKey: 'key_issue',
   revokeKey: 'key_revoke',
+  updateVM: 'vm_update',
+  listEvents: 'events_list',
+  listLedger: 'ledger_list',
+  createWebhook: 'webhook_create',
+  listWebhooks: 'webhooks_list',
+  deleteWebhook: 'webhook_delete',
+  listWebhookDeliveries: 'webhook_deliveries_list',
 };
 
-const DESTRUCTIVE = new Set(['destroyVM', 'revokeKey', 'restartVM', 'reprovisionVM', 'stopVM', 'cancelVMRun']);
-const IDEMPOTENT = new Set(['stopVM', 'startVM', 'setVMSecrets', 'setVMEgress', 'revokeKey', 'destroyVM', 'cancelVMRun']);
+const DESTRUCTIVE = new Set(['destroyVM', 'revokeKey', 'restartVM', 'reprovisionVM', 'stopVM', 'cancelVMRun', 'deleteWebhook']);
+const IDEMPOTENT = new Set(['stopVM', 'startVM', 'setVMSecrets', 'setVMEgress', 'revokeKey', 'destroyVM', 'cancelVMRun', 'updateVM']);
 /** `vm_run` with `wait: false` answers the queued run at once (`Prefer: respond-async`). */
 const RUN_WAIT = z.boolean().optional().meta({ description: 'false: answer the queued run at once (follow it with run_get); default true: answer the finished run' });
 /** A body that is not an object of fields (the secrets map) goes under this argument. */
