@@ -21,6 +21,7 @@ const BENCHES = [
   { id: 'runs', file: 'runs.bench.ts', what: 'a run live: first line at a watcher vs the guest; 50 watchers of one run' },
   { id: 'scaleout', file: 'scaleout.bench.ts', what: 'two API replicas and three hosts vs one host' },
   { id: 'egress', file: 'egress.bench.ts', what: 'the egress gateway: added latency and MiB/s from inside a VM vs the host' },
+  { id: 'webhooks', file: 'webhooks.bench.ts', what: 'event → first webhook attempt; whoami with 1,000 deliveries queued to a dead receiver' },
 ];
 const only = process.argv.slice(2);
 const imageDir = process.env.AGENTVM_IMAGE_DIR ?? '/var/cache/agentvm/images';
