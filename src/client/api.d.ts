@@ -2164,9 +2164,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The VM */
+                /** @description A VM id (`vm_…`) */
                 id: string;
-                /** @description The run */
+                /** @description A run id (`run_…`) */
                 run_id: string;
             };
             cookie?: never;
@@ -2251,9 +2251,9 @@ export interface operations {
                 "Last-Event-ID"?: string;
             };
             path: {
-                /** @description The VM */
+                /** @description A VM id (`vm_…`) */
                 id: string;
-                /** @description The run */
+                /** @description A run id (`run_…`) */
                 run_id: string;
             };
             cookie?: never;
@@ -2335,9 +2335,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The VM */
+                /** @description A VM id (`vm_…`) */
                 id: string;
-                /** @description The run */
+                /** @description A run id (`run_…`) */
                 run_id: string;
             };
             cookie?: never;
