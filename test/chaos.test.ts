@@ -76,6 +76,8 @@ class Chaos {
   readonly serverErrors: string[] = [];
   readonly listenMs: number[] = [];
   readonly kills: string[] = [];
+  /** Runs queued with `Prefer: respond-async`: each must end, whatever was killed under it. */
+  readonly asyncRuns: Array<{ vmId: string; runId: string }> = [];
   key = '';
   tenantId = '';
 
@@ -219,6 +221,35 @@ class Chaos {
     vm.persistRuns = persist_runs;
   }
 
+  /** An echo run queued and left: its end is looked at after the last round. */
+  async echoAsync(vmId: string): Promise<void> {
+    const res = await this.call('POST', `/v1/api/vms/${vmId}/run`, { task: 'chaos async' }, { prefer: 'respond-async' });
+    if (!res || res.status === 409 || res.status === 404) return;
+    assert.equal(res.status, 202, `async run on ${vmId}: ${JSON.stringify(res.body)}; ${this.where()}`);
+    this.asyncRuns.push({ vmId, runId: res.body.run_id });
+  }
+
+  /**
+   * Every run queued during the chaos has ended (none stays queued or running for ever), and one that
+   * succeeded has its whole output. A destroyed VM's runs are gone with it.
+   */
+  async checkRuns(): Promise<void> {
+    const ended: string[] = [];
+    for (const { vmId, runId } of this.asyncRuns) {
+      const run = await until(`run ${runId} ends`, async () => {
+        const res = await this.call('GET', `/v1/api/vms/${vmId}/runs/${runId}`);
+        if (res?.status === 404 && this.vms.get(vmId)!.desired === 'deleted') return { status: 'deleted' };
+        return res?.status === 200 && !['queued', 'running'].includes(res.body.status) && res.body;
+      }, 120_000).catch((err) => {
+        throw new Error(`${err.message}; ${this.where()}\n${this.log()}`);
+      });
+      if (run.status === 'succeeded') assert.equal(JSON.parse(run.stdout).task, 'chaos async', `${runId}; ${this.where()}`);
+      else assert.ok(['lost', 'deleted'].includes(run.status), `run ${runId} ended ${run.status}; ${this.where()}`);
+      ended.push(run.status);
+    }
+    process.stderr.write(`chaos: ${ended.length} runs queued during the kills ended: ${ended.join(' ') || 'none'}\n`);
+  }
+
   async capture(vmId: string): Promise<void> {
     const res = await this.call('POST', `/v1/api/vms/${vmId}/capture`, { visibility: 'private' });
     if (res?.status === 201) this.templates.push(res.body.template_id);
@@ -252,7 +283,8 @@ class Chaos {
     if (live.length < 2 || (roll < 0.25 && live.length < 6)) return this.moneyCall(this.newMoneyCall(round, i));
     const vmId = rng.pick(live);
     if (roll < 0.6) return this.lifecycle(vmId, rng.pick<LifecycleOp>(['stop', 'start', 'restart', 'reprovision', 'reprovision']));
-    if (roll < 0.85) return this.echo(vmId);
+    if (roll < 0.75) return this.echo(vmId);
+    if (roll < 0.85) return this.echoAsync(vmId);
     if (roll < 0.93) return this.capture(vmId);
     return this.lifecycle(vmId, 'destroy');
   }
@@ -390,6 +422,7 @@ for (const form of forms) {
       });
       const running = settled.filter((v) => v.status === 'running').map((v) => v.vm_id);
       for (const id of running) await chaos.echo(id);
+      await chaos.checkRuns();
 
       // One VM per Idempotency-Key: every answer for a key names the same VM, and the tenant has no other.
       for (const m of chaos.money) {

@@ -12,7 +12,7 @@ import { promisify } from 'node:util';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { killQemusUnder } from './helpers.ts';
+import { killQemusUnder, until } from './helpers.ts';
 
 const run = promisify(execFile);
 const BIN = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../bin/agentvm.js');
@@ -261,6 +261,42 @@ describe('the CLI and the MCP server against a real server', () => {
     const ran = await cli(['vms', 'run', vm.vm_id, 'hello', 'from', 'the', 'cli']);
     assert.equal(ran.code, 0, ran.stderr);
     assert.equal(JSON.parse(ran.stdout).task, 'hello from the cli');
+    assert.equal((await cli(['vms', 'destroy', vm.vm_id])).code, 0);
+  });
+
+  test('runs from the CLI: output as it comes, --detach and runs logs --follow, Ctrl-C cancels, exit codes', { skip: imageDir ? false : 'needs AGENTVM_TEST_IMAGE_DIR', timeout: 5 * 60_000 }, async () => {
+    const vm = JSON.parse((await cli(['vms', 'create', '--harness', 'ticker', '--wait', '--json'])).stdout);
+    const ran = await cli(['vms', 'run', vm.vm_id, 'one']);
+    assert.equal(ran.code, 0, ran.stderr);
+    assert.equal(ran.stdout, 'one\n');
+
+    const detached = await cli(['vms', 'run', '--detach', vm.vm_id, 'x\ny\nz']);
+    assert.equal(detached.code, 0, detached.stderr);
+    const runId = detached.stdout.trim();
+    assert.match(runId, /^run_[A-Za-z0-9]+$/);
+    const followed = await cli(['runs', 'logs', vm.vm_id, runId, '--follow']);
+    assert.equal(followed.code, 0, followed.stderr);
+    assert.equal(followed.stdout, 'x\ny\nz\n');
+    const listed = await cli(['runs', 'list', vm.vm_id]);
+    assert.match(listed.stdout, new RegExp(`${runId}\\W+succeeded`));
+    assert.match(listed.stdout, /│ x y z +│/, 'a task on one line');
+    assert.equal(JSON.parse((await cli(['runs', 'get', vm.vm_id, runId, '--json'])).stdout).stdout, 'x\ny\nz\n');
+
+    // Ctrl-C without a terminal cancels the run: the command exits 130 and the run is cancelled.
+    const child = spawn(process.execPath, [BIN, 'vms', 'run', vm.vm_id, Array.from({ length: 30 }, (_, i) => `tick ${i}`).join('\n')], {
+      env: { ...process.env, AGENTVM_BASE_URL: url, XDG_CONFIG_HOME: configHome, AGENTVM_API_KEY: '' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout!.on('data', (d) => (out += d));
+    const code = new Promise<number | null>((r) => child.once('exit', (c) => r(c)));
+    await until('the first tick', async () => out.includes('tick 0\n'), 60_000);
+    child.kill('SIGINT');
+    assert.equal(await code, 130);
+    const runs = JSON.parse((await cli(['runs', 'list', vm.vm_id, '--json'])).stdout).data;
+    assert.equal(runs[0].status, 'cancelled');
+    assert.ok(!out.includes('tick 29'));
+    assert.equal((await cli(['runs', 'get', vm.vm_id, 'run_missing'])).code, 6);
     assert.equal((await cli(['vms', 'destroy', vm.vm_id])).code, 0);
   });
 

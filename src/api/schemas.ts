@@ -206,10 +206,7 @@ export const RunListQuery = z.strictObject({
     .meta({ type: 'integer', minimum: 0, maximum: 1_000_000_000, default: 0, description: 'Where the page starts' }),
 });
 
-export const RunParams = z.strictObject({
-  id: z.string().meta({ description: 'The VM' }),
-  run_id: z.string().meta({ description: 'The run' }),
-});
+
 
 export const RunEventStream = z.string().meta({
   description:
@@ -492,4 +489,5 @@ export const CreditsBalance = z.object({ balance_cents: z.int() });
 export const ID_PATTERN = /^[A-Za-z0-9_.-]{1,200}$/;
 export const idParam = (description?: string) => z.string().regex(ID_PATTERN).meta(description ? { description } : {});
 export const IdParam = z.strictObject({ id: idParam('A VM id (`vm_…`)') });
+export const RunParams = z.strictObject({ id: idParam('A VM id (`vm_…`)'), run_id: idParam('A run id (`run_…`)') });
 export const NoQuery = z.strictObject({});

@@ -24,7 +24,7 @@ import { apiAction, customerClient } from './apiAction.ts';
 import { addCommands, type CommandEntry } from './operationCommands.ts';
 import { asRecord, asTable, print, record, table, type Out } from './output.ts';
 import { addWaitOptions, waitForVm } from './waitForVm.ts';
-import { renderRun, runsLogs, vmsRun } from './runs.ts';
+import { oneLine, renderRun, runsLogs, vmsRun } from './runs.ts';
 import { events, vmsUpdate } from './lifecycle.ts';
 
 const VM_COLUMNS = ['vm_id', 'status', 'plan', 'tier', 'harness', 'ipv4', 'created_at'];
@@ -222,7 +222,7 @@ const COMMANDS: CommandEntry[] = [
     command: 'runs list',
     operationId: 'listVMRuns',
     render: asTable<Schemas['RunList']>(['run_id', 'status', 'exit_code', 'duration_ms', 'created_at', 'task'], {
-      rows: (page) => page.data.map((r) => ({ ...r, task: r.task.length > 40 ? `${r.task.slice(0, 37)}…` : r.task })),
+      rows: (page) => page.data.map((r) => ({ ...r, task: oneLine(r.task, 40) })),
       footer: (page) => `${page.total} in all${page.has_more ? `; next page: --offset ${page.next_offset}` : ''}`,
     }),
     examples: ['agentvm runs list vm_…'],

@@ -120,6 +120,12 @@ export function runsLogs(cmd: Command): void {
     }));
 }
 
+/** A task as one line of at most `max` characters, for tables. */
+export const oneLine = (text: string, max: number) => {
+  const flat = text.replace(/\s+/g, ' ').trim();
+  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
+};
+
 /** `runs get` shows a run's facts; its output is `runs logs`. */
-export const renderRun = (run: Run): Record<string, unknown> => ({ run_id: run.run_id, vm_id: run.vm_id, status: run.status, harness: run.harness, exit_code: run.exit_code, duration_ms: run.duration_ms, created_at: run.created_at, finished_at: run.finished_at, task: run.task.length > 80 ? `${run.task.slice(0, 77)}…` : run.task,
+export const renderRun = (run: Run): Record<string, unknown> => ({ run_id: run.run_id, vm_id: run.vm_id, status: run.status, harness: run.harness, exit_code: run.exit_code, duration_ms: run.duration_ms, created_at: run.created_at, finished_at: run.finished_at, task: oneLine(run.task, 80),
 });

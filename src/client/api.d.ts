@@ -2536,9 +2536,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The VM */
+                /** @description A VM id (`vm_…`) */
                 id: string;
-                /** @description The run */
+                /** @description A run id (`run_…`) */
                 run_id: string;
             };
             cookie?: never;
@@ -2623,9 +2623,9 @@ export interface operations {
                 "Last-Event-ID"?: string;
             };
             path: {
-                /** @description The VM */
+                /** @description A VM id (`vm_…`) */
                 id: string;
-                /** @description The run */
+                /** @description A run id (`run_…`) */
                 run_id: string;
             };
             cookie?: never;
@@ -2707,9 +2707,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The VM */
+                /** @description A VM id (`vm_…`) */
                 id: string;
-                /** @description The run */
+                /** @description A run id (`run_…`) */
                 run_id: string;
             };
             cookie?: never;
