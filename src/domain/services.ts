@@ -10,6 +10,7 @@ import { RunService, type RunLimits, type VmExecutor } from './runs.ts';
 import { RunFeed } from './runFeed.ts';
 import { LoginService, type Mailer } from './login.ts';
 import { TemplateService } from './templates.ts';
+import { SessionService } from './sessions.ts';
 import { LedgerPaymentProvider, type PaymentProvider } from './payments.ts';
 import type { DriverProbe } from '../vmm/probe.ts';
 import type { ProviderUrls } from '../harness/providers.ts';
@@ -30,6 +31,8 @@ export interface Services {
   runFeed: RunFeed;
   login: LoginService;
   templates: TemplateService;
+  /** Web console sign-ins. */
+  sessions: SessionService;
   driver: () => Promise<DriverProbe>;
 }
 
@@ -74,6 +77,7 @@ export function buildServices(
   const { db, clock, billing, hosts, runFeed } = core;
   const keys = new KeyService(db, clock);
   const templates = new TemplateService(db, clock, host.capture ?? null);
+  const login = new LoginService(db, clock, keys, opts.mailer ?? { send: async () => undefined });
   const vms = new VmService(db, clock, billing, hosts, templates, { onChange: host.vmsChanged, showLostHosts: host.showLostHosts, providerUrls: opts.providerUrls });
   return {
     ...core,
@@ -82,7 +86,8 @@ export function buildServices(
     usage: new UsageService(db, clock),
     vms,
     runs: new RunService(db, clock, vms, runFeed, opts.runLimits ?? DEFAULT_RUN_LIMITS, host.executor ?? null),
-    login: new LoginService(db, clock, keys, opts.mailer ?? { send: async () => undefined }),
+    login,
+    sessions: new SessionService(db, clock, login),
     templates,
     driver: host.driver,
   };
