@@ -5,8 +5,8 @@ import { money } from './format.ts';
 export type Offer = { kind: 'plan'; plan: PlanId; cycle: Cycle } | { kind: 'tier'; tier: TierId };
 
 export const OFFER_CHOICES = [
-  ...PLAN_IDS.map((p) => ({ value: `plan:${p}`, group: 'Flat plan, charged to your card', label: `${title(p)} — ${PLANS[p].vcpus} vCPU, ${PLANS[p].memory_mib / 1024} GiB, ${PLANS[p].disk_gib} GiB disk — ${money(PLANS[p].monthly_cents)}/month` })),
-  ...TIER_IDS.map((t) => ({ value: `tier:${t}`, group: 'Pay as you go, from prepaid credits', label: `${t === 'ondemand' ? 'On-demand' : 'Spot'} — 1 vCPU, 1 GiB — ${TIERS[t].cents_per_hour}¢/hour${t === 'spot' ? ', may be preempted' : ''}` })),
+  ...PLAN_IDS.map((p) => ({ value: `plan:${p}`, group: 'Flat plan, charged to your card', label: `${title(p)} · ${money(PLANS[p].monthly_cents)}/month · ${PLANS[p].vcpus} vCPU, ${PLANS[p].memory_mib / 1024} GiB, ${PLANS[p].disk_gib} GiB disk` })),
+  ...TIER_IDS.map((t) => ({ value: `tier:${t}`, group: 'Pay as you go, from prepaid credits', label: `${t === 'ondemand' ? 'On-demand' : 'Spot'} · ${TIERS[t].cents_per_hour}¢/hour · 1 vCPU, 1 GiB${t === 'spot' ? ', may be preempted' : ''}` })),
 ];
 
 function title(s: string) {

@@ -6,15 +6,16 @@
   if (!box || typeof uPlot === 'undefined') return;
   const days = JSON.parse(box.getAttribute('data-spend') || '[]');
   const xs = days.map((d) => Date.parse(`${d.day}T00:00:00Z`) / 1000);
-  const card = days.map((d) => d.card_cents / 100);
-  const credits = days.map((d) => d.credits_cents / 100);
+  // A day without spend draws no bar (null), rather than a hairline at zero.
+  const card = days.map((d) => (d.card_cents ? d.card_cents / 100 : null));
+  const credits = days.map((d) => (d.credits_cents ? d.credits_cents / 100 : null));
   const dollars = (v) => (v === null || v === undefined ? '—' : `$${v.toFixed(2)}`);
   const bars = (align) => uPlot.paths.bars({ size: [0.4, 40], align });
   const opts = {
     width: box.clientWidth,
     height: 220,
     cursor: { drag: { x: false, y: false } },
-    scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, Math.max(1, max * 1.15)] } },
+    scales: { x: { time: true, range: (_u, min, max) => [min - 43200, max + 43200] }, y: { range: (_u, _min, max) => [0, Math.max(1, max * 1.15)] } },
     axes: [
       { stroke: '#5b6472', grid: { show: false }, ticks: { stroke: '#d8dde5' } },
       { stroke: '#5b6472', values: (_u, vals) => vals.map((v) => `$${v}`), grid: { stroke: '#eef1f5' }, size: 56 },

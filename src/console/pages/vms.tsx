@@ -67,7 +67,7 @@ function CreateForm({ harnesses, offer, harness }: { harnesses: Schemas['Harness
   return (
     <form class="card stack" method="get" action="/console/vms/new" hx-get="/console/vms/quote" hx-trigger="change" hx-target="#quote" hx-swap="outerHTML">
       <h2>New VM</h2>
-      <div class="grid-3">
+      <div class="grid-create">
         <div class="field">
           <label for="offer">Plan or tier</label>
           <select id="offer" name="offer">
@@ -106,11 +106,11 @@ function CreateForm({ harnesses, offer, harness }: { harnesses: Schemas['Harness
         </div>
       </div>
       <Quote offer={offer} />
-      <div>
+      <div class="button-row">
         <button type="submit" class="button primary">
           Review and create
         </button>
-        <span class="muted small"> Nothing is charged until you confirm.</span>
+        <span class="muted small">Nothing is charged until you confirm.</span>
       </div>
     </form>
   );
@@ -124,9 +124,13 @@ async function vmsPage(c: ConsoleContext, opts: { problem?: ClientError; status?
     c,
     { title: 'VMs', section: 'vms', session, problem: opts.problem, status: opts.status, notice: noticeFor(c.req.query('done')) },
     <>
-      <p class="muted">
-        {count(vms.total)} VM{vms.total === 1 ? '' : 's'} · statuses update by themselves
-      </p>
+      <section class="card" aria-labelledby="list-h">
+      <div class="section-head">
+        <h2 id="list-h">Your VMs</h2>
+        <span class="muted small">
+          {count(vms.total)} VM{vms.total === 1 ? '' : 's'} · statuses update by themselves
+        </span>
+      </div>
       <div class="table-wrap">
         <table class="table responsive">
           <caption class="visually-hidden">Your VMs, newest first</caption>
@@ -145,6 +149,7 @@ async function vmsPage(c: ConsoleContext, opts: { problem?: ClientError; status?
           <VmRows vms={vms.data} session={session} />
         </table>
       </div>
+      </section>
       <CreateForm harnesses={harnesses} offer={{ kind: 'plan', plan: 'starter', cycle: 'monthly' }} />
     </>,
   );
