@@ -31,3 +31,20 @@ document.addEventListener('htmx:responseError', (event) => {
   const xhr = event.detail && event.detail.xhr;
   if (xhr && xhr.status === 401) window.location.assign('/console/login');
 });
+
+// Long work shows progress: the button that submitted a form spins until the next page arrives.
+document.addEventListener('submit', (event) => {
+  const button = event.submitter;
+  if (button instanceof HTMLButtonElement) {
+    button.classList.add('busy');
+    button.setAttribute('aria-busy', 'true');
+  }
+});
+
+// Back to a page from the browser's cache: nothing is in progress any more.
+window.addEventListener('pageshow', () => {
+  for (const b of document.querySelectorAll('.busy')) {
+    b.classList.remove('busy');
+    b.removeAttribute('aria-busy');
+  }
+});

@@ -142,6 +142,7 @@ export function Pager(props: { base: string; param: string; offset: number; size
     return `${props.base}?${q}`;
   };
   const end = Math.min(props.offset + props.size, props.total);
+  if (props.offset === 0 && end >= props.total) return null;
   return (
     <nav class="pager" aria-label={props.label}>
       {props.offset > 0 ? <a href={link(Math.max(0, props.offset - props.size))}>← Previous</a> : <span class="disabled">← Previous</span>}
@@ -230,7 +231,7 @@ function Egress({ vm, log, session }: { vm: Schemas['VM']; log: Schemas['EgressL
 
 function Secrets({ vm, session }: { vm: Schemas['VM']; session: ConsoleSession }) {
   return (
-    <section class="card stack" aria-labelledby="secrets-h">
+    <section class="card stack half" aria-labelledby="secrets-h">
       <h2 id="secrets-h">Secrets</h2>
       <p class="muted small">Environment variables for the agent, such as a provider's API key. Values are write-only: nobody can read them back here.</p>
       {vm.secret_names.length === 0 ? (
@@ -252,7 +253,7 @@ function Secrets({ vm, session }: { vm: Schemas['VM']; session: ConsoleSession }
           ))}
         </ul>
       )}
-      <form class="grid-secret" method="post" action={`${vmPath(vm.vm_id)}/secrets`}>
+      <form class="stack" method="post" action={`${vmPath(vm.vm_id)}/secrets`}>
         <Csrf session={session} />
         <div class="field">
           <label for="secret-name">Name</label>
@@ -262,7 +263,7 @@ function Secrets({ vm, session }: { vm: Schemas['VM']; session: ConsoleSession }
           <label for="secret-value">Value</label>
           <input id="secret-value" name="value" type="password" required autocomplete="new-password" />
         </div>
-        <div class="field end">
+        <div>
           <button type="submit" class="button">
             Set secret
           </button>
@@ -274,10 +275,10 @@ function Secrets({ vm, session }: { vm: Schemas['VM']; session: ConsoleSession }
 
 function Capture({ vm, session }: { vm: Schemas['VM']; session: ConsoleSession }) {
   return (
-    <section class="card stack" aria-labelledby="capture-h">
+    <section class="card stack half" aria-labelledby="capture-h">
       <h2 id="capture-h">Capture as a template</h2>
       <p class="muted small">Snapshots the persist disk only. A public capture has secrets scrubbed from the copy.</p>
-      <form class="grid-secret" method="post" action={`${vmPath(vm.vm_id)}/capture`}>
+      <form class="stack" method="post" action={`${vmPath(vm.vm_id)}/capture`}>
         <Csrf session={session} />
         <div class="field">
           <label for="capture-name">Template name</label>
@@ -290,7 +291,7 @@ function Capture({ vm, session }: { vm: Schemas['VM']; session: ConsoleSession }
             <option value="public">Public (in the gallery)</option>
           </select>
         </div>
-        <div class="field end">
+        <div>
           <button type="submit" class="button">
             Capture
           </button>
