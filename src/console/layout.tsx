@@ -35,6 +35,8 @@ export interface PageOptions {
   /** Buttons or links beside the title. */
   actions?: Child;
   status?: number;
+  /** A page of one small form (sign-in): centred. */
+  centered?: boolean;
 }
 
 /** The hidden field every form that changes something carries. */
@@ -96,7 +98,7 @@ function Shell(props: PageOptions & { children: Child }) {
             </>
           ) : null}
         </header>
-        <main id="main" tabindex={-1}>
+        <main id="main" tabindex={-1} class={props.centered ? 'centered' : undefined}>
           {props.crumbs?.length ? (
             <nav class="crumbs" aria-label="Breadcrumb">
               {props.crumbs.map((c) => (

@@ -68,7 +68,7 @@ export function registerLogin(app: ConsoleApp, deps: ConsoleDeps) {
     const next = safeNext(c.req.query('next'));
     if (await signedIn(c)) return c.redirect(next, 303);
     const notice = c.req.query('signed_out') ? 'You are signed out.' : null;
-    return page(c, { title: 'Sign in', notice }, <EmailForm csrf={loginCsrf(c)} next={next} />);
+    return page(c, { title: 'Sign in to agentvm', notice, centered: true }, <EmailForm csrf={loginCsrf(c)} next={next} />);
   });
 
   const checkLoginCsrf = async (c: Context) => {
@@ -81,15 +81,15 @@ export function registerLogin(app: ConsoleApp, deps: ConsoleDeps) {
     const next = safeNext(await field(c, 'next'));
     const email = await field(c, 'email');
     if (!(await checkLoginCsrf(c))) {
-      return page(c, { title: 'Sign in', problem: staleForm, status: 403 }, <EmailForm csrf={loginCsrf(c)} next={next} email={email} />);
+      return page(c, { title: 'Sign in to agentvm', problem: staleForm, status: 403, centered: true }, <EmailForm csrf={loginCsrf(c)} next={next} email={email} />);
     }
     try {
       await call(consoleApi(deps.callApi).POST('/v1/auth/login/start', { body: { email } }));
     } catch (err) {
       if (!(err instanceof ClientError)) throw err;
-      return page(c, { title: 'Sign in', problem: err, status: err.status }, <EmailForm csrf={loginCsrf(c)} next={next} email={email} />);
+      return page(c, { title: 'Sign in to agentvm', problem: err, status: err.status, centered: true }, <EmailForm csrf={loginCsrf(c)} next={next} email={email} />);
     }
-    return page(c, { title: 'Enter your code' }, <CodeForm csrf={loginCsrf(c)} next={next} email={email} />);
+    return page(c, { title: 'Enter your code', centered: true }, <CodeForm csrf={loginCsrf(c)} next={next} email={email} />);
   });
 
   app.post('/login/code', async (c) => {
@@ -97,7 +97,7 @@ export function registerLogin(app: ConsoleApp, deps: ConsoleDeps) {
     const email = await field(c, 'email');
     const code = (await field(c, 'code')).replace(/\s+/g, '');
     const again = (problem: ClientError) =>
-      page(c, { title: 'Enter your code', problem, status: problem.status }, <CodeForm csrf={loginCsrf(c)} next={next} email={email} />);
+      page(c, { title: 'Enter your code', problem, status: problem.status, centered: true }, <CodeForm csrf={loginCsrf(c)} next={next} email={email} />);
     if (!(await checkLoginCsrf(c))) return again(staleForm);
     const parsed = LoginCompleteRequest.safeParse({ email, code });
     if (!parsed.success) return again(toClientError(validationError('body', parsed.error)));
