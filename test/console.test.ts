@@ -429,6 +429,44 @@ describe('web console sessions', () => {
   });
 });
 
+describe('web console over HTTP, without a browser', () => {
+  test('cookies are Secure behind HTTPS; pages carry the CSP; a cross-site POST is refused before anything runs', async () => {
+    const { db, drop } = await freshDb({ name: 'pglite' });
+    const server = await startConsoleServer(db);
+    try {
+      const plain = await fetch(`${server.url}/console/login`);
+      assert.doesNotMatch(plain.headers.get('set-cookie') ?? '', /Secure/);
+      assert.match(plain.headers.get('content-security-policy') ?? '', /^default-src 'none'; script-src 'self'/);
+      assert.equal(plain.headers.get('x-frame-options'), 'DENY');
+      const proxied = await fetch(`${server.url}/console/login`, { headers: { 'x-forwarded-proto': 'https' } });
+      assert.match(proxied.headers.get('set-cookie') ?? '', /; Secure/);
+      assert.match(proxied.headers.get('set-cookie') ?? '', /HttpOnly; Secure; SameSite=Lax/);
+      const { email } = await server.tenant();
+      const attempts: Record<string, string>[] = [{ 'sec-fetch-site': 'cross-site' }, { origin: 'https://evil.example' }, { origin: 'null' }];
+      for (const headers of attempts) {
+        const res = await fetch(`${server.url}/console/login`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers },
+          body: new URLSearchParams({ email }).toString(),
+        });
+        assert.equal(res.status, 403, JSON.stringify(headers));
+      }
+      assert.ok(!server.logs.some((l) => l.includes('login code')), 'no code was sent');
+      const noToken = await fetch(`${server.url}/console/login`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', origin: server.url },
+        body: new URLSearchParams({ email }).toString(),
+      });
+      assert.equal(noToken.status, 403, 'the login form needs its double-submit token');
+      const away = await fetch(`${server.url}/console/login?next=${encodeURIComponent('https://evil.example/')}`);
+      assert.match(await away.text(), /name="next" value="\/console\/vms"/, 'next never leaves the console');
+    } finally {
+      await server.close();
+      await drop();
+    }
+  });
+});
+
 describe('web console with a real VM', { skip: noBrowser || (imageDir ? false : 'set AGENTVM_TEST_IMAGE_DIR to a built image dir (npm run test:all does)') }, () => {
   let dataDir: string;
   let server: RunningServer;
