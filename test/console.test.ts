@@ -190,6 +190,7 @@ describe('web console in a real browser', { skip: noBrowser }, () => {
     await runStore.markRunning(server.db, runId, new Date());
     await page.goto(`${server.url}/console/vms/${vmId}/runs/${runId}`);
     await page.locator('#run-progress').waitFor();
+    assert.equal(await page.locator('#run-status .status').textContent(), 'running');
     assert.equal(await page.locator('.task-text').textContent(), XSS_TASK);
     await runStore.appendEvents(server.db, runId, [{ seq: 1, stream: 'stdout', text: `first line ${XSS_NAME}\n` }]);
     await server.services.runFeed.publish({ run_id: runId });

@@ -4,11 +4,11 @@ import type { ConsoleSession } from '../domain/sessions.ts';
 import { Csrf } from './layout.tsx';
 
 /** A status word with its colour; a status that will change by itself carries a spinner for those who see it. */
-export function Status({ status, reason }: { status: string; reason?: string | null }) {
+export function Status({ status, reason, label }: { status: string; reason?: string | null; label?: string }) {
   return (
     <span class={`status status-${status}`} data-status={status}>
       {TRANSITIONAL.has(status) ? <span class="spinner" aria-hidden="true"></span> : null}
-      {status}
+      {label ?? status}
       {reason ? <span class="status-reason"> ({reason})</span> : null}
     </span>
   );

@@ -17,6 +17,13 @@ function follow(pre) {
     if (empty) {
       pre.textContent = '';
       empty = false;
+      // Output means the run has started, whatever the page said when it was rendered.
+      const badge = document.querySelector('#run-status .status');
+      if (badge && badge.getAttribute('data-status') === 'queued') {
+        badge.className = 'status status-running-run';
+        badge.setAttribute('data-status', 'running-run');
+        badge.textContent = 'running';
+      }
     }
     if (stream === 'stderr') {
       const span = document.createElement('span');

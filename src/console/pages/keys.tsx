@@ -104,7 +104,7 @@ async function keysPage(c: ConsoleContext, opts: { problem?: ClientError; status
   );
 }
 
-export function registerKeys(app: ConsoleApp, deps: ConsoleDeps) {
+export function registerKeys(app: ConsoleApp, _deps: ConsoleDeps) {
   app.get('/keys', (c) => keysPage(c));
   app.post('/keys', async (c) => {
     try {
@@ -126,5 +126,4 @@ export function registerKeys(app: ConsoleApp, deps: ConsoleDeps) {
       return keysPage(c, { problem: err, status: err.status });
     }
   });
-  void deps;
 }

@@ -154,7 +154,7 @@ async function galleryPage(c: ConsoleContext, opts: { problem?: ClientError; sta
   );
 }
 
-export function registerTemplates(app: ConsoleApp, deps: ConsoleDeps) {
+export function registerTemplates(app: ConsoleApp, _deps: ConsoleDeps) {
   app.get('/templates', (c) => galleryPage(c));
 
   app.post('/templates/capture', async (c) => {
@@ -229,5 +229,4 @@ export function registerTemplates(app: ConsoleApp, deps: ConsoleDeps) {
       return galleryPage(c, { problem: err, status: err.status });
     }
   });
-  void deps;
 }

@@ -86,8 +86,9 @@ function TaskBox({ vm, session }: { vm: Schemas['VM']; session: ConsoleSession }
   );
 }
 
+/** A run's status; a running run is shown as work in progress (a VM's `running` is a resting state). */
 export function RunStatus({ run }: { run: Schemas['Run'] }) {
-  return <Status status={run.status === 'running' ? 'running-run' : run.status} />;
+  return run.status === 'running' ? <Status status="running-run" label="running" /> : <Status status={run.status} />;
 }
 
 function RunHistory({ vm, runs, offset }: { vm: Schemas['VM']; runs: Schemas['RunList']; offset: number }) {
@@ -344,7 +345,7 @@ async function vmPage(c: ConsoleContext, id: string, opts: { problem?: ClientErr
   );
 }
 
-export function registerVm(app: ConsoleApp, deps: ConsoleDeps) {
+export function registerVm(app: ConsoleApp, _deps: ConsoleDeps) {
   /** Runs a change; on the API's refusal, shows the VM's page with its message and hint. */
   const act = async (c: ConsoleContext, change: () => Promise<string>) => {
     try {
@@ -547,7 +548,6 @@ export function registerVm(app: ConsoleApp, deps: ConsoleDeps) {
     await call(c.get('api').POST('/v1/api/vms/{id}/runs/{run_id}/cancel', { params: { path: { id, run_id: runId } } }));
     return c.redirect(`${vmPath(id)}/runs/${runId}?done=cancelled`, 303);
   });
-  void deps;
 }
 
 function RunText({ run }: { run: Schemas['Run'] }) {

@@ -155,7 +155,7 @@ async function vmsPage(c: ConsoleContext, opts: { problem?: ClientError; status?
   );
 }
 
-export function registerVms(app: ConsoleApp, deps: ConsoleDeps) {
+export function registerVms(app: ConsoleApp, _deps: ConsoleDeps) {
   app.get('/vms', (c) => vmsPage(c));
 
   app.get('/vms/rows', async (c) => {
@@ -194,7 +194,6 @@ export function registerVms(app: ConsoleApp, deps: ConsoleDeps) {
       return vmsPage(c, { problem: err, status: err.status });
     }
   });
-  void deps;
 }
 
 async function reviewPage(c: ConsoleContext, offer: Offer, harness: Schemas['Harness'], billing: Schemas['Billing']) {
