@@ -7,8 +7,9 @@ set -euo pipefail
 # build the guest image on the first start; util-linux's setpriv ties a golden VM to its server;
 # socat carries each guest connection to the host's egress gateway.
 packages=(qemu-system-x86 qemu-utils debootstrap busybox-static cpio lz4 e2fsprogs util-linux socat)
-# postgresql: the second database backend of the tests; chromium: the browser the console's test drives.
-[ "${1:-}" = "--vms" ] || packages+=(postgresql chromium)
+# postgresql: the second database backend of the tests; chromium (and a font for its pages): the browser
+# the console's test drives.
+[ "${1:-}" = "--vms" ] || packages+=(postgresql chromium fonts-liberation)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
