@@ -20,6 +20,7 @@ import {
 import { registerLogin } from './pages/login.tsx';
 import { registerVms } from './pages/vms.tsx';
 import { registerVm } from './pages/vm.tsx';
+import { registerRun } from './pages/run.tsx';
 import { registerTemplates } from './pages/templates.tsx';
 import { registerBilling } from './pages/billing.tsx';
 import { registerKeys } from './pages/keys.tsx';
@@ -122,6 +123,7 @@ export function buildConsole(deps: ConsoleDeps): ConsoleApp {
 
   registerVms(app, deps);
   registerVm(app, deps);
+  registerRun(app);
   registerTemplates(app, deps);
   registerBilling(app, deps);
   registerKeys(app, deps);

@@ -52,3 +52,29 @@ export const NOTICES: Record<string, string> = {
   cancelled: 'The run was cancelled.',
 };
 export const noticeFor = (code: string | undefined) => (code ? (NOTICES[code] ?? null) : null);
+
+export const vmPath = (id: string) => `/console/vms/${encodeURIComponent(id)}`;
+
+/** A run's status; a running run is shown as work in progress (a VM's `running` is a resting state). */
+export function RunStatus({ run }: { run: Schemas['Run'] }) {
+  return run.status === 'running' ? <Status status="running-run" label="running" /> : <Status status={run.status} />;
+}
+
+/** Previous and next links over a paged list, with where the page is; nothing when it all fits on one page. */
+export function Pager(props: { base: string; param: string; offset: number; size: number; total: number; label: string; extra?: Record<string, string> }) {
+  const link = (o: number) => {
+    const q = new URLSearchParams({ ...(props.extra ?? {}), [props.param]: String(o) });
+    return `${props.base}?${q}`;
+  };
+  const end = Math.min(props.offset + props.size, props.total);
+  if (props.offset === 0 && end >= props.total) return null;
+  return (
+    <nav class="pager" aria-label={props.label}>
+      {props.offset > 0 ? <a href={link(Math.max(0, props.offset - props.size))}>← Previous</a> : <span class="disabled">← Previous</span>}
+      <span class="muted">
+        {props.total === 0 ? '0' : `${(props.offset + 1).toLocaleString('en-US')}–${end.toLocaleString('en-US')}`} of {props.total.toLocaleString('en-US')}
+      </span>
+      {end < props.total ? <a href={link(end)}>Next →</a> : <span class="disabled">Next →</span>}
+    </nav>
+  );
+}

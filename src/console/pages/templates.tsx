@@ -1,9 +1,8 @@
 import { call, ClientError, idempotencyHeader, type Schemas } from '../api.ts';
 import { field, type ConsoleContext, type ConsoleApp, type ConsoleDeps } from '../app.tsx';
-import { noticeFor, Status } from '../components.tsx';
+import { noticeFor, Pager, Status } from '../components.tsx';
 import { bytes, count, money } from '../format.ts';
 import { Csrf, page } from '../layout.tsx';
-import { Pager } from './vm.tsx';
 import { PLANS, PLAN_IDS, type PlanId } from '../../domain/plans.ts';
 import { newCsrfValue } from '../security.ts';
 import type { ConsoleSession } from '../../domain/sessions.ts';

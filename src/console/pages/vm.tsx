@@ -1,11 +1,10 @@
 import type { Child } from 'hono/jsx';
 import { call, ClientError, type ApiClient, type Schemas } from '../api.ts';
 import { field, type ConsoleContext, type ConsoleApp, type ConsoleDeps } from '../app.tsx';
-import { ActionButton, noticeFor, pricingOf, Status, Time } from '../components.tsx';
+import { ActionButton, noticeFor, Pager, pricingOf, RunStatus, Status, Time, vmPath } from '../components.tsx';
 import { bytes, duration, TRANSITIONAL } from '../format.ts';
 import { Csrf, fragment, page } from '../layout.tsx';
 import type { ConsoleSession } from '../../domain/sessions.ts';
-import { SECURITY_HEADERS } from '../security.ts';
 
 const RUNS_PAGE = 10;
 const EGRESS_LOG_ROWS = 20;
@@ -19,7 +18,6 @@ function lifecycleFor(status: string): Lifecycle[] {
   return ['stop'];
 }
 
-const vmPath = (id: string) => `/console/vms/${encodeURIComponent(id)}`;
 
 /** The VM's facts and lifecycle buttons; polls itself while the status is changing. */
 function Facts({ vm, session }: { vm: Schemas['VM']; session: ConsoleSession }) {
@@ -86,11 +84,6 @@ function TaskBox({ vm, session }: { vm: Schemas['VM']; session: ConsoleSession }
   );
 }
 
-/** A run's status; a running run is shown as work in progress (a VM's `running` is a resting state). */
-export function RunStatus({ run }: { run: Schemas['Run'] }) {
-  return run.status === 'running' ? <Status status="running-run" label="running" /> : <Status status={run.status} />;
-}
-
 function RunHistory({ vm, runs, offset }: { vm: Schemas['VM']; runs: Schemas['RunList']; offset: number }) {
   return (
     <section class="card" aria-labelledby="runs-h">
@@ -134,24 +127,6 @@ function RunHistory({ vm, runs, offset }: { vm: Schemas['VM']; runs: Schemas['Ru
         </>
       )}
     </section>
-  );
-}
-
-export function Pager(props: { base: string; param: string; offset: number; size: number; total: number; label: string; extra?: Record<string, string> }) {
-  const link = (o: number) => {
-    const q = new URLSearchParams({ ...(props.extra ?? {}), [props.param]: String(o) });
-    return `${props.base}?${q}`;
-  };
-  const end = Math.min(props.offset + props.size, props.total);
-  if (props.offset === 0 && end >= props.total) return null;
-  return (
-    <nav class="pager" aria-label={props.label}>
-      {props.offset > 0 ? <a href={link(Math.max(0, props.offset - props.size))}>← Previous</a> : <span class="disabled">← Previous</span>}
-      <span class="muted">
-        {props.total === 0 ? '0' : `${(props.offset + 1).toLocaleString('en-US')}–${end.toLocaleString('en-US')}`} of {props.total.toLocaleString('en-US')}
-      </span>
-      {end < props.total ? <a href={link(end)}>Next →</a> : <span class="disabled">Next →</span>}
-    </nav>
   );
 }
 
@@ -456,108 +431,4 @@ export function registerVm(app: ConsoleApp, _deps: ConsoleDeps) {
     });
   });
 
-  // A run: its task, its output streaming as it comes, and a cancel button while it is unfinished.
-  app.get('/vms/:id/runs/:run_id', async (c) => {
-    const api = c.get('api');
-    const session = c.get('session');
-    const { id, run_id: runId } = c.req.param() as { id: string; run_id: string };
-    const run = await call(api.GET('/v1/api/vms/{id}/runs/{run_id}', { params: { path: { id, run_id: runId } } }));
-    const finished = run.finished_at !== null;
-    return page(
-      c,
-      {
-        title: 'Run',
-        section: 'vms',
-        session,
-        kind: 'run',
-        crumbs: [{ href: '/console/vms', label: 'VMs' }, { href: vmPath(id), label: id }],
-        notice: noticeFor(c.req.query('done')),
-      },
-      <div class="stack">
-        <section class="card stack" aria-labelledby="run-task-h">
-          <div class="section-head">
-            <h2 id="run-task-h">Task</h2>
-            <div class="button-row">
-              <span id="run-status" aria-live="polite">
-                <RunStatus run={run} />
-              </span>
-              {!finished ? (
-                <form method="post" action={`${vmPath(id)}/runs/${run.run_id}/cancel`} class="inline" id="run-cancel">
-                  <Csrf session={session} />
-                  <button type="submit" class="button small ghost">
-                    Cancel run
-                  </button>
-                </form>
-              ) : null}
-            </div>
-          </div>
-          <pre class="task-text">{run.task}</pre>
-          <dl class="facts grid-facts">
-            <dt>Harness</dt>
-            <dd>{run.harness}</dd>
-            <dt>Exit code</dt>
-            <dd id="run-exit">{run.exit_code ?? '—'}</dd>
-            <dt>Took</dt>
-            <dd id="run-duration">{duration(run.duration_ms)}</dd>
-            <dt>Started</dt>
-            <dd>
-              <Time at={run.started_at ?? run.created_at} />
-            </dd>
-          </dl>
-        </section>
-        <section class="card stack" aria-labelledby="run-output-h">
-          <div class="section-head">
-            <h2 id="run-output-h">Output</h2>
-            {!finished ? (
-              <span class="muted small" id="run-progress">
-                <span class="spinner" aria-hidden="true"></span> streaming as it comes…
-              </span>
-            ) : null}
-          </div>
-          <pre
-            id="run-output"
-            class="output"
-            tabindex={0}
-            aria-label="Run output"
-            aria-live="off"
-            data-stream={finished ? undefined : `${vmPath(id)}/runs/${run.run_id}/events`}
-          >
-            {finished ? <RunText run={run} /> : null}
-          </pre>
-        </section>
-      </div>,
-    );
-  });
-
-  // The run's event stream, from the API's own operation, so that the browser follows it as the CLI does.
-  app.get('/vms/:id/runs/:run_id/events', async (c) => {
-    const { id, run_id: runId } = c.req.param() as { id: string; run_id: string };
-    const headers: Record<string, string> = {};
-    const last = c.req.header('last-event-id');
-    if (last) headers['Last-Event-ID'] = last;
-    const res = await c.get('api').GET('/v1/api/vms/{id}/runs/{run_id}/events', { params: { path: { id, run_id: runId } }, headers, parseAs: 'stream' });
-    if (!res.response.ok || !res.response.body) return c.body(null, res.response.status as 404);
-    return new Response(res.response.body, {
-      status: 200,
-      headers: { ...SECURITY_HEADERS, 'Content-Type': 'text/event-stream; charset=utf-8', 'Cache-Control': 'no-store', 'X-Accel-Buffering': 'no' },
-    });
-  });
-
-  app.post('/vms/:id/runs/:run_id/cancel', async (c) => {
-    const { id, run_id: runId } = c.req.param() as { id: string; run_id: string };
-    await call(c.get('api').POST('/v1/api/vms/{id}/runs/{run_id}/cancel', { params: { path: { id, run_id: runId } } }));
-    return c.redirect(`${vmPath(id)}/runs/${runId}?done=cancelled`, 303);
-  });
-}
-
-function RunText({ run }: { run: Schemas['Run'] }) {
-  const out = run.stdout ?? '';
-  const err = run.stderr ?? '';
-  if (!out && !err) return <span class="muted">(no output)</span>;
-  return (
-    <>
-      {out}
-      {err ? <span class="stderr">{err}</span> : null}
-    </>
-  );
 }
