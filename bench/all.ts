@@ -20,6 +20,7 @@ const BENCHES = [
   { id: 'run', file: 'run.bench.ts', what: 'echo run through the API vs the guest agent directly' },
   { id: 'runs', file: 'runs.bench.ts', what: 'a run live: first line at a watcher vs the guest; 50 watchers of one run' },
   { id: 'scaleout', file: 'scaleout.bench.ts', what: 'two API replicas and three hosts vs one host' },
+  { id: 'console', file: 'console.bench.ts', what: 'the web console: each page first render with 100 VMs and 100,000 templates; JavaScript per page' },
   { id: 'egress', file: 'egress.bench.ts', what: 'the egress gateway: added latency and MiB/s from inside a VM vs the host' },
   { id: 'webhooks', file: 'webhooks.bench.ts', what: 'event → first webhook attempt; whoami with 1,000 deliveries queued to a dead receiver' },
 ];

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Installs the Debian packages agentvm needs, when they are missing (needs root for that).
-#   install-debs.sh          what the test suite needs: the VM packages and a PostgreSQL server
+#   install-debs.sh          what the test suite needs: the VM packages, a PostgreSQL server and Chromium
 #   install-debs.sh --vms    what `serve` needs to run VMs (`npm start` runs this first)
 set -euo pipefail
 # QEMU (microvm) and qemu-img run the VMs; debootstrap, a static busybox, cpio, lz4 and e2fsprogs
 # build the guest image on the first start; util-linux's setpriv ties a golden VM to its server;
 # socat carries each guest connection to the host's egress gateway.
 packages=(qemu-system-x86 qemu-utils debootstrap busybox-static cpio lz4 e2fsprogs util-linux socat)
-# postgresql: the second database backend of the tests.
-[ "${1:-}" = "--vms" ] || packages+=(postgresql)
+# postgresql: the second database backend of the tests; chromium (and a font for its pages): the browser
+# the console's test drives.
+[ "${1:-}" = "--vms" ] || packages+=(postgresql chromium fonts-liberation)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

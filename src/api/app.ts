@@ -15,6 +15,8 @@ import { RateLimiter } from './rateLimit.ts';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import { createMcpServer } from '../mcp/server.ts';
 import { apiClient } from '../client/client.ts';
+import type { Principal } from '../domain/keys.ts';
+import { buildConsole } from '../console/app.tsx';
 
 export interface AppOptions {
   services: Services;
@@ -24,6 +26,14 @@ export interface AppOptions {
 }
 
 type Env = { Variables: { principal: unknown; requestId: string } };
+
+/**
+ * The env of a request made in process by the web console: the principal of its session. Only code in
+ * this process can pass an env (a request from the network gets the socket's), so it cannot be forged.
+ */
+export interface InProcessEnv {
+  principal?: Principal;
+}
 
 const SAFE_REQUEST_ID = /^[A-Za-z0-9._-]{8,64}$/;
 /** Request ids: a random prefix per process (unique across replicas) and a counter (cheap per request). */
@@ -165,8 +175,9 @@ export function buildApp(opts: AppOptions): Hono<Env> {
   });
 
   async function authenticateCustomer(c: Context): Promise<void> {
-    const token = bearerToken(c);
-    const principal = token ? await services.keys.authenticate(token) : null;
+    const inProcess = (c.env as InProcessEnv | undefined)?.principal;
+    const token = inProcess ? null : bearerToken(c);
+    const principal = inProcess ?? (token ? await services.keys.authenticate(token) : null);
     if (!principal) throw new ApiError('unauthorized', '');
     limit(principal.keyId);
     c.set('principal', principal);
@@ -200,6 +211,12 @@ export function buildApp(opts: AppOptions): Hono<Env> {
   for (const op of [...CUSTOMER_OPERATIONS, ...ADMIN_OPERATIONS]) {
     app.on(op.method.toUpperCase(), op.path.replace(/\{([^}]+)\}/g, ':$1'), (c) => runOperation(op, c, services));
   }
+
+  // The web console calls these same operations in process, as its session's principal.
+  app.route(
+    '/console',
+    buildConsole({ services, log, callApi: (request, principal) => app.fetch(request, { principal } satisfies InProcessEnv) }),
+  );
   return app;
 }
 

@@ -1,5 +1,5 @@
 import { randomInt } from 'node:crypto';
-import type { Db } from '../store/db.ts';
+import type { Db, Queryable } from '../store/db.ts';
 import type { Clock } from './clock.ts';
 import { ApiError } from './errors.ts';
 import { newId, sha256Hex } from './ids.ts';
@@ -64,6 +64,14 @@ export class LoginService {
   }
 
   async complete(email: string, code: string, label: string): Promise<{ key: string; record: KeyRecord }> {
+    return this.redeem(email, code, (tx, tenantId) => this.keys.issue(tx, tenantId, { label, scope: 'readwrite' }));
+  }
+
+  /**
+   * Spends an email's newest code and, in the same transaction, grants what it was traded for (a CLI key,
+   * a console session). A wrong guess counts against the code; a wrong, used or expired code is 401.
+   */
+  async redeem<T>(email: string, code: string, grant: (tx: Queryable, tenantId: string) => Promise<T>): Promise<T> {
     const now = this.clock.now();
     const outcome = await this.db.transaction(async (tx) => {
       const [row] = await tx.query<{ code_id: string; tenant_id: string; code_hash: string; attempts: number }>(
@@ -83,9 +91,9 @@ export class LoginService {
         return null;
       }
       await tx.query('UPDATE login_codes SET used_at = $2 WHERE code_id = $1', [row.code_id, now]);
-      return this.keys.issue(tx, row.tenant_id, { label, scope: 'readwrite' });
+      return { granted: await grant(tx, row.tenant_id) };
     });
-    if (!outcome) throw new ApiError('unauthorized', 'the code is wrong, used or expired', 'ask for a new code with agentvm login');
-    return outcome;
+    if (!outcome) throw new ApiError('unauthorized', 'the code is wrong, used or expired', 'ask for a new code and use the newest one');
+    return outcome.granted;
   }
 }

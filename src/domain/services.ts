@@ -12,6 +12,7 @@ import { LoginService, type Mailer } from './login.ts';
 import { TemplateService } from './templates.ts';
 import { EventService } from './events.ts';
 import { WebhookService } from './webhooks.ts';
+import { SessionService } from './sessions.ts';
 import { LedgerPaymentProvider, type PaymentProvider } from './payments.ts';
 import type { DriverProbe } from '../vmm/probe.ts';
 import type { ProviderUrls } from '../harness/providers.ts';
@@ -34,6 +35,8 @@ export interface Services {
   templates: TemplateService;
   events: EventService;
   webhooks: WebhookService;
+  /** Web console sign-ins. */
+  sessions: SessionService;
   driver: () => Promise<DriverProbe>;
 }
 
@@ -78,6 +81,7 @@ export function buildServices(
   const { db, clock, billing, hosts, runFeed } = core;
   const keys = new KeyService(db, clock);
   const templates = new TemplateService(db, clock, host.capture ?? null);
+  const login = new LoginService(db, clock, keys, opts.mailer ?? { send: async () => undefined });
   const vms = new VmService(db, clock, billing, hosts, templates, { onChange: host.vmsChanged, showLostHosts: host.showLostHosts, providerUrls: opts.providerUrls });
   return {
     ...core,
@@ -86,7 +90,8 @@ export function buildServices(
     usage: new UsageService(db, clock),
     vms,
     runs: new RunService(db, clock, vms, runFeed, opts.runLimits ?? DEFAULT_RUN_LIMITS, host.executor ?? null),
-    login: new LoginService(db, clock, keys, opts.mailer ?? { send: async () => undefined }),
+    login,
+    sessions: new SessionService(db, clock, login),
     templates,
     events: new EventService(db, clock),
     webhooks: new WebhookService(db, clock, opts.webhookAllowHosts ?? new Set()),

@@ -47,4 +47,22 @@ export class UsageService {
     usage.credits = { balance_cents: credits.balance, spent_month_cents: credits.spent };
     return usage;
   }
+
+  /** Spend per UTC day over the last `days` days (today included), every day present, zero when nothing was spent. */
+  async dailySpend(tenantId: string, days: number): Promise<DailySpend[]> {
+    const now = this.clock.now();
+    const first = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() - (days - 1)));
+    const rows = new Map((await ledgerStore.dailySpend(this.db, tenantId, first)).map((r) => [r.day, r]));
+    return Array.from({ length: days }, (_, i) => {
+      const day = new Date(first.getTime() + i * 86_400_000).toISOString().slice(0, 10);
+      const r = rows.get(day);
+      return { day, card_cents: r?.card ?? 0, credits_cents: r?.credits ?? 0 };
+    });
+  }
+}
+
+export interface DailySpend {
+  day: string;
+  card_cents: number;
+  credits_cents: number;
 }

@@ -95,3 +95,15 @@ export async function vmCostsSince(q: Queryable, tenantId: string, vmIds: string
   );
   return new Map(rows.map((r) => [r.vm_id, Number(r.cents)]));
 }
+
+/** Spend per UTC day since `since`: card charges and credits drawn, days without spend left out. */
+export async function dailySpend(q: Queryable, tenantId: string, since: Date): Promise<{ day: string; card: number; credits: number }[]> {
+  return q.query<{ day: string; card: number; credits: number }>(
+    `SELECT to_char(date_trunc('day', created_at AT TIME ZONE 'UTC'), 'YYYY-MM-DD') AS day,
+            coalesce(sum(amount_cents) FILTER (WHERE kind = 'card_charge'), 0)::int AS card,
+            coalesce(sum(amount_cents) FILTER (WHERE kind = 'credit_draw'), 0)::int AS credits
+     FROM ledger WHERE tenant_id = $1 AND created_at >= $2 AND kind <> 'credit_purchase'
+     GROUP BY 1 ORDER BY 1`,
+    [tenantId, since],
+  );
+}

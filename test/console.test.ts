@@ -1,0 +1,529 @@
+/**
+ * The web console in a real browser (Debian's Chromium driven by playwright-core): a person's path through
+ * every page, XSS and cross-site forgery attempts, an axe-core check of each page, and screenshots at
+ * 1280 and 375 px. Most of it needs no VM (a VM's status is moved in its row as the reconciler would);
+ * the part that runs an echo task in a real VM needs AGENTVM_TEST_IMAGE_DIR, like vm-real.test.ts.
+ */
+import { describe, test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, readFileSync } from 'node:fs';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { createServer, type Server } from 'node:http';
+import { createRequire } from 'node:module';
+import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { freshDb, ManualClock, killQemusUnder, until } from './helpers.ts';
+import { startConsoleServer, type ConsoleServer } from './consoleServer.ts';
+import { buildCoreServices, buildServices } from '../src/domain/services.ts';
+import { SESSION_TTL_MS } from '../src/domain/sessions.ts';
+import * as runStore from '../src/store/runs.ts';
+import { newId } from '../src/domain/ids.ts';
+import { loadConfig } from '../src/config.ts';
+import { startServer, type RunningServer } from '../src/server.ts';
+import { createLogger } from '../src/log.ts';
+
+const CHROMIUM = '/usr/bin/chromium';
+const noBrowser = existsSync(CHROMIUM) ? false : `no browser: ${CHROMIUM} is missing (Debian's chromium package; scripts/install-debs.sh installs it)`;
+const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;
+const require = createRequire(import.meta.url);
+const AXE_SOURCE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
+const XSS_NAME = '<img src=x onerror=alert(1)>';
+const XSS_TASK = '<script>alert(1)</script> and <img src=x onerror=alert(2)>';
+
+let shotDir: string | undefined;
+async function screenshotDir(): Promise<string> {
+  if (!shotDir) {
+    shotDir = process.env.AGENTVM_SCREENSHOT_DIR ?? (await mkdtemp(path.join(os.tmpdir(), 'agentvm-console-shots-')));
+    await mkdir(shotDir, { recursive: true });
+    console.log(`console screenshots: ${shotDir}`);
+  }
+  return shotDir;
+}
+
+async function launch(): Promise<Browser> {
+  const { chromium } = await import('playwright-core');
+  return chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'] });
+}
+
+/** What a page did that it must not: a dialog (script from data ran), a page error, a CSP refusal. */
+function watch(page: Page) {
+  const seen = { dialogs: [] as string[], errors: [] as string[] };
+  page.on('dialog', (d) => {
+    seen.dialogs.push(d.message());
+    void d.dismiss();
+  });
+  page.on('pageerror', (e) => seen.errors.push(`page error: ${e.message}`));
+  page.on('console', (m) => {
+    if (m.type() === 'error' && !/status of (400|401|403|404|409|503)/.test(m.text())) seen.errors.push(`console: ${m.text()}`);
+  });
+  return seen;
+}
+
+/** axe-core on the page as it is: no serious or critical violation. */
+async function axeCheck(page: Page, name: string) {
+  await page.evaluate(AXE_SOURCE);
+  const violations = await page.evaluate(async () => {
+    const axe = (window as unknown as { axe: { run: (ctx: Document, o: object) => Promise<{ violations: { id: string; impact: string; nodes: { target: string[] }[] }[] }> } }).axe;
+    const r = await axe.run(document, { resultTypes: ['violations'] });
+    return r.violations.map((v) => ({ id: v.id, impact: v.impact, targets: v.nodes.map((n) => n.target.join(' ')).slice(0, 3) }));
+  });
+  const bad = violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
+  assert.deepEqual(bad, [], `${name}: accessibility violations`);
+}
+
+/** A full-page screenshot at 1280 and at 375 px wide, then back to 1280. */
+async function screenshots(page: Page, name: string) {
+  const dir = await screenshotDir();
+  for (const width of [1280, 375]) {
+    await page.setViewportSize({ width, height: width === 375 ? 812 : 900 });
+    await page.waitForTimeout(150);
+    await page.screenshot({ path: path.join(dir, `${name}-${width}.png`), fullPage: true });
+    if (width === 375) {
+      const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+      assert.ok(overflow <= 1, `${name} at 375 px scrolls sideways by ${overflow} px`);
+    }
+  }
+  await page.setViewportSize({ width: 1280, height: 900 });
+}
+
+async function signIn(page: Page, server: { url: string; codeFromLog: (email: string) => string }, email: string) {
+  await page.goto(`${server.url}/console/vms`);
+  assert.match(page.url(), /\/console\/login\?next=/);
+  await page.getByLabel('Email').fill(email);
+  await page.getByRole('button', { name: 'Email me a code' }).click();
+  await page.getByLabel('Code').waitFor();
+  await page.getByLabel('Code').fill(server.codeFromLog(email));
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.waitForURL(/\/console\/vms$/);
+}
+
+const ledgerRows = async (s: ConsoleServer, tenantId: string) =>
+  (await s.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM ledger WHERE tenant_id = $1 AND kind = 'card_charge'`, [tenantId]))[0].n;
+
+describe('web console in a real browser', { skip: noBrowser }, () => {
+  let server: ConsoleServer;
+  let browser: Browser;
+  let context: BrowserContext;
+  let page: Page;
+  let seen: ReturnType<typeof watch>;
+  let tenant: { tenantId: string; email: string; key: string };
+  let vmId: string;
+  let drop: () => Promise<void>;
+
+  before(async () => {
+    const fresh = await freshDb({ name: 'pglite' });
+    drop = fresh.drop;
+    server = await startConsoleServer(fresh.db);
+    tenant = await server.tenant();
+    browser = await launch();
+    context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    page = await context.newPage();
+    seen = watch(page);
+  });
+  after(async () => {
+    await browser?.close();
+    await server?.close();
+    await drop?.();
+  });
+
+  test('sign in with the code from the server log; the session cookie is HttpOnly and SameSite', async () => {
+    await page.goto(`${server.url}/console/login`);
+    await axeCheck(page, 'sign in');
+    await screenshots(page, 'login');
+    await signIn(page, server, tenant.email);
+    assert.equal(await page.getByRole('heading', { level: 1 }).textContent(), 'VMs');
+    const cookie = (await context.cookies()).find((c) => c.name === 'avm_session')!;
+    assert.ok(cookie, 'a session cookie');
+    assert.equal(cookie.httpOnly, true);
+    assert.equal(cookie.sameSite, 'Lax');
+    assert.equal(cookie.path, '/console');
+    assert.equal(cookie.secure, false, 'plain HTTP on loopback: not Secure');
+    const res = await fetch(`${server.url}/console/vms`, { headers: { cookie: `avm_session=${cookie.value}` }, redirect: 'manual' });
+    const csp = res.headers.get('content-security-policy')!;
+    assert.match(csp, /script-src 'self'/);
+    assert.doesNotMatch(csp, /unsafe-inline|unsafe-eval/);
+  });
+
+  test('create a VM: the price shows before anything is charged, then one charge', async () => {
+    await page.getByLabel('Plan or tier').selectOption('plan:pro');
+    await page.locator('#quote', { hasText: '$49.00 per month' }).waitFor();
+    await axeCheck(page, 'VMs');
+    await screenshots(page, 'vms-empty');
+    await page.getByRole('button', { name: 'Review and create' }).click();
+    await page.waitForURL(/\/console\/vms\/new\?/);
+    assert.match(await page.locator('#price').textContent() ?? '', /\$49\.00 per month/);
+    assert.equal(await ledgerRows(server, tenant.tenantId), 0, 'nothing is charged by the review');
+    await axeCheck(page, 'review');
+    await screenshots(page, 'vm-review');
+    await page.getByRole('button', { name: 'Pay $49.00 and create' }).click();
+    await page.waitForURL(/\/console\/vms\/vm_[A-Za-z0-9]+\?done=created$/);
+    vmId = /vms\/(vm_[A-Za-z0-9]+)/.exec(page.url())![1];
+    assert.equal(await ledgerRows(server, tenant.tenantId), 1);
+    const [charge] = await server.db.query<{ amount_cents: number }>(`SELECT amount_cents::int FROM ledger WHERE tenant_id = $1 AND kind = 'card_charge'`, [tenant.tenantId]);
+    assert.equal(charge.amount_cents, 4900);
+    assert.match(await page.locator('#facts').textContent() ?? '', /provisioning/);
+  });
+
+  test('the VM list updates its statuses by itself', async () => {
+    await page.goto(`${server.url}/console/vms`);
+    const row = page.locator('#vm-rows tr', { hasText: vmId });
+    await row.locator('[data-status="provisioning"]').waitFor();
+    await page.evaluate(() => ((window as unknown as { stillHere: boolean }).stillHere = true));
+    // What the reconciler does when the guest says hello (no VM host in this part of the test).
+    await server.db.query(`UPDATE vms SET status = 'running', ipv4 = '10.0.2.15' WHERE vm_id = $1`, [vmId]);
+    await row.locator('[data-status="running"]').waitFor({ timeout: 10_000 });
+    assert.equal(await page.evaluate(() => (window as unknown as { stillHere?: boolean }).stillHere), true, 'no reload: the row was swapped in place');
+    await axeCheck(page, 'VMs with a VM');
+    await screenshots(page, 'vms');
+  });
+
+  test('a task streams its output as it comes; task and output with markup show as text', async () => {
+    // A run as the VM's host records it: queued, running, output events as they come, then the end.
+    const runId = newId('run');
+    await runStore.insert(server.db, {
+      run_id: runId, tenant_id: tenant.tenantId, vm_id: vmId, task: XSS_TASK, harness: 'echo', model: null, provider: null,
+      argv: ['echo'], env: {}, timeout_ms: 60_000, max_output_bytes: 1 << 20, boots: 0, created_at: new Date(),
+    });
+    await runStore.markRunning(server.db, runId, new Date());
+    await page.goto(`${server.url}/console/vms/${vmId}/runs/${runId}`);
+    await page.locator('#run-progress').waitFor();
+    assert.equal(await page.locator('#run-status .status').textContent(), 'running');
+    assert.equal(await page.locator('.task-text').textContent(), XSS_TASK);
+    await runStore.appendEvents(server.db, runId, [{ seq: 1, stream: 'stdout', text: `first line ${XSS_NAME}\n` }]);
+    await server.services.runFeed.publish({ run_id: runId });
+    await page.locator('#run-output', { hasText: `first line ${XSS_NAME}` }).waitFor({ timeout: 10_000 });
+    await screenshots(page, 'run-streaming');
+    await runStore.appendEvents(server.db, runId, [{ seq: 2, stream: 'stderr', text: 'a warning\n' }, { seq: 3, stream: 'stdout', text: 'done\n' }]);
+    await runStore.finish(server.db, runId, { status: 'succeeded', exit_code: 0, timed_out: false, duration_ms: 1234, first_output_ms: 10, status_reason: null, finished_at: new Date() });
+    await server.services.runFeed.publish({ run_id: runId, finished: true });
+    await page.locator('#run-output[data-finished="succeeded"]').waitFor({ timeout: 10_000 });
+    assert.equal(await page.locator('#run-output').textContent(), `first line ${XSS_NAME}\na warning\ndone\n`);
+    assert.equal(await page.locator('#run-output .stderr').textContent(), 'a warning\n');
+    assert.equal(await page.locator('#run-exit').textContent(), '0');
+    assert.equal(await page.locator('#run-output img, .task-text img, script:not([src])').count(), 0);
+    await axeCheck(page, 'run');
+    await screenshots(page, 'run');
+    // The same run on the VM's page, in its history, as text.
+    await page.goto(`${server.url}/console/vms/${vmId}`);
+    assert.match(await page.locator('.task-cell a').first().textContent() ?? '', /<script>alert\(1\)<\/script>/);
+    assert.deepEqual(seen.dialogs, [], 'no script from data ran');
+  });
+
+  test("a refused task shows the API's message and hint, as the API says them", async () => {
+    await page.goto(`${server.url}/console/vms/${vmId}`);
+    await page.getByLabel(/Task for/).fill('hello');
+    await page.getByRole('button', { name: 'Run', exact: true }).click();
+    await page.locator('.problem').waitFor();
+    const api = await fetch(`${server.url}/v1/api/vms/${vmId}/run`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${tenant.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ task: 'hello' }),
+    });
+    const body = (await api.json()) as { error: string; message: string; hint?: string };
+    assert.ok(api.status >= 400);
+    assert.equal(await page.locator('.problem-message strong').textContent(), body.message || 'Something went wrong on our side.');
+    assert.equal(await page.locator('.problem-code').textContent(), body.error);
+    if (body.hint) assert.equal(await page.locator('.problem-hint').textContent(), body.hint);
+  });
+
+  test("the egress policy is saved; bad input shows the API's message and changes nothing", async () => {
+    await page.goto(`${server.url}/console/vms/${vmId}`);
+    await page.getByLabel('What the VM may reach').selectOption('allowlist');
+    await page.getByLabel('Allowed hosts, one a line').fill('api.example.com\n*.example.org');
+    await page.getByRole('button', { name: 'Save policy' }).click();
+    await page.locator('.notice', { hasText: 'Egress policy saved' }).waitFor();
+    const [vm] = await server.db.query<{ egress: { mode: string; allow: string[] } }>('SELECT egress FROM vms WHERE vm_id = $1', [vmId]);
+    assert.deepEqual({ mode: vm.egress.mode, allow: [...vm.egress.allow].sort() }, { mode: 'allowlist', allow: ['*.example.org', 'api.example.com'] });
+    await page.getByLabel('Allowed hosts, one a line').fill('not a host!');
+    await page.getByRole('button', { name: 'Save policy' }).click();
+    await page.locator('.problem').waitFor();
+    const [after] = await server.db.query<{ egress: { allow: string[] } }>('SELECT egress FROM vms WHERE vm_id = $1', [vmId]);
+    assert.deepEqual([...after.egress.allow].sort(), ['*.example.org', 'api.example.com'], 'bad input changes nothing');
+    await page.goto(`${server.url}/console/vms/${vmId}`);
+    await axeCheck(page, 'VM');
+    await screenshots(page, 'vm');
+  });
+
+  test('templates: search, sort, page, fork (price first) and capture; a name with markup is text', async () => {
+    await server.db.query(
+      `INSERT INTO templates (template_id, tenant_id, slug, name, description, harness, visibility, tags, forks, stars, size_bytes, status)
+       SELECT 'tpl_console' || g, NULL, 'console-' || g, 'workspace ' || g, 'a python starter number ' || g, 'echo', 'public',
+              ARRAY['python'], g, g % 7, 1048576 * g, 'ready'
+       FROM generate_series(1, 60) g`,
+    );
+    await server.db.query(
+      `INSERT INTO templates (template_id, tenant_id, slug, name, description, harness, visibility, tags, forks, stars, size_bytes, status)
+       VALUES ('tpl_consolexss', NULL, 'xss', $1, $1, 'echo', 'public', ARRAY['xss'], 0, 0, 0, 'ready')`,
+      [XSS_NAME],
+    );
+    const [{ n: visible }] = await server.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM templates WHERE visibility = 'public' OR tenant_id = $1`, [tenant.tenantId]);
+    await page.goto(`${server.url}/console/templates`);
+    assert.match(await page.locator('p[role="status"]').textContent() ?? '', new RegExp(`^${visible} templates`));
+    await axeCheck(page, 'templates');
+    await screenshots(page, 'templates');
+    await page.getByRole('link', { name: 'Next →' }).click();
+    await page.waitForURL(/offset=24/);
+    assert.equal(await page.locator('.tpl').count(), 24);
+    await page.getByLabel('Sort by').selectOption('forks');
+    await page.getByLabel('Search').fill('onerror');
+    await page.getByRole('button', { name: 'Apply' }).click();
+    await page.waitForURL(/q=onerror/);
+    assert.equal(await page.locator('.tpl-name').count(), 1);
+    assert.equal(await page.locator('.tpl-name').textContent(), XSS_NAME);
+    assert.equal(await page.locator('.tpl img').count(), 0);
+    await page.getByLabel('Search').fill('');
+    await page.getByRole('button', { name: 'Apply' }).click();
+    await page.waitForURL(/sort=forks/);
+    assert.equal(await page.locator('.tpl-name').first().textContent(), 'workspace 60', 'most forked first');
+
+    const charges = await ledgerRows(server, tenant.tenantId);
+    await page.getByRole('link', { name: 'Fork workspace 60' }).click();
+    await page.waitForURL(/\/fork$/);
+    assert.match(await page.locator('form').last().textContent() ?? '', /\$19\.00 charged now/);
+    assert.equal(await ledgerRows(server, tenant.tenantId), charges);
+    await axeCheck(page, 'fork');
+    await screenshots(page, 'fork');
+    await page.getByRole('button', { name: 'Pay and fork' }).click();
+    await page.waitForURL(/\/console\/vms\/vm_[A-Za-z0-9]+\?done=forked$/);
+    assert.equal(await ledgerRows(server, tenant.tenantId), charges + 1);
+    assert.match(await page.locator('#facts').textContent() ?? '', /tpl_console60/);
+
+    await page.goto(`${server.url}/console/templates`);
+    await page.getByLabel('VM', { exact: true }).selectOption(vmId);
+    await page.getByLabel('Template name').fill('my console capture');
+    await page.getByRole('button', { name: 'Capture' }).click();
+    await page.locator('.notice', { hasText: 'Capturing' }).waitFor();
+    assert.equal(await page.locator('.tpl-name').first().textContent(), 'my console capture');
+    assert.deepEqual(seen.dialogs, []);
+  });
+
+  test('billing shows the card, credits and a chart of spend', async () => {
+    await page.goto(`${server.url}/console/billing`);
+    assert.match(await page.locator('.stats').textContent() ?? '', /visa •••• 4242/);
+    assert.match(await page.locator('.stats').textContent() ?? '', /\$50\.00/);
+    await page.locator('#spend-chart canvas').waitFor();
+    assert.match(await page.locator('#spend-h').locator('..').textContent() ?? '', /\$68\.00/, '$49 + $19 today');
+    await axeCheck(page, 'billing');
+    await screenshots(page, 'billing');
+  });
+
+  test('keys: a new key is shown once and works; revoked, it stops working', async () => {
+    await page.goto(`${server.url}/console/keys`);
+    await page.getByLabel('Label').fill('ci runner');
+    await page.getByLabel('Scope').selectOption('readwrite');
+    await page.getByRole('button', { name: 'Issue key' }).click();
+    const key = await page.getByLabel('Key (readwrite)').inputValue();
+    assert.match(key, /^avm_live_[A-Za-z0-9]{40}$/);
+    await axeCheck(page, 'key issued');
+    await screenshots(page, 'key-issued');
+    const whoami = () => fetch(`${server.url}/v1/api/whoami`, { headers: { authorization: `Bearer ${key}` } });
+    assert.equal((await whoami()).status, 200);
+    await page.goto(`${server.url}/console/keys`);
+    assert.ok(!(await page.content()).includes(key), 'the plaintext is shown only once');
+    await axeCheck(page, 'keys');
+    await screenshots(page, 'keys');
+    await page.getByRole('button', { name: 'Revoke key ci runner' }).click();
+    await page.locator('.notice', { hasText: 'revoked' }).waitFor();
+    assert.equal(await page.getByRole('button', { name: 'Revoke key ci runner' }).count(), 0);
+    await until('the key refused', async () => (await whoami()).status === 401, 2000);
+  });
+
+  test('a cross-site form POST is refused, and so is a same-site one without the CSRF token', async () => {
+    const keysBefore = await server.services.keys.list(tenant.tenantId);
+    // Another origin on this machine (same site: the session cookie goes along, so only the console's own checks stop it).
+    const evil: Server = createServer((_req, res) => {
+      res.setHeader('content-type', 'text/html');
+      res.end(`<!doctype html><title>prize</title><form id=f method=post action="${server.url}/console/keys">
+        <input name=label value=evil><input name=scope value=readwrite></form><script>document.getElementById('f').submit()</script>`);
+    });
+    await new Promise<void>((r) => evil.listen(0, '127.0.0.1', r));
+    try {
+      await page.goto(`http://localhost:${(evil.address() as AddressInfo).port}/`);
+      await page.waitForURL(`${server.url}/console/keys`);
+      await page.locator('h1', { hasText: 'Request refused' }).waitFor();
+    } finally {
+      evil.close();
+    }
+    const cookie = (await context.cookies()).find((c) => c.name === 'avm_session')!;
+    const noToken = await fetch(`${server.url}/console/keys`, {
+      method: 'POST',
+      headers: { cookie: `avm_session=${cookie.value}`, 'content-type': 'application/x-www-form-urlencoded', origin: server.url },
+      body: 'label=evil2&scope=readwrite',
+      redirect: 'manual',
+    });
+    assert.equal(noToken.status, 403);
+    const keysAfter = await server.services.keys.list(tenant.tenantId);
+    assert.equal(keysAfter.length, keysBefore.length, 'no key was issued');
+  });
+
+  test('lifecycle buttons; destroy asks for the id first', async () => {
+    await page.goto(`${server.url}/console/vms/${vmId}`);
+    await page.locator('#facts').getByRole('button', { name: 'Stop' }).click();
+    await page.locator('.notice', { hasText: 'Stopping' }).waitFor();
+    const [row] = await server.db.query<{ desired_state: string }>('SELECT desired_state FROM vms WHERE vm_id = $1', [vmId]);
+    assert.equal(row.desired_state, 'stopped');
+    await page.getByRole('link', { name: 'Destroy…' }).click();
+    await axeCheck(page, 'destroy');
+    await screenshots(page, 'destroy');
+    await page.getByLabel("Type the VM's id to confirm").fill('vm_wrong');
+    await page.getByRole('button', { name: 'Destroy VM' }).click();
+    await page.locator('.problem', { hasText: 'does not match' }).waitFor();
+    assert.equal((await server.db.query('SELECT 1 FROM vms WHERE vm_id = $1 AND deleted_at IS NULL', [vmId])).length, 1, 'nothing destroyed');
+    await page.getByRole('link', { name: 'Destroy…' }).click();
+    await page.getByLabel("Type the VM's id to confirm").fill(vmId);
+    await page.getByRole('button', { name: 'Destroy VM' }).click();
+    await page.locator('.notice', { hasText: 'destroyed' }).waitFor();
+    assert.equal(await page.locator('#vm-rows tr', { hasText: vmId }).count(), 0);
+  });
+
+  test('keyboard only: sign-out is reachable by Tab and works; the old cookie is refused', async () => {
+    const cookie = (await context.cookies()).find((c) => c.name === 'avm_session')!;
+    await page.goto(`${server.url}/console/keys`);
+    for (let i = 0; i < 12; i++) {
+      await page.keyboard.press('Tab');
+      if ((await page.evaluate(() => document.activeElement?.textContent?.trim())) === 'Sign out') break;
+    }
+    assert.equal(await page.evaluate(() => document.activeElement?.textContent?.trim()), 'Sign out');
+    await page.keyboard.press('Enter');
+    await page.waitForURL(/signed_out=1/);
+    const res = await fetch(`${server.url}/console/vms`, { headers: { cookie: `avm_session=${cookie.value}` }, redirect: 'manual' });
+    assert.equal(res.status, 303);
+    assert.match(res.headers.get('location') ?? '', /\/console\/login/);
+    assert.deepEqual(seen.dialogs, []);
+    assert.deepEqual(seen.errors, [], 'no script errors and no Content-Security-Policy refusals');
+  });
+});
+
+describe('web console sessions', () => {
+  test('a session expires after 12 hours; signing out ends it at once; a wrong code is refused', async () => {
+    const { db, drop } = await freshDb({ name: 'pglite' });
+    try {
+      const clock = new ManualClock();
+      const mail: string[] = [];
+      const services = buildServices(buildCoreServices(db, { clock }), { driver: async () => ({ usable: false, accel: null, qemu: null, detail: 'none' }) }, {
+        mailer: { send: async (_to, _s, text) => void mail.push(text) },
+      });
+      const t = await services.tenants.create('sessions@example.com');
+      await services.login.start('sessions@example.com');
+      const code = /code is (\d{6})/.exec(mail.at(-1)!)![1];
+      await assert.rejects(services.sessions.signIn('sessions@example.com', code === '000000' ? '111111' : '000000'), { code: 'unauthorized' });
+      const { token, session } = await services.sessions.signIn('sessions@example.com', code);
+      assert.equal(session.principal.tenantId, t.tenant_id);
+      const [row] = await db.query<{ token_hash: string }>('SELECT token_hash FROM console_sessions');
+      assert.notEqual(row.token_hash, token, 'only a hash is kept');
+      assert.ok(await services.sessions.resolve(token));
+      clock.t += SESSION_TTL_MS - 1000;
+      assert.ok(await services.sessions.resolve(token));
+      clock.t += 2000;
+      assert.equal(await services.sessions.resolve(token), null, 'expired');
+      await services.login.start('sessions@example.com');
+      const second = await services.sessions.signIn('sessions@example.com', /code is (\d{6})/.exec(mail.at(-1)!)![1]);
+      await services.sessions.signOut(second.session);
+      assert.equal(await services.sessions.resolve(second.token), null, 'signed out');
+      assert.equal(await services.sessions.resolve('x'.repeat(43)), null);
+    } finally {
+      await drop();
+    }
+  });
+});
+
+describe('web console over HTTP, without a browser', () => {
+  test('cookies are Secure behind HTTPS; pages carry the CSP; a cross-site POST is refused before anything runs', async () => {
+    const { db, drop } = await freshDb({ name: 'pglite' });
+    const server = await startConsoleServer(db);
+    try {
+      const plain = await fetch(`${server.url}/console/login`);
+      assert.doesNotMatch(plain.headers.get('set-cookie') ?? '', /Secure/);
+      assert.match(plain.headers.get('content-security-policy') ?? '', /^default-src 'none'; script-src 'self'/);
+      assert.equal(plain.headers.get('x-frame-options'), 'DENY');
+      const proxied = await fetch(`${server.url}/console/login`, { headers: { 'x-forwarded-proto': 'https' } });
+      assert.match(proxied.headers.get('set-cookie') ?? '', /; Secure/);
+      assert.match(proxied.headers.get('set-cookie') ?? '', /HttpOnly; Secure; SameSite=Lax/);
+      const { email } = await server.tenant();
+      const attempts: Record<string, string>[] = [{ 'sec-fetch-site': 'cross-site' }, { origin: 'https://evil.example' }, { origin: 'null' }];
+      for (const headers of attempts) {
+        const res = await fetch(`${server.url}/console/login`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers },
+          body: new URLSearchParams({ email }).toString(),
+        });
+        assert.equal(res.status, 403, JSON.stringify(headers));
+      }
+      assert.ok(!server.logs.some((l) => l.includes('login code')), 'no code was sent');
+      const noToken = await fetch(`${server.url}/console/login`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', origin: server.url },
+        body: new URLSearchParams({ email }).toString(),
+      });
+      assert.equal(noToken.status, 403, 'the login form needs its double-submit token');
+      const away = await fetch(`${server.url}/console/login?next=${encodeURIComponent('https://evil.example/')}`);
+      assert.match(await away.text(), /name="next" value="\/console\/vms"/, 'next never leaves the console');
+    } finally {
+      await server.close();
+      await drop();
+    }
+  });
+});
+
+describe('web console with a real VM', { skip: noBrowser || (imageDir ? false : 'set AGENTVM_TEST_IMAGE_DIR to a built image dir (npm run test:all does)') }, () => {
+  let dataDir: string;
+  let server: RunningServer;
+  let browser: Browser;
+  const logs: string[] = [];
+
+  before(async () => {
+    dataDir = await mkdtemp(path.join(os.tmpdir(), 'agentvm-console-vm-'));
+    const config = { ...loadConfig({ host: '127.0.0.1', port: 0, dataDir }), imageDir: imageDir! };
+    server = await startServer(config, createLogger('info', new Writable({ write: (c, _e, cb) => (logs.push(c.toString()), cb()) })));
+    await server.host.imageReady;
+    browser = await launch();
+  });
+  after(async () => {
+    await browser?.close();
+    await server?.close({ stopVms: true });
+    await killQemusUnder(dataDir);
+    await rm(dataDir, { recursive: true, force: true });
+  });
+
+  test('a newcomer signs in, creates an echo VM, watches it reach running and runs a task whose output streams', async () => {
+    const email = 'console-real@example.com';
+    const t = await server.services.tenants.create(email);
+    await server.services.billing.setCard(t.tenant_id, { brand: 'visa', last4: '4242' });
+    const codeFromLog = (e: string) => /login code is (\d{6})/.exec(logs.filter((l) => l.includes(`"to":"${e}"`)).at(-1) ?? '')![1];
+    const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    const seen = watch(page);
+    await signIn(page, { url: server.url, codeFromLog }, email);
+    await page.getByLabel('Agent harness').selectOption('echo');
+    await page.getByRole('button', { name: 'Review and create' }).click();
+    await page.getByRole('button', { name: 'Pay $19.00 and create' }).click();
+    await page.waitForURL(/\/console\/vms\/vm_/);
+    const vmId = /vms\/(vm_[A-Za-z0-9]+)/.exec(page.url())![1];
+    await page.goto(`${server.url}/console/vms`);
+    await page.locator('#vm-rows tr', { hasText: vmId }).locator('[data-status="running"]').waitFor({ timeout: 240_000 });
+    await page.goto(`${server.url}/console/vms/${vmId}`);
+    await page.getByLabel(/Task for/).fill(XSS_TASK);
+    await page.getByRole('button', { name: 'Run', exact: true }).click();
+    await page.waitForURL(/\/runs\/run_/);
+    await page.locator('#run-output[data-finished]').waitFor({ timeout: 120_000 });
+    assert.equal(await page.locator('#run-output').getAttribute('data-finished'), 'succeeded');
+    const out = JSON.parse((await page.locator('#run-output').textContent())!.trim()) as { task: string; persist_runs: number };
+    assert.equal(out.task, XSS_TASK);
+    assert.equal(out.persist_runs, 1);
+    await screenshots(page, 'run-real');
+    // Secrets need a running VM: the value goes to it (or to the broker), never back to a page.
+    await page.goto(`${server.url}/console/vms/${vmId}`);
+    await page.getByLabel('Name', { exact: true }).fill('MY_TOKEN');
+    await page.getByLabel('Value', { exact: true }).fill('console-secret-value-123');
+    await page.getByRole('button', { name: 'Set secret' }).click();
+    await page.locator('.notice', { hasText: 'Secret saved' }).waitFor();
+    assert.equal(await page.locator('.secret-list code').textContent(), 'MY_TOKEN');
+    assert.ok(!(await page.content()).includes('console-secret-value-123'), 'the value is never shown');
+    await page.getByRole('button', { name: 'Remove secret MY_TOKEN' }).click();
+    await page.locator('.notice', { hasText: 'Secret removed' }).waitFor();
+    assert.deepEqual(seen.dialogs, []);
+    assert.deepEqual(seen.errors, []);
+  });
+});
