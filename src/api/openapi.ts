@@ -18,8 +18,8 @@ const ERROR_MEANING: Record<ErrorCode, string> = {
   vm_not_running: 'The VM is not running',
   idempotency_conflict: 'The Idempotency-Key was used with another body',
   conflict: 'The resource already exists',
-  payload_too_large: 'Body over 1 MiB',
-  unsupported_media_type: 'A body that is not application/json',
+  payload_too_large: "Body over the operation's limit: 1 MiB of JSON, 100 MiB of file bytes",
+  unsupported_media_type: 'A body of another media type than the operation takes (application/json, or application/octet-stream for file bytes)',
   rate_limited: 'Over the per-key rate; see Retry-After',
   internal: 'Unexpected server error; `message` is empty, the detail is logged under the request id',
   unavailable: 'No host capacity or the VM driver is down; see Retry-After',
@@ -28,12 +28,18 @@ const ERROR_MEANING: Record<ErrorCode, string> = {
 const requestIdHeader = { 'X-Request-Id': { description: 'Identifies the request in the server log', schema: { type: 'string' as const } } };
 const retryAfterHeader = { 'Retry-After': { description: 'Seconds to wait', schema: { type: 'integer' as const } } };
 
+/** Bytes in a request or response body (OpenAPI 3.1: a string of that media type). */
+const binarySchema = (description: string) => ({ type: 'string' as const, format: 'binary', description });
+
 function responsesFor(op: Operation): RouteConfig['responses'] {
   const responses: RouteConfig['responses'] = {
     [op.success.status]: {
       description: op.success.description,
       headers: requestIdHeader,
-      content: { 'application/json': { schema: op.success.schema } },
+      content: {
+        ...(op.success.binary ? { [op.success.binary.mediaType]: { schema: binarySchema(op.success.binary.description) } } : {}),
+        'application/json': { schema: op.success.schema },
+      },
     },
   };
   const byStatus = new Map<number, ErrorCode[]>();
@@ -73,13 +79,16 @@ function toRoute(op: Operation): RouteConfig {
         : undefined,
       body: op.body
         ? { required: op.body.required, content: { 'application/json': { schema: op.body.schema } } }
-        : undefined,
+        : op.binaryBody
+          ? { required: true, content: { [op.binaryBody.mediaType]: { schema: binarySchema(op.binaryBody.description) } } }
+          : undefined,
     },
     responses: responsesFor(op),
   };
   route.security = op.audience === 'public' ? [] : [{ [op.audience === 'admin' ? 'adminToken' : 'bearerAuth']: [] }];
   if (op.extension) route['x-agentvm-extension'] = true;
   if (op.money) route['x-agentvm-charges-money'] = true;
+  Object.assign(route, op.extensions ?? {});
   return route;
 }
 

@@ -17,6 +17,8 @@ import { listKeys, issueKey, revokeKey } from './operations/keys.ts';
 import { destroyVM, setVMSecrets } from './operations/extensions.ts';
 import { loginStart, loginComplete } from './operations/login.ts';
 import { setVMEgress, listVMEgress } from './operations/egress.ts';
+import { openVMShell } from './operations/openVMShell.ts';
+import { readVMFile, writeVMFile } from './operations/files.ts';
 import { createTenant, setCard, removeCard, addCredits } from './admin/tenants.ts';
 
 /** Every customer operation: the 19 of the contract, then the extensions. */
@@ -45,6 +47,9 @@ export const CUSTOMER_OPERATIONS: Operation[] = [
   setVMSecrets,
   setVMEgress,
   listVMEgress,
+  openVMShell,
+  readVMFile,
+  writeVMFile,
   loginStart,
   loginComplete,
 ];

@@ -8,6 +8,7 @@ import { VmService } from './vms.ts';
 import { HostService, HOST_STALE_MS } from './hosts.ts';
 import { RunService, type RunLimits, type VmExecutor } from './runs.ts';
 import { LoginService, type Mailer } from './login.ts';
+import { FileService, ShellService, type GuestAccess } from './guestAccess.ts';
 import { TemplateService } from './templates.ts';
 import { LedgerPaymentProvider, type PaymentProvider } from './payments.ts';
 import type { DriverProbe } from '../vmm/probe.ts';
@@ -26,6 +27,8 @@ export interface Services {
   vms: VmService;
   hosts: HostService;
   runs: RunService;
+  files: FileService;
+  shells: ShellService;
   login: LoginService;
   templates: TemplateService;
   driver: () => Promise<DriverProbe>;
@@ -54,6 +57,8 @@ export interface VmHostPort {
   /** Readiness of VMs here: /readyz. */
   driver: () => Promise<DriverProbe>;
   executor?: VmExecutor | null;
+  /** Shells and files in the guests. */
+  guest?: GuestAccess | null;
   capture?: ((templateId: string) => void) | null;
   /** A VM's desired state changed. */
   vmsChanged?: () => void;
@@ -77,6 +82,8 @@ export function buildServices(
     usage: new UsageService(db, clock),
     vms,
     runs: new RunService(db, clock, vms, opts.runLimits ?? DEFAULT_RUN_LIMITS, host.executor ?? null),
+    files: new FileService(vms, host.guest ?? null),
+    shells: new ShellService(db, clock, vms, host.guest ?? null),
     login: new LoginService(db, clock, keys, opts.mailer ?? { send: async () => undefined }),
     templates,
     driver: host.driver,

@@ -114,7 +114,7 @@ export class MuxStream extends EventEmitter {
 
   /** Cuts the stream both ways and tells the other side why. */
   abort(fault: StreamFault): void {
-    if (this.fault) return;
+    if (this.closed) return;
     this.mux.sendFrame(this.id, FRAME.abort, Buffer.from(JSON.stringify(fault)));
     this.cut(fault);
   }
