@@ -155,46 +155,64 @@ export async function writeFile(args: FileWriteArgs): Promise<{ ready: true; pat
 
 async function receiveFile(fh: fsp.FileHandle, twin: string, target: string, shown: string, max: number, stream: MuxStream): Promise<void> {
   let size = 0;
-  let chain: Promise<unknown> = Promise.resolve();
   let failed: Error | null = null;
+  let ended = false;
+  // Chunks wait here while a write is under way, then go down together (one writev for many).
+  const waiting: Buffer[] = [];
+  let writing: Promise<void> | null = null;
   const discard = async () => {
     await fh.close().catch(() => undefined);
     await fsp.rm(twin, { force: true });
   };
+  const finish = async () => {
+    if (failed) return discard();
+    try {
+      await fh.close();
+      await fsp.rename(twin, target);
+      stream.end({ path: shown, size });
+    } catch (err) {
+      await discard();
+      stream.abort({ error: 'write_failed', message: (err as Error).message });
+    }
+  };
+  const drain = async () => {
+    while (waiting.length && !failed) {
+      const batch = waiting.splice(0);
+      const bytes = batch.reduce((n, b) => n + b.length, 0);
+      try {
+        let done = 0;
+        while (done < bytes) {
+          const { bytesWritten } = await fh.writev(done === 0 ? batch : [Buffer.concat(batch).subarray(done)]);
+          done += bytesWritten;
+        }
+        stream.consumed(bytes);
+      } catch (err) {
+        failed = err as Error;
+        stream.abort({ error: isCode(err, 'ENOSPC') ? 'disk_full' : 'write_failed', message: (err as Error).message });
+      }
+    }
+    writing = null;
+    if (failed) return discard();
+    if (ended) return finish();
+  };
   stream.on('data', (chunk: Buffer) => {
+    if (failed) return;
     size += chunk.length;
-    if (size > max && !failed) {
+    if (size > max) {
       failed = new Error('too large');
       stream.abort({ error: 'payload_too_large', message: `the file is larger than ${max} bytes` });
+      if (!writing) void discard();
       return;
     }
-    // In order, one at a time; the writer gets credit back as each lands.
-    chain = chain.then(async () => {
-      if (failed) return;
-      let at = 0;
-      while (at < chunk.length) at += (await fh.write(chunk, at, chunk.length - at)).bytesWritten;
-      stream.consumed(chunk.length);
-    }).catch((err: Error) => {
-      if (failed) return;
-      failed = err;
-      stream.abort({ error: isCode(err, 'ENOSPC') ? 'disk_full' : 'write_failed', message: err.message });
-    });
+    waiting.push(chunk);
+    writing ??= drain();
   });
   stream.on('abort', () => {
     failed ??= new Error('cut');
-    void chain.then(discard);
+    if (!writing) void discard();
   });
   stream.on('end', () => {
-    void chain.then(async () => {
-      if (failed) return discard();
-      try {
-        await fh.close();
-        await fsp.rename(twin, target);
-        stream.end({ path: shown, size });
-      } catch (err) {
-        await discard();
-        stream.abort({ error: 'write_failed', message: (err as Error).message });
-      }
-    });
+    ended = true;
+    if (!writing) void finish();
   });
 }
