@@ -210,7 +210,13 @@ describe('the CLI and the MCP server against a real server', () => {
     assert.equal(provision.annotations?.readOnlyHint, false);
     assert.equal(tools.find((t) => t.name === 'vm_destroy')!.annotations?.destructiveHint, true);
     for (const t of tools.filter((x) => x.annotations?.readOnlyHint)) {
-      const missing: Record<string, Record<string, string>> = { vm_get: { id: 'vm_missing' }, vm_egress_log: { id: 'vm_missing' }, template_get: { id: 'tpl_missing' } };
+      const missing: Record<string, Record<string, string>> = {
+        vm_get: { id: 'vm_missing' },
+        vm_egress_log: { id: 'vm_missing' },
+        template_get: { id: 'tpl_missing' },
+        vm_file_read: { id: 'vm_missing', path: 'notes.md' },
+        vm_files_list: { id: 'vm_missing' },
+      };
       const args = t.name === 'harness_get' ? { name: 'echo' } : (missing[t.name] ?? {});
       const r = (await rw.callTool({ name: t.name, arguments: args })) as { isError?: boolean; content: { text: string }[] };
       if (missing[t.name]) {

@@ -18,12 +18,19 @@ const ERROR_MEANING: Record<ErrorCode, string> = {
   vm_not_running: 'The VM is not running',
   idempotency_conflict: 'The Idempotency-Key was used with another body',
   conflict: 'The resource already exists',
-  payload_too_large: "Body over the operation's limit: 1 MiB of JSON, 100 MiB of file bytes",
-  unsupported_media_type: 'A body of another media type than the operation takes (application/json, or application/octet-stream for file bytes)',
+  payload_too_large: 'Body over 1 MiB',
+  unsupported_media_type: 'A body that is not application/json',
   rate_limited: 'Over the per-key rate; see Retry-After',
   internal: 'Unexpected server error; `message` is empty, the detail is logged under the request id',
   unavailable: 'No host capacity or the VM driver is down; see Retry-After',
 };
+
+/** What a code means for this operation: a body of bytes has its own limit and media type. */
+function meaning(op: Operation, code: ErrorCode): string {
+  if (op.binaryBody && code === 'payload_too_large') return `Body over ${op.binaryBody.maxBytes / 1024 / 1024} MiB; nothing is left behind`;
+  if (op.binaryBody && code === 'unsupported_media_type') return `A body that is not ${op.binaryBody.mediaType}`;
+  return ERROR_MEANING[code];
+}
 
 const requestIdHeader = { 'X-Request-Id': { description: 'Identifies the request in the server log', schema: { type: 'string' as const } } };
 const retryAfterHeader = { 'Retry-After': { description: 'Seconds to wait', schema: { type: 'integer' as const } } };
@@ -49,7 +56,7 @@ function responsesFor(op: Operation): RouteConfig['responses'] {
   }
   for (const [status, codes] of [...byStatus].sort(([a], [b]) => a - b)) {
     responses[status] = {
-      description: codes.map((code) => `\`${code}\`: ${ERROR_MEANING[code]}`).join('; '),
+      description: codes.map((code) => `\`${code}\`: ${meaning(op, code)}`).join('; '),
       headers: status === 429 || status === 503 ? { ...requestIdHeader, ...retryAfterHeader } : requestIdHeader,
       content: { 'application/json': { schema: ErrorBody } },
     };
