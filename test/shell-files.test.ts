@@ -243,7 +243,7 @@ describe('a shell and files in a real microVM', { skip }, () => {
     assert.deepEqual(list.body.data.map((e: any) => [e.name, e.type, e.size]), [['blob.bin', 'file', data.length]]);
     assert.ok(Date.parse(list.body.data[0].mtime) > Date.now() - 10 * 60_000);
     // Replaced whole; a read key may read.
-    const small = await fetch(`${server.url}/v1/api/vms/${vmId}/files?path=deep/er/blob.bin`, { method: 'PUT', headers: { authorization: `Bearer ${key}` }, body: 'hello\n' });
+    const small = await fetch(`${server.url}/v1/api/vms/${vmId}/files?path=deep/er/blob.bin`, { method: 'PUT', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/octet-stream' }, body: 'hello\n' });
     assert.equal(small.status, 201);
     assert.equal((await readOnly('GET', `/v1/api/vms/${vmId}/files?path=deep/er/blob.bin`)).text, 'hello\n');
   });
@@ -259,7 +259,7 @@ describe('a shell and files in a real microVM', { skip }, () => {
       assert.match(get.body.message, /^path: /, get.body.message);
       const put = await fetch(`${server.url}/v1/api/vms/${vmId}/files?path=${encodeURIComponent(p === 'etc-link' ? 'etc-link/agentvm-was-here' : p)}`, {
         method: 'PUT',
-        headers: { authorization: `Bearer ${key}` },
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/octet-stream' },
         body: 'x',
       });
       assert.equal(put.status, 400, `PUT ${JSON.stringify(p)}`);
@@ -268,7 +268,7 @@ describe('a shell and files in a real microVM', { skip }, () => {
     assert.equal((await exec(['sh', '-c', 'ls /etc/agentvm-was-here /etc/x 2>/dev/null | wc -l'])).stdout.trim(), '0');
     // A link that stays on the disk is followed; one to nothing is refused for a write; a missing file is 404.
     assert.equal((await api('GET', `/v1/api/vms/${vmId}/files?path=home-link`)).status, 200);
-    assert.equal((await fetch(`${server.url}/v1/api/vms/${vmId}/files?path=dangling`, { method: 'PUT', headers: { authorization: `Bearer ${key}` }, body: 'x' })).status, 400);
+    assert.equal((await fetch(`${server.url}/v1/api/vms/${vmId}/files?path=dangling`, { method: 'PUT', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/octet-stream' }, body: 'x' })).status, 400);
     const missing = await api('GET', `/v1/api/vms/${vmId}/files?path=no/such/file`);
     assert.equal(missing.status, 404);
     assert.equal(missing.body.error, 'not_found');
@@ -299,7 +299,7 @@ describe('a shell and files in a real microVM', { skip }, () => {
     const wrongType = await fetch(`${server.url}/v1/api/vms/${vmId}/files?path=big/t`, { method: 'PUT', headers: { authorization: `Bearer ${key}`, 'content-type': 'text/plain' }, body: 'x' });
     assert.equal(wrongType.status, 415);
     assert.equal((await readOnly('POST', `/v1/api/vms/${vmId}/shell`)).status, 403);
-    const roPut = await fetch(`${server.url}/v1/api/vms/${vmId}/files?path=big/ro`, { method: 'PUT', headers: { authorization: `Bearer ${(await api('POST', '/v1/api/keys', { scope: 'read' })).body.key}` }, body: 'x' });
+    const roPut = await fetch(`${server.url}/v1/api/vms/${vmId}/files?path=big/ro`, { method: 'PUT', headers: { authorization: `Bearer ${(await api('POST', '/v1/api/keys', { scope: 'read' })).body.key}`, 'content-type': 'application/octet-stream' }, body: 'x' });
     assert.equal(roPut.status, 403);
     assert.equal((await roPut.json()).error, 'read_only_key');
     for (const [m, p] of [['POST', 'shell'], ['GET', 'files?path=big'], ['PUT', 'files?path=big/s']] as const) {

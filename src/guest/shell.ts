@@ -45,11 +45,15 @@ async function signalSession(sid: number, signal: NodeJS.Signals): Promise<numbe
   return pids.length;
 }
 
-/** Sets the terminal's size (TIOCSWINSZ on the master, passed as stdin); its foreground programs get SIGWINCH. */
+/**
+ * Sets the terminal's size (TIOCSWINSZ on the master, passed as descriptor 3: as a child's stdin it
+ * would be made blocking, and the agent reads it non-blocking); its foreground programs get SIGWINCH.
+ */
 function resize(master: number, cols: number, rows: number): Promise<void> {
   return new Promise((resolve) => {
-    const p = spawn('perl', ['-e', 'my $w = pack("S4", $ARGV[0], $ARGV[1], 0, 0); ioctl(STDIN, 0x5414, $w) or exit 1', String(rows), String(cols)], {
-      stdio: [master, 'ignore', 'ignore'],
+    const set = 'open(my $m, "+<&=", 3) or exit 1; my $w = pack("S4", $ARGV[0], $ARGV[1], 0, 0); ioctl($m, 0x5414, $w) or exit 1';
+    const p = spawn('perl', ['-e', set, String(rows), String(cols)], {
+      stdio: ['ignore', 'ignore', 'ignore', master],
     });
     p.on('error', () => resolve());
     p.on('exit', () => resolve());

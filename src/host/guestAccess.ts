@@ -10,7 +10,7 @@ import { faultError, type MuxStream, type StreamFault } from '../guest/streams.t
 import type { QemuDriver } from '../vmm/qemu.ts';
 
 /** How long the guest may take to open a shell or a file (a shell's start is a process or two under emulation). */
-const OPEN_TIMEOUT_MS = 30_000;
+const OPEN_TIMEOUT_MS = 60_000;
 
 const vmGone = () => new ApiError('vm_not_running', 'the VM is not running on its host', 'start the VM and wait until it is running');
 
@@ -154,7 +154,8 @@ export class LocalGuestAccess implements GuestAccess {
     try {
       return await this.driver.request<T>(vmId, op, { stream: stream.id, ...args }, OPEN_TIMEOUT_MS);
     } catch (err) {
-      stream.release();
+      // The guest may have opened its side after all (an answer too late): it hears that it is over.
+      stream.abort({ error: 'cancelled', message: 'the host gave up waiting' });
       throw guestError(err);
     }
   }
