@@ -20,6 +20,7 @@ const BENCHES = [
   { id: 'run', file: 'run.bench.ts', what: 'echo run through the API vs the guest agent directly' },
   { id: 'scaleout', file: 'scaleout.bench.ts', what: 'two API replicas and three hosts vs one host' },
   { id: 'egress', file: 'egress.bench.ts', what: 'the egress gateway: added latency and MiB/s from inside a VM vs the host' },
+  { id: 'files', file: 'files.bench.ts', what: "shells and files: 100 MiB in and out vs the bare data port; keystroke echo vs an agent ping" },
 ];
 const only = process.argv.slice(2);
 const imageDir = process.env.AGENTVM_IMAGE_DIR ?? '/var/cache/agentvm/images';
