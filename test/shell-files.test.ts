@@ -63,9 +63,15 @@ class Terminal {
   type(text: string): void {
     this.ws.send(Buffer.from(text), { binary: true });
   }
+  /** What the guest was doing, for a failure's message. */
+  static diagnose: () => Promise<string> = async () => '';
   /** Waits for `re` in what was printed after `from`; answers the match. */
   async expect(re: RegExp, from = 0, ms = 120_000): Promise<RegExpExecArray> {
-    return until(`${re} in the terminal (it shows: ${JSON.stringify(this.out.slice(-300))})`, async () => re.exec(this.out.slice(from)) ?? undefined, ms);
+    try {
+      return await until(`${re} in the terminal`, async () => re.exec(this.out.slice(from)) ?? undefined, ms);
+    } catch (err) {
+      throw new Error(`${(err as Error).message} (it shows: ${JSON.stringify(this.out.slice(-300))}; the guest: ${await Terminal.diagnose().catch((e: Error) => e.message)})`);
+    }
   }
   /** Types a command with a marker around its answer, and answers what it printed. */
   async run(command: string): Promise<string> {
@@ -146,6 +152,7 @@ describe('a shell and files in a real microVM', { skip }, () => {
       return vm.status === 'running';
     });
     assert.equal(server.host.driver!.startedFrom(vmId), 'snapshot');
+    Terminal.diagnose = async () => (await exec(['ps', '-eo', 'pid,sid,stat,time,args'])).stdout.split('\n').filter((l) => !/\[/.test(l)).join(' | ');
   });
 
   after(async () => {

@@ -1,11 +1,13 @@
 /**
  * Shells: a login shell as the harness user on a terminal of its own, its bytes on a data-port
- * stream. The terminal's master side stays here (read and written without the thread pool, as a
- * tty stream); pty.pl makes the slave side the shell's. Closing the stream ends every process of the
- * shell's session. Node built-ins only: bundled into the guest agent.
+ * stream. The terminal's master side stays here, non-blocking: read as a tty stream (evented), written
+ * with plain writes that wait and try again while the terminal's input is full (a tty stream writes a
+ * master blocking, which would stall the whole agent behind a program that does not read its input).
+ * pty.pl makes the slave side the shell's. Closing the stream ends every process of the shell's
+ * session. Node built-ins only: bundled into the guest agent.
  */
 import { spawn } from 'node:child_process';
-import { closeSync, constants, openSync, promises as fsp } from 'node:fs';
+import { closeSync, constants, openSync, promises as fsp, write } from 'node:fs';
 import tty from 'node:tty';
 import PTY_PERL from './pty.pl';
 import { HARNESS_HOME, HARNESS_USER, WORKSPACE, type ShellOpenArgs } from './protocol.ts';
@@ -66,7 +68,7 @@ export async function openShell(args: ShellOpenArgs, env: Record<string, string>
   const rows = size(args?.rows, 'rows');
   const { mux } = await dataPort();
   if (mux.has(args.stream)) throw new Error(`stream ${args.stream} is in use`);
-  const master = openSync('/dev/ptmx', constants.O_RDWR | constants.O_NOCTTY);
+  const master = openSync('/dev/ptmx', constants.O_RDWR | constants.O_NOCTTY | constants.O_NONBLOCK);
   const child = spawn(
     'perl',
     ['-e', PTY_PERL, String(HARNESS_USER.uid), String(HARNESS_USER.gid), String(cols), String(rows), WORKSPACE, SHELL],
@@ -126,9 +128,28 @@ export async function openShell(args: ShellOpenArgs, env: Record<string, string>
     term.on('end', () => resolve());
     term.on('close', () => resolve());
   });
+  // Keystrokes, in order, one write at a time; the writer gets credit back as they land.
+  const input: Buffer[] = [];
+  let typing = false;
+  const type = () => {
+    if (typing || over || input.length === 0) return;
+    typing = true;
+    const chunk = input[0];
+    write(master, chunk, 0, chunk.length, null, (err, n) => {
+      typing = false;
+      if (over) return;
+      if (err?.code === 'EAGAIN') return void setTimeout(type, 10);
+      if (err) return void input.splice(0);
+      if (n < chunk.length) input[0] = chunk.subarray(n);
+      else input.shift();
+      stream.consumed(n);
+      type();
+    });
+  };
   stream.on('data', (chunk: Buffer) => {
     if (over) return;
-    term.write(chunk, () => stream.consumed(chunk.length));
+    input.push(Buffer.from(chunk));
+    type();
   });
   stream.on('control', (msg: { type?: string; cols?: unknown; rows?: unknown }) => {
     if (msg.type !== 'resize' || over) return;
