@@ -78,7 +78,8 @@ class Terminal {
     const tag = `m${randomBytes(4).toString('hex')}`;
     const from = this.out.length;
     this.type(`echo ${tag}-begin; ${command}; echo ${tag}-end\n`);
-    const m = await this.expect(new RegExp(`\\n${tag}-begin\\r?\\n([^]*?)${tag}-end`), from);
+    // The answer's lines, not the command's echo (there the marker follows `echo `).
+    const m = await this.expect(new RegExp(`[\\r\\n]${tag}-begin\\r?\\n([^]*?)${tag}-end`), from);
     return m[1].replace(/\r/g, '').trim();
   }
 }

@@ -132,7 +132,9 @@ export async function pumpUpload(stream: MuxStream, body: AsyncIterable<Uint8Arr
   } catch (err) {
     stream.abort({ error: 'cut', message: 'the upload was cut short' });
     if (err instanceof ApiError) throw err;
-    throw stream.fault && stream.fault.error !== 'cut' ? faultToError(stream.fault) : err;
+    if (stream.fault && stream.fault.error !== 'cut') throw faultToError(stream.fault);
+    // The client went away (or its body broke): an expected end, answered to no one.
+    throw new ApiError('invalid_request', 'body: the upload was cut short; nothing was written');
   }
   stream.end({});
   return done;
