@@ -204,7 +204,9 @@ describe('a shell and files in a real microVM', { skip }, () => {
   test('several shells at once; closing a socket ends its processes, background jobs too', { timeout: 5 * 60_000 }, async () => {
     const a = await Terminal.open((await shellUrl()).url);
     const b = await Terminal.open((await shellUrl()).url);
-    const [pidA, pidB] = [await a.run('sleep 900 & echo $!'), await b.run('sleep 901 & echo $!')];
+    // Job control prints `[1] PID` first: the last line is echo's.
+    const last = (s: string) => s.split('\n').at(-1)!;
+    const [pidA, pidB] = [last(await a.run('sleep 900 & echo $!')), last(await b.run('sleep 901 & echo $!'))];
     assert.match(pidA, /^\d+$/);
     assert.notEqual(pidA, pidB);
     assert.equal(await b.run('echo b'), 'b');
