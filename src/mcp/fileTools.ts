@@ -40,18 +40,12 @@ async function files(client: () => Promise<ApiClient> | ApiClient, vmId: string,
           parseAs: 'arrayBuffer',
         })
       : await api.GET('/v1/api/vms/{id}/files', { params, parseAs: 'arrayBuffer' });
-    const bytes = new Uint8Array((r.data ?? r.error ?? new ArrayBuffer(0)) as ArrayBuffer);
-    const type = r.response.headers.get('content-type') ?? '';
     if (!r.response.ok) {
-      let e: { error?: string; message?: string; hint?: string } = {};
-      try {
-        e = JSON.parse(new TextDecoder().decode(bytes));
-      } catch {
-        // not the Error shape
-      }
+      // openapi-fetch parses an error's body as JSON whatever `parseAs` says.
+      const e = (typeof r.error === 'object' && r.error !== null ? r.error : {}) as { error?: string; message?: string; hint?: string };
       return fail(e.error ?? `http_${r.response.status}`, e.message ?? '', e.hint);
     }
-    return { type, bytes };
+    return { type: r.response.headers.get('content-type') ?? '', bytes: new Uint8Array((r.data ?? new ArrayBuffer(0)) as ArrayBuffer) };
   } catch (err) {
     if (err instanceof ClientError) return fail(err.code, err.message, err.hint);
     return fail('unreachable', `cannot reach the agentvm server (${(err as Error).message})`);
