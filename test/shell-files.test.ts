@@ -13,6 +13,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { WebSocket } from 'ws';
+import { execFile } from 'node:child_process';
+import { mkdir, readFile, symlink, writeFile } from 'node:fs/promises';
+import { promisify } from 'node:util';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { loadConfig } from '../src/config.ts';
 import { startServer, type RunningServer } from '../src/server.ts';
 import { createLogger } from '../src/log.ts';
@@ -22,6 +27,7 @@ import { killQemusUnder, until } from './helpers.ts';
 const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;
 const skip = imageDir ? false : 'set AGENTVM_TEST_IMAGE_DIR to a built image dir (npm run test:all does)';
 const MiB = 1024 * 1024;
+const BIN = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../bin/agentvm.js');
 
 function client(base: string, key: string) {
   return async (method: string, p: string, body?: unknown) => {
@@ -318,6 +324,60 @@ describe('a shell and files in a real microVM', { skip }, () => {
       assert.equal(r.body.error, 'not_found');
     }
     assert.equal(await twins(), '');
+  });
+
+  test('the CLI copies a repository in and the work out, and opens a shell on a pipe; the MCP file tools', { timeout: 10 * 60_000 }, async () => {
+    const env = { ...process.env, AGENTVM_BASE_URL: server.url, AGENTVM_API_KEY: key, XDG_CONFIG_HOME: dataDir };
+    const cli = (args: string[], input?: string) =>
+      new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+        const child = execFile(process.execPath, [BIN, ...args], { env, maxBuffer: 16 * MiB }, (err, stdout, stderr) =>
+          resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+        );
+        child.stdin!.end(input ?? '');
+      });
+    const repo = path.join(dataDir, 'repo');
+    await mkdir(path.join(repo, 'src', 'lib'), { recursive: true });
+    await writeFile(path.join(repo, 'README.md'), '# a repository\n');
+    const blob = randomBytes(3 * MiB);
+    await writeFile(path.join(repo, 'src', 'lib', 'blob.bin'), blob);
+    await symlink('README.md', path.join(repo, 'link'));
+    const inward = await cli(['vms', 'cp', repo, `${vmId}:cli/repo`]);
+    assert.equal(inward.code, 0, inward.stderr);
+    assert.match(inward.stderr, /copied 2 files/);
+    // The shell on a pipe: what it prints, and its status as the command's.
+    const shell = await cli(['vms', 'shell', vmId], 'cd cli/repo && sha256sum src/lib/blob.bin && echo made > out.txt && exit 4\n');
+    assert.equal(shell.code, 4, shell.stderr);
+    assert.match(shell.stdout, new RegExp(createHash('sha256').update(blob).digest('hex')));
+    const back = path.join(dataDir, 'back');
+    const outward = await cli(['vms', 'cp', `${vmId}:cli/repo`, back]);
+    assert.equal(outward.code, 0, outward.stderr);
+    assert.equal(await readFile(path.join(back, 'out.txt'), 'utf8'), 'made\n');
+    assert.ok((await readFile(path.join(back, 'src', 'lib', 'blob.bin'))).equals(blob));
+    const refused = await cli(['vms', 'cp', repo, `${vmId}:../x`]);
+    assert.equal(refused.code, 4);
+    assert.match(refused.stderr, /error: invalid_request: path: /);
+
+    const mcp = new Client({ name: 'test', version: '1.0.0' });
+    await mcp.connect(new StreamableHTTPClientTransport(new URL(`${server.url}/v1/mcp`), { requestInit: { headers: { authorization: `Bearer ${key}` } } }));
+    type ToolResult = { isError?: boolean; content: { text: string }[] };
+    const tool = async (name: string, args: Record<string, unknown>) => {
+      const r = (await mcp.callTool({ name, arguments: args })) as ToolResult;
+      return { error: r.isError === true, body: JSON.parse(r.content[0].text) };
+    };
+    assert.deepEqual((await tool('vm_file_write', { id: vmId, path: 'mcp/notes.md', content: 'héllo\n' })).body, { path: '/persist/workspace/mcp/notes.md', size: 7 });
+    assert.deepEqual((await tool('vm_file_read', { id: vmId, path: 'mcp/notes.md' })).body, { path: 'mcp/notes.md', size: 7, encoding: 'utf8', content: 'héllo\n' });
+    const bytes = Buffer.from([0, 1, 2, 255]);
+    await tool('vm_file_write', { id: vmId, path: 'mcp/b.bin', content: bytes.toString('base64'), encoding: 'base64' });
+    const readBack = await tool('vm_file_read', { id: vmId, path: 'mcp/b.bin' });
+    assert.equal(readBack.body.encoding, 'base64');
+    assert.ok(Buffer.from(readBack.body.content, 'base64').equals(bytes));
+    assert.deepEqual((await tool('vm_files_list', { id: vmId, path: 'mcp' })).body.data.map((e: { name: string }) => e.name), ['b.bin', 'notes.md']);
+    const tooBig = await tool('vm_file_read', { id: vmId, path: 'deep/er/blob.bin' });
+    assert.equal(tooBig.error, false, 'the small file that replaced the 50 MiB one reads');
+    const escape = await tool('vm_file_read', { id: vmId, path: '/etc/passwd' });
+    assert.equal(escape.error, true);
+    assert.equal(escape.body.error, 'invalid_request');
+    await mcp.close();
   });
 
   test('an expired ticket is refused; the VM stopping closes an open shell with a reason; a stopped VM is 409', { timeout: 5 * 60_000 }, async () => {
