@@ -372,8 +372,15 @@ describe('a shell and files in a real microVM', { skip }, () => {
     assert.equal(readBack.body.encoding, 'base64');
     assert.ok(Buffer.from(readBack.body.content, 'base64').equals(bytes));
     assert.deepEqual((await tool('vm_files_list', { id: vmId, path: 'mcp' })).body.data.map((e: { name: string }) => e.name), ['b.bin', 'notes.md']);
-    const tooBig = await tool('vm_file_read', { id: vmId, path: 'deep/er/blob.bin' });
-    assert.equal(tooBig.error, false, 'the small file that replaced the 50 MiB one reads');
+    const big = await fetch(`${server.url}/v1/api/vms/${vmId}/files?path=mcp/big.bin`, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/octet-stream' },
+      body: Buffer.alloc(5 * MiB),
+    });
+    assert.equal(big.status, 201);
+    const tooBig = await tool('vm_file_read', { id: vmId, path: 'mcp/big.bin' });
+    assert.equal(tooBig.error, true);
+    assert.equal(tooBig.body.error, 'payload_too_large');
     const escape = await tool('vm_file_read', { id: vmId, path: '/etc/passwd' });
     assert.equal(escape.error, true);
     assert.equal(escape.body.error, 'invalid_request');
