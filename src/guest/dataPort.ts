@@ -9,10 +9,14 @@ import { spawn } from 'node:child_process';
 import { promises as fsp, openSync, write } from 'node:fs';
 import path from 'node:path';
 import { DATA_PORT_NAME } from './protocol.ts';
-import { StreamMux } from './streams.ts';
+import { FRAME_HEADER_BYTES, StreamMux } from './streams.ts';
 
-/** Frames queued while a port write is under way go down together, up to this much (a port write takes 32 KiB at most: the writer loops). */
-const COALESCE_BYTES = 256 * 1024;
+/**
+ * A port write takes 32 KiB at most, whole. Each write is whole frames only (frames queued meanwhile
+ * go down together up to this), so a host that goes away mid-transfer never leaves the next one half
+ * a frame.
+ */
+const PORT_WRITE_BYTES = 32 * 1024;
 
 async function findPort(name: string): Promise<string> {
   for (;;) {
@@ -57,10 +61,10 @@ function serve(device: string): DataPort {
     }
     writing = true;
     let batch = queue.shift()!;
-    if (queue.length && batch.length < COALESCE_BYTES) {
+    if (queue.length && batch.length + queue[0].length <= PORT_WRITE_BYTES) {
       const parts = [batch];
       let n = batch.length;
-      while (queue.length && n < COALESCE_BYTES) n += (parts.push(queue.shift()!), parts[parts.length - 1].length);
+      while (queue.length && n + queue[0].length <= PORT_WRITE_BYTES) n += (parts.push(queue.shift()!), parts[parts.length - 1].length);
       batch = Buffer.concat(parts, n);
     }
     const writeAll = (buf: Buffer) =>
@@ -77,7 +81,7 @@ function serve(device: string): DataPort {
     queue.push(bytes);
     flush();
   };
-  const mux = new StreamMux(send);
+  const mux = new StreamMux(send, PORT_WRITE_BYTES - FRAME_HEADER_BYTES);
 
   // The reader: the port's reads end while no host is on the other end; then its streams are gone,
   // and a new reader starts soon, then less often (an idle guest stays idle).
@@ -97,6 +101,8 @@ function serve(device: string): DataPort {
     });
     r.on('error', (err) => log(`reader: ${err.message}`));
     r.on('close', () => {
+      // Its streams are over; a host still there (the reader failed, not the host) hears so.
+      mux.abortAll({ error: 'host_gone', message: "the guest lost the host's side of the data port" });
       mux.closeAll({ error: 'host_gone', message: 'the host closed the data port' });
       idle = got ? 10 : Math.min(idle ? idle * 2 : 10, 1000);
       setTimeout(startReader, idle);
@@ -107,7 +113,7 @@ function serve(device: string): DataPort {
   return {
     mux,
     writeRaw: async (bytes: number) => {
-      const zeros = Buffer.alloc(Math.min(bytes, COALESCE_BYTES));
+      const zeros = Buffer.alloc(Math.min(bytes, PORT_WRITE_BYTES));
       for (let left = bytes; left > 0; left -= zeros.length) {
         send(zeros.subarray(0, Math.min(left, zeros.length)));
         // Keep a few writes queued, no more.

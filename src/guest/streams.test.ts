@@ -81,6 +81,14 @@ describe('the data port streams', () => {
     assert.deepEqual(cut, [{ error: 'vm_not_running', message: 'the VM stopped' }]);
   });
 
+  test("a side's frames are never larger than its limit (the guest's fit one port write)", async () => {
+    const frames: Buffer[] = [];
+    const m = new StreamMux((b) => frames.push(b), 32 * 1024 - 9);
+    await m.open(3).write(Buffer.alloc(200_000));
+    assert.ok(frames.every((f) => f.length <= 32 * 1024));
+    assert.equal(frames.reduce((n, f) => n + f.length - 9, 0), 200_000);
+  });
+
   test('a frame larger than the protocol allows is refused', () => {
     const m = new StreamMux(() => undefined);
     const h = Buffer.alloc(9);

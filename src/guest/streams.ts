@@ -13,11 +13,13 @@ import { EventEmitter } from 'node:events';
 export const FRAME = { data: 0, end: 1, credit: 2, abort: 3, control: 4 } as const;
 type FrameType = (typeof FRAME)[keyof typeof FRAME];
 
-const HEADER_BYTES = 9;
 /** Bytes a sender may have in flight on one stream before its reader grants more. */
 export const STREAM_WINDOW = 2 * 1024 * 1024;
 /** The largest data payload of one frame. */
 export const MAX_DATA_FRAME = 256 * 1024;
+/** The bytes of one frame header. */
+export const FRAME_HEADER_BYTES = 9;
+const HEADER_BYTES = FRAME_HEADER_BYTES;
 /** Control, end and abort payloads are small JSON: a peer sending more is broken. */
 const MAX_SMALL_FRAME = 64 * 1024;
 
@@ -80,7 +82,7 @@ export class MuxStream extends EventEmitter {
         await new Promise<void>((resolve) => this.creditWaiters.push(resolve));
         continue;
       }
-      const n = Math.min(data.length - offset, this.credit, MAX_DATA_FRAME);
+      const n = Math.min(data.length - offset, this.credit, this.mux.maxData);
       this.credit -= n;
       this.mux.sendFrame(this.id, FRAME.data, data.subarray(offset, offset + n));
       offset += n;
@@ -191,7 +193,15 @@ export class StreamMux {
   private current: { stream: number; type: number; left: number; parts: Buffer[] } | null = null;
   private raw: { left: number; done: () => void } | null = null;
 
-  constructor(private readonly send: (bytes: Buffer) => void) {}
+  /**
+   * `maxData`: the largest data payload this side sends in a frame. The guest sends frames that fit
+   * one port write (32 KiB): a write is taken whole or not at all, so a host that goes away never
+   * leaves half a frame in the port for the next one.
+   */
+  constructor(
+    private readonly send: (bytes: Buffer) => void,
+    readonly maxData: number = MAX_DATA_FRAME,
+  ) {}
 
   /** A stream by id, made when absent (the host opens; the guest takes the id the host's request names). */
   open(id: number): MuxStream {
@@ -220,6 +230,11 @@ export class StreamMux {
   /** @internal */
   sendFrame(stream: number, type: FrameType, payload: Buffer): void {
     this.send(payload.length ? Buffer.concat([frameHeader(stream, type, payload.length), payload]) : frameHeader(stream, type, 0));
+  }
+
+  /** Every stream is aborted: each is cut here, and the other side is told (if it can still hear). */
+  abortAll(fault: StreamFault): void {
+    for (const s of [...this.streams.values()]) s.abort(fault);
   }
 
   /** The port is gone: every stream is cut with `fault`. */

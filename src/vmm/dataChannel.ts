@@ -3,6 +3,7 @@
  * agent, beside its JSON channel. The host picks stream ids. The socket closing (the VM stopped, its
  * QEMU died) cuts every stream with a reason a customer can read.
  */
+import { randomInt } from 'node:crypto';
 import net from 'node:net';
 import { StreamMux, type MuxStream, type StreamFault } from '../guest/streams.ts';
 
@@ -10,7 +11,11 @@ export const VM_GONE: StreamFault = { error: 'vm_not_running', message: 'the VM 
 
 export class DataChannel {
   private readonly mux: StreamMux;
-  private nextId = 1;
+  /**
+   * Stream ids start anywhere: frames a guest queued for an earlier connection (this host's process
+   * restarted under a transfer) name ids this one never uses, and are dropped.
+   */
+  private nextId = 1 + randomInt(2 ** 30);
   private closedWith: StreamFault | null = null;
 
   private constructor(private readonly socket: net.Socket) {
