@@ -14,7 +14,7 @@ import { scrubTree } from './scrub.ts';
 import { ASSUME_PERL } from './assume.ts';
 import { openShell } from './shell.ts';
 import { readFile as readVmFile, writeFile as writeVmFile } from './files.ts';
-import { dataPort, rawSink, rawSinkDone, rawSource } from './dataPort.ts';
+import { dataPort, dataSync, rawSink, rawSinkDone, rawSource } from './dataPort.ts';
 import {
   AGENT_PORT_NAME,
   AGENT_PROTOCOL_VERSION,
@@ -271,6 +271,8 @@ async function handle(req: AgentRequest): Promise<unknown> {
       return readVmFile(req.args as FileReadArgs);
     case 'file_write':
       return writeVmFile(req.args as FileWriteArgs);
+    case 'data_sync':
+      return dataSync(String((req.args as { token: string })?.token));
     case 'raw_sink':
       return rawSink(Number((req.args as { bytes: number }).bytes));
     case 'raw_sink_done':

@@ -9,14 +9,10 @@ import { spawn } from 'node:child_process';
 import { promises as fsp, openSync, write } from 'node:fs';
 import path from 'node:path';
 import { DATA_PORT_NAME } from './protocol.ts';
-import { FRAME_HEADER_BYTES, StreamMux } from './streams.ts';
+import { StreamMux, syncMarker } from './streams.ts';
 
-/**
- * A port write takes 32 KiB at most, whole. Each write is whole frames only (frames queued meanwhile
- * go down together up to this), so a host that goes away mid-transfer never leaves the next one half
- * a frame.
- */
-const PORT_WRITE_BYTES = 32 * 1024;
+/** Frames queued while a port write is under way go down together, up to this much (the kernel takes 32 KiB a write: the writer loops). */
+const COALESCE_BYTES = 256 * 1024;
 
 async function findPort(name: string): Promise<string> {
   for (;;) {
@@ -30,6 +26,8 @@ async function findPort(name: string): Promise<string> {
 
 export interface DataPort {
   mux: StreamMux;
+  /** Puts the sync marker of `token` on the port, after dropping what was queued for an earlier host. */
+  sync(token: string): void;
   /** Writes `bytes` bytes of zeros straight to the port, not as frames (the benchmark's bare channel). */
   writeRaw(bytes: number): Promise<void>;
 }
@@ -52,6 +50,8 @@ function serve(device: string): DataPort {
   // pool could land out of order); frames queued meanwhile go down together.
   const queue: Buffer[] = [];
   let writing = false;
+  /** Counts the hosts: what was queued for one that went is not written for the next. */
+  let generation = 0;
   const drained: (() => void)[] = [];
   const flush = () => {
     if (writing) return;
@@ -61,17 +61,19 @@ function serve(device: string): DataPort {
     }
     writing = true;
     let batch = queue.shift()!;
-    if (queue.length && batch.length + queue[0].length <= PORT_WRITE_BYTES) {
+    if (queue.length && batch.length < COALESCE_BYTES) {
       const parts = [batch];
       let n = batch.length;
-      while (queue.length && n + queue[0].length <= PORT_WRITE_BYTES) n += (parts.push(queue.shift()!), parts[parts.length - 1].length);
+      while (queue.length && n < COALESCE_BYTES) n += (parts.push(queue.shift()!), parts[parts.length - 1].length);
       batch = Buffer.concat(parts, n);
     }
+    const gen = generation;
     const writeAll = (buf: Buffer) =>
       write(fd, buf, 0, buf.length, null, (err, n) => {
         if (err?.code === 'EAGAIN') return setTimeout(() => writeAll(buf), 5);
         if (err) queue.length = 0; // no host on the port: what was queued is lost with its streams
-        else if (n < buf.length) return writeAll(buf.subarray(n));
+        // The rest of a batch for a host that has gone since is dropped (the next host syncs past it).
+        else if (n < buf.length && gen === generation) return writeAll(buf.subarray(n));
         writing = false;
         flush();
       });
@@ -81,7 +83,7 @@ function serve(device: string): DataPort {
     queue.push(bytes);
     flush();
   };
-  const mux = new StreamMux(send, PORT_WRITE_BYTES - FRAME_HEADER_BYTES);
+  const mux = new StreamMux(send);
 
   // The reader: the port's reads end while no host is on the other end; then its streams are gone,
   // and a new reader starts soon, then less often (an idle guest stays idle).
@@ -104,6 +106,9 @@ function serve(device: string): DataPort {
       // Its streams are over; a host still there (the reader failed, not the host) hears so.
       mux.abortAll({ error: 'host_gone', message: "the guest lost the host's side of the data port" });
       mux.closeAll({ error: 'host_gone', message: 'the host closed the data port' });
+      // What was queued for that host is not written for the next.
+      generation++;
+      queue.length = 0;
       idle = got ? 10 : Math.min(idle ? idle * 2 : 10, 1000);
       setTimeout(startReader, idle);
     });
@@ -112,8 +117,14 @@ function serve(device: string): DataPort {
 
   return {
     mux,
+    sync: (token: string) => {
+      // A host that connects asks for this first: whatever an earlier host left half-written comes
+      // before the marker, and the host reads on from the marker.
+      queue.length = 0;
+      send(syncMarker(token));
+    },
     writeRaw: async (bytes: number) => {
-      const zeros = Buffer.alloc(Math.min(bytes, PORT_WRITE_BYTES));
+      const zeros = Buffer.alloc(Math.min(bytes, COALESCE_BYTES));
       for (let left = bytes; left > 0; left -= zeros.length) {
         send(zeros.subarray(0, Math.min(left, zeros.length)));
         // Keep a few writes queued, no more.
@@ -144,4 +155,11 @@ export async function rawSinkDone(): Promise<{ done: true }> {
 export async function rawSource(bytes: number): Promise<{ sent: number }> {
   await (await dataPort()).writeRaw(bytes);
   return { sent: bytes };
+}
+
+/** `data_sync`: the marker a newly connected host reads on from. */
+export async function dataSync(token: string): Promise<{ synced: true }> {
+  if (!/^[0-9a-f]{32}$/.test(token)) throw new Error('token must be 32 hex digits');
+  (await dataPort()).sync(token);
+  return { synced: true };
 }

@@ -306,3 +306,8 @@ export class StreamMux {
     this.streams.get(cur.stream)?.receive(cur.type, cur.parts.length === 1 ? cur.parts[0] : Buffer.concat(cur.parts));
   }
 }
+
+/** The sync marker of a token: the bytes a host reads on from after it connects (see DataChannel). */
+export function syncMarker(token: string): Buffer {
+  return Buffer.from(`\n~agentvm-data-sync~${token}~\n`, 'latin1');
+}

@@ -5,7 +5,8 @@
  */
 import { randomInt } from 'node:crypto';
 import net from 'node:net';
-import { StreamMux, type MuxStream, type StreamFault } from '../guest/streams.ts';
+import { randomBytes } from 'node:crypto';
+import { StreamMux, syncMarker, type MuxStream, type StreamFault } from '../guest/streams.ts';
 
 export const VM_GONE: StreamFault = { error: 'vm_not_running', message: 'the VM stopped' };
 
@@ -24,7 +25,8 @@ export class DataChannel {
     });
     socket.on('data', (chunk: Buffer) => {
       try {
-        this.mux.feed(chunk);
+        const rest = this.sync ? this.seekMarker(chunk) : chunk;
+        if (rest?.length) this.mux.feed(rest);
       } catch {
         // A guest that breaks the framing loses its streams; the VM itself goes on.
         this.mux.closeAll({ error: 'internal', message: 'the guest broke the data port protocol' });
@@ -33,6 +35,31 @@ export class DataChannel {
     });
     socket.on('error', () => undefined);
     socket.on('close', () => this.close(VM_GONE));
+  }
+
+  /**
+   * Until the guest's sync marker comes, what the port brings is an earlier host's leftovers (frames
+   * half-written when its process ended) and is dropped. `token` goes to the guest in `data_sync`.
+   */
+  private sync: { token: string; marker: Buffer; seen: Buffer } | null = null;
+
+  /** The token the guest agent's `data_sync` must echo on the port; ask for it before the first stream. */
+  startSync(): string {
+    const token = randomBytes(16).toString('hex');
+    this.sync = { token, marker: syncMarker(token), seen: Buffer.alloc(0) };
+    return token;
+  }
+
+  private seekMarker(chunk: Buffer): Buffer | null {
+    const s = this.sync!;
+    const all = Buffer.concat([s.seen, chunk]);
+    const at = all.indexOf(s.marker);
+    if (at < 0) {
+      s.seen = all.subarray(Math.max(0, all.length - s.marker.length + 1));
+      return null;
+    }
+    this.sync = null;
+    return all.subarray(at + s.marker.length);
   }
 
   static connect(socketPath: string, timeoutMs = 2000): Promise<DataChannel> {
