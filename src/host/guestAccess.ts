@@ -84,8 +84,10 @@ export function streamBody(stream: MuxStream): ReadableStream<Uint8Array> {
       async pull(controller) {
         while (!queue.length && !ended && !fault) await new Promise<void>((r) => (wake = r));
         wake = null;
-        const b = queue.shift();
-        if (b) {
+        if (queue.length) {
+          // Everything that has come goes out as one chunk: the port hands it over in small pieces.
+          const parts = queue.splice(0);
+          const b = parts.length === 1 ? parts[0] : Buffer.concat(parts);
           controller.enqueue(new Uint8Array(b.buffer, b.byteOffset, b.byteLength));
           stream.consumed(b.length);
         } else if (fault) {
