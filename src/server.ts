@@ -1,4 +1,5 @@
 import { serve, type ServerType } from '@hono/node-server';
+import type { Server } from 'node:http';
 import { mkdir, readFile, writeFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Config } from './config.ts';
@@ -12,9 +13,12 @@ import { SecretBox } from './host/egress/secretBox.ts';
 import { createMailer } from './mail.ts';
 import { randomBase62 } from './domain/ids.ts';
 import { buildInternalApp } from './host/internalApp.ts';
+import { serveInternalShellSockets } from './host/internalShell.ts';
 import { liveHostsProbe, RemoteHosts } from './replica/remoteHosts.ts';
 import { WebhookSender } from './jobs/webhookSender.ts';
 import { LifecycleJob } from './jobs/lifecycle.ts';
+import { RemoteGuest } from './replica/remoteGuest.ts';
+import { serveShellSockets, type ShellSockets } from './api/shellSocket.ts';
 
 /** How long a stopping server lets requests in flight finish before it closes their connections. */
 const SHUTDOWN_GRACE_MS = 5000;
@@ -82,6 +86,7 @@ function remoteVmHost(db: Db, staleMs: number): VmHost {
     driver: null,
     reconciler: null,
     executor: null,
+    guest: null,
     capture: null,
     vmsChanged: () => undefined,
     imageReady,
@@ -115,7 +120,13 @@ async function compose(config: Config, db: Db, log: Logger): Promise<{ services:
     const host = remoteVmHost(db, config.hostStaleMs);
     const services = buildServices(
       core,
-      { driver: () => host.probe(), executor: remote, capture: (templateId) => remote.capture(templateId), showLostHosts: true },
+      {
+        driver: () => host.probe(),
+        executor: remote,
+        guest: new RemoteGuest(db, config.internalToken!, log),
+        capture: (templateId) => remote.capture(templateId),
+        showLostHosts: true,
+      },
       domainOpts,
     );
     return { services, host, app: buildApp({ services, log, adminToken: await resolveAdminToken(config, log), rateLimit }) };
@@ -123,12 +134,12 @@ async function compose(config: Config, db: Db, log: Logger): Promise<{ services:
   const host = await localVmHost(config, core, log);
   const services = buildServices(
     core,
-    { driver: () => host.probe(), executor: host.executor, capture: host.capture, vmsChanged: () => host.vmsChanged() },
+    { driver: () => host.probe(), executor: host.executor, guest: host.guest, capture: host.capture, vmsChanged: () => host.vmsChanged() },
     domainOpts,
   );
   const app =
     config.role === 'host'
-      ? buildInternalApp({ token: config.internalToken!, executor: host.executor, capture: host.capture, probe: () => host.probe(), log })
+      ? buildInternalApp({ token: config.internalToken!, executor: host.executor, guest: host.guest, capture: host.capture, probe: () => host.probe(), log })
       : buildApp({ services, log, adminToken: await resolveAdminToken(config, log), rateLimit });
   return { services, host, app };
 }
@@ -165,6 +176,10 @@ export async function startServer(config: Config, log: Logger = createLogger(con
     const s = serve({ fetch: app.fetch, hostname: config.host, port: config.port }, () => resolve(s));
     s.once('error', reject);
   });
+  // Shell sockets: the customer's on the API, the replicas' on a host's internal endpoint.
+  const sockets: ShellSockets = config.role === 'host'
+    ? serveInternalShellSockets(server as Server, { token: config.internalToken!, guest: host.guest, log })
+    : serveShellSockets(server as Server, services, log);
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
   const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
@@ -188,6 +203,7 @@ export async function startServer(config: Config, log: Logger = createLogger(con
   let closing: Promise<void> | undefined;
   const close = (opts?: { stopVms?: boolean }) =>
     (closing ??= (async () => {
+      sockets.close();
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
         // Idle keep-alive sockets would hold close() open; in-flight requests get a few seconds to

@@ -217,6 +217,8 @@ describe('the CLI and the MCP server against a real server', () => {
         runs_list: { id: 'vm_missing' },
         run_get: { id: 'vm_missing', run_id: 'run_missing' },
         webhook_deliveries_list: { webhook_id: 'wh_missing' },
+        vm_file_read: { id: 'vm_missing', path: 'notes.md' },
+        vm_files_list: { id: 'vm_missing' },
       };
       const args = t.name === 'harness_get' ? { name: 'echo' } : (missing[t.name] ?? {});
       const r = (await rw.callTool({ name: t.name, arguments: args })) as { isError?: boolean; content: { text: string }[] };

@@ -75,21 +75,23 @@ for (const backend of backends()) {
     test('every customer operation: 401 without a key, 404 for an unknown id, 415 for a body that is not JSON', async () => {
       // The smallest valid body of each operation that has one, so that the id is what is wrong.
       const VALID: Record<string, unknown> = { runVMTask: { task: 'x' }, setVMSecrets: { A: 'b' }, setVMEgress: { mode: 'none', allow: [] } };
+      // And of each that has a required query.
+      const QUERY: Record<string, string> = { readVMFile: '?path=x', writeVMFile: '?path=x' };
       const ops = CUSTOMER_OPERATIONS.filter((o) => o.audience === 'customer');
       assert.ok(ops.length >= 20);
       for (const op of ops) {
         const method = op.method.toUpperCase();
-        const path = op.path.replace(/\{[^}]+\}/g, 'unknown_0123456789');
+        const path = op.path.replace(/\{[^}]+\}/g, 'unknown_0123456789') + (QUERY[op.operationId] ?? '');
         const body = op.body ? (VALID[op.operationId] ?? {}) : undefined;
         const anonymous = await t.request(method, path, { body });
         assert.equal(anonymous.status, 401, op.operationId);
         assert.deepEqual(anonymous.body, { error: 'unauthorized', message: '' }, op.operationId);
-        if (path !== op.path) {
+        if (path.split('?')[0] !== op.path) {
           const unknown = await t.request(method, path, { key, body });
           assert.equal(unknown.status, 404, `${op.operationId}: ${unknown.text}`);
           assert.equal(unknown.body.error, 'not_found', op.operationId);
         }
-        if (op.body) {
+        if (op.body || op.binaryBody) {
           const text = await t.request(method, path, { key, raw: 'x=1', headers: { 'content-type': 'text/plain' } });
           assert.equal(text.status, 415, op.operationId);
           assert.equal(text.body.error, 'unsupported_media_type', op.operationId);

@@ -28,7 +28,7 @@ const executor: VmExecutor = {
   },
   setSecrets: async (_vmId, set) => ({ names: Object.keys(set).filter((k) => set[k] !== null && k !== 'BROKERED'), brokered: 'BROKERED' in set ? ['BROKERED'] : [] }),
 };
-const app = buildInternalApp({ token: TOKEN, executor, capture: () => undefined, probe: async () => ({ usable: true, accel: 'tcg', qemu: 'q', detail: 'ok' }), log });
+const app = buildInternalApp({ token: TOKEN, executor, guest: null, capture: () => undefined, probe: async () => ({ usable: true, accel: 'tcg', qemu: 'q', detail: 'ok' }), log });
 const call = (method: string, path: string, body?: unknown, token = TOKEN) =>
   app.request(path, { method, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
 
@@ -53,7 +53,7 @@ test('the host validates every internal call and answers in the Error shape', as
   assert.equal((await call('GET', '/internal/nothing')).status, 404);
   const capture = await call('POST', '/internal/templates/tpl_abc/capture');
   assert.equal(capture.status, 202);
-  const noVms = buildInternalApp({ token: TOKEN, executor: null, capture: null, probe: async () => ({ usable: false, accel: null, qemu: null, detail: 'no qemu' }), log });
+  const noVms = buildInternalApp({ token: TOKEN, executor: null, guest: null, capture: null, probe: async () => ({ usable: false, accel: null, qemu: null, detail: 'no qemu' }), log });
   const refused = await noVms.request('/internal/vms/vm_up/harnesses', { headers: { authorization: `Bearer ${TOKEN}` } });
   assert.equal(refused.status, 503);
   assert.equal((await refused.json()).error, 'unavailable');

@@ -25,15 +25,28 @@ const ERROR_MEANING: Record<ErrorCode, string> = {
   unavailable: 'No host capacity or the VM driver is down; see Retry-After',
 };
 
+/** What a code means for this operation: a body of bytes has its own limit and media type. */
+function meaning(op: Operation, code: ErrorCode): string {
+  if (op.binaryBody && code === 'payload_too_large') return `Body over ${op.binaryBody.maxBytes / 1024 / 1024} MiB; nothing is left behind`;
+  if (op.binaryBody && code === 'unsupported_media_type') return `A body that is not ${op.binaryBody.mediaType}`;
+  return ERROR_MEANING[code];
+}
+
 const requestIdHeader = { 'X-Request-Id': { description: 'Identifies the request in the server log', schema: { type: 'string' as const } } };
 const retryAfterHeader = { 'Retry-After': { description: 'Seconds to wait', schema: { type: 'integer' as const } } };
+
+/** Bytes in a request or response body (OpenAPI 3.1: a string of that media type). */
+const binarySchema = (description: string) => ({ type: 'string' as const, format: 'binary', description });
 
 function responsesFor(op: Operation): RouteConfig['responses'] {
   const responses: RouteConfig['responses'] = {
     [op.success.status]: {
       description: op.success.description,
       headers: requestIdHeader,
-      content: { [op.success.contentType ?? 'application/json']: { schema: op.success.schema } },
+      content: {
+        ...(op.success.binary ? { [op.success.binary.mediaType]: { schema: binarySchema(op.success.binary.description) } } : {}),
+        [op.success.contentType ?? 'application/json']: { schema: op.success.schema },
+      },
     },
   };
   if (op.alsoAnswers) {
@@ -50,7 +63,7 @@ function responsesFor(op: Operation): RouteConfig['responses'] {
   }
   for (const [status, codes] of [...byStatus].sort(([a], [b]) => a - b)) {
     responses[status] = {
-      description: codes.map((code) => `\`${code}\`: ${ERROR_MEANING[code]}`).join('; '),
+      description: codes.map((code) => `\`${code}\`: ${meaning(op, code)}`).join('; '),
       headers: status === 429 || status === 503 ? { ...requestIdHeader, ...retryAfterHeader } : requestIdHeader,
       content: { 'application/json': { schema: ErrorBody } },
     };
@@ -81,13 +94,16 @@ function toRoute(op: Operation): RouteConfig {
         : op.headers,
       body: op.body
         ? { required: op.body.required, content: { 'application/json': { schema: op.body.schema } } }
-        : undefined,
+        : op.binaryBody
+          ? { required: true, content: { [op.binaryBody.mediaType]: { schema: binarySchema(op.binaryBody.description) } } }
+          : undefined,
     },
     responses: responsesFor(op),
   };
   route.security = op.audience === 'public' ? [] : [{ [op.audience === 'admin' ? 'adminToken' : 'bearerAuth']: [] }];
   if (op.extension) route['x-agentvm-extension'] = true;
   if (op.money) route['x-agentvm-charges-money'] = true;
+  Object.assign(route, op.extensions ?? {});
   return route;
 }
 

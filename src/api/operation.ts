@@ -17,14 +17,21 @@ export interface HandlerContext<P, Q, B> {
   params: P;
   query: Q;
   body: B;
+  /** The body of an operation with `binaryBody`: its bytes as they come, never read whole, and the length it declared. */
+  bytes?: { stream: AsyncIterable<Uint8Array>; length?: number };
 }
 
-export interface HandlerResult<T> {
-  body: T;
-  status?: number;
-  headers?: Record<string, string>;
+export type HandlerResult<T> =
+  | { body: T; status?: number; headers?: Record<string, string> }
+  /** Bytes, not JSON (an operation with `success.binary`): streamed to the client as they come. */
+  | { stream: ReadableStream<Uint8Array>; mediaType: string; length?: number; status?: number; headers?: Record<string, string> }
   /** A response made whole by the handler (an event stream): sent as it is. */
-  response?: Response;
+  | { response: Response };
+
+/** A request or response body of bytes rather than JSON. */
+export interface BinaryContent {
+  mediaType: 'application/octet-stream';
+  description: string;
 }
 
 type AnyZod = z.ZodType;
@@ -48,11 +55,19 @@ export interface Operation<P extends AnyZod = AnyZod, Q extends AnyZod = AnyZod,
   params?: P;
   query?: Q;
   body?: { schema: B; required: boolean };
-  success: { status: 200 | 201; schema: R; description: string; /** default application/json */ contentType?: string };
+  /** A body of bytes instead of JSON, up to `maxBytes` (413 beyond, before or while it is read). */
+  binaryBody?: BinaryContent & { maxBytes: number };
+  /**
+   * `binary`: the success may also be bytes of this media type (the JSON `schema` is the other form);
+   * `contentType`: the success is of this type instead of JSON (an event stream).
+   */
+  success: { status: 200 | 201; schema: R; description: string; binary?: BinaryContent; contentType?: string };
   /** Another success answer (an asynchronous start), for the document. */
   alsoAnswers?: { status: 202; schema: AnyZod; description: string };
   /** Request headers it reads, for the document (Idempotency-Key is added for money operations). */
   headers?: z.ZodObject;
+  /** `x-` extensions of the operation in the OpenAPI document (a WebSocket it leads to, …). */
+  extensions?: Record<`x-${string}`, unknown>;
   /** Error codes this operation answers with beyond the ones every operation of its audience has. */
   errors: ErrorCode[];
   handler: (ctx: HandlerContext<z.output<P>, z.output<Q>, z.output<B>>) => Promise<HandlerResult<z.input<R>>>;
@@ -70,7 +85,7 @@ export function commonErrors(op: Operation): ErrorCode[] {
   const codes: ErrorCode[] = ['internal', 'invalid_request'];
   if (op.audience !== 'public') codes.push('unauthorized', 'rate_limited');
   if (op.audience === 'customer' && isWrite(op)) codes.push('read_only_key');
-  if (op.body) codes.push('payload_too_large', 'unsupported_media_type');
+  if (op.body || op.binaryBody) codes.push('payload_too_large', 'unsupported_media_type');
   return codes;
 }
 
@@ -137,6 +152,25 @@ export async function readJsonBody(c: Context, required: boolean): Promise<unkno
 
 const tooLarge = () => new ApiError('payload_too_large', `the body is larger than ${MAX_BODY_BYTES} bytes`);
 
+/**
+ * The body of a binary operation, unread: its declared length checked against the limit, its media
+ * type against the operation's (none at all is taken as bytes too: `curl -T` sends none).
+ */
+function binaryBody(c: Context, spec: NonNullable<Operation['binaryBody']>): { stream: AsyncIterable<Uint8Array>; length?: number } {
+  const declared = c.req.header('content-length');
+  const length = declared === undefined ? undefined : Number(declared);
+  if (length !== undefined && (!Number.isSafeInteger(length) || length < 0)) throw new ApiError('invalid_request', 'Content-Length: not a length');
+  if (length !== undefined && length > spec.maxBytes) {
+    throw new ApiError('payload_too_large', `the body is larger than ${spec.maxBytes} bytes`, undefined, { Connection: 'close' });
+  }
+  const mediaType = (c.req.header('content-type') ?? '').split(';')[0].trim().toLowerCase();
+  if (mediaType && mediaType !== spec.mediaType) {
+    throw new ApiError('unsupported_media_type', `content type "${mediaType}" is not supported`, `send the bytes as ${spec.mediaType} (curl -T FILE, or --data-binary @FILE -H 'content-type: ${spec.mediaType}')`, { Connection: 'close' });
+  }
+  const stream = c.req.raw.body ?? new ReadableStream<Uint8Array>({ start: (ctl) => ctl.close() });
+  return { stream: stream as unknown as AsyncIterable<Uint8Array>, length };
+}
+
 /** Parses and checks a request for an operation, then runs its handler. */
 export async function runOperation(op: Operation, c: Context, services: Services): Promise<Response> {
   const principal = c.get('principal') as Principal;
@@ -144,10 +178,17 @@ export async function runOperation(op: Operation, c: Context, services: Services
     throw new ApiError('read_only_key', 'this key is read-only', 'use a readwrite key for this operation');
   }
   const body = op.body ? parseWith(op.body.schema, await readJsonBody(c, op.body.required), 'body') : undefined;
+  const bytes = op.binaryBody ? binaryBody(c, op.binaryBody) : undefined;
   const params = op.params ? parseWith(op.params, c.req.param(), 'path') : undefined;
   // Most calls carry no query string: skip parsing one then, unless the operation has defaults to fill in.
   const query = op.query || c.req.url.includes('?') ? parseWith(op.query ?? NoQuery, c.req.query(), 'query') : {};
-  const result = await op.handler({ c, services, principal, params, query, body });
-  if (result.response) return result.response;
-  return c.json(result.body as object, (result.status ?? op.success.status) as 200, result.headers);
+  const result = await op.handler({ c, services, principal, params, query, body, bytes });
+  if ('response' in result) return result.response;
+  const status = (result.status ?? op.success.status) as 200;
+  if ('stream' in result) {
+    const headers: Record<string, string> = { 'Content-Type': result.mediaType, ...result.headers };
+    if (result.length !== undefined) headers['Content-Length'] = String(result.length);
+    return c.body(result.stream, status, headers);
+  }
+  return c.json(result.body as object, status, result.headers);
 }

@@ -22,6 +22,8 @@ import { listEvents } from './operations/events.ts';
 import { listLedger } from './operations/ledger.ts';
 import { updateVM } from './operations/updateVM.ts';
 import { createWebhook, listWebhooks, deleteWebhook, listWebhookDeliveries } from './operations/webhooks.ts';
+import { openVMShell } from './operations/openVMShell.ts';
+import { readVMFile, writeVMFile } from './operations/files.ts';
 import { createTenant, setCard, removeCard, addCredits } from './admin/tenants.ts';
 
 /** Every customer operation: the 19 of the contract, then the extensions. */
@@ -61,6 +63,9 @@ export const CUSTOMER_OPERATIONS: Operation[] = [
   deleteWebhook,
   listWebhookDeliveries,
   listLedger,
+  openVMShell,
+  readVMFile,
+  writeVMFile,
   loginStart,
   loginComplete,
 ];

@@ -491,3 +491,40 @@ export const idParam = (description?: string) => z.string().regex(ID_PATTERN).me
 export const IdParam = z.strictObject({ id: idParam('A VM id (`vm_…`)') });
 export const RunParams = z.strictObject({ id: idParam('A VM id (`vm_…`)'), run_id: idParam('A run id (`run_…`)') });
 export const NoQuery = z.strictObject({});
+
+export const ShellTicket = z
+  .object({
+    url: z.string().meta({
+      description:
+        'The WebSocket URL of the shell (`ws://` or `wss://`), carrying a one-use ticket: connect within `expires_at`, once. ' +
+        'Optional query parameters `cols` and `rows` set the first terminal size.',
+    }),
+    expires_at: timestamp,
+  })
+  .meta({ id: 'ShellTicket' });
+
+export const FilesQuery = z.strictObject({
+  path: z
+    .string()
+    .meta({ description: 'A path on the persist disk: relative paths are under `/persist/workspace`; absolute ones must be under `/persist`' }),
+});
+
+export const FileEntry = z
+  .object({
+    name: z.string(),
+    type: z.enum(['file', 'dir', 'link']).meta({ description: '`link`: a symbolic link (not followed in a listing)' }),
+    size: z.int().meta({ description: 'Bytes' }),
+    mtime: timestamp,
+  })
+  .meta({ id: 'FileEntry' });
+
+export const FileListing = z
+  .object({ data: z.array(FileEntry).meta({ description: 'The entries of the directory, by name' }) })
+  .meta({ id: 'FileListing', description: 'A directory' });
+
+export const FileWritten = z
+  .object({
+    path: z.string().meta({ description: 'The absolute path written' }),
+    size: z.int().meta({ description: 'Bytes written' }),
+  })
+  .meta({ id: 'FileWritten' });

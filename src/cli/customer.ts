@@ -2,7 +2,8 @@
  * The customer commands. Most are one operation each, made from its descriptor by the table below
  * (src/cli/operationCommands.ts); an operation the table leaves out still gets a command under its tag.
  * Written by hand only where a person's habit asks for more than one call: login and logout, `--wait`
- * on a create or a fork, a run's output, secrets as NAME=VALUE, and editing the egress policy.
+ * on a create or a fork, a run's output, secrets as NAME=VALUE, editing the egress policy, a terminal,
+ * and copying files.
  */
 import { Command, Option } from 'commander';
 import os from 'node:os';
@@ -26,6 +27,8 @@ import { asRecord, asTable, print, record, table, type Out } from './output.ts';
 import { addWaitOptions, waitForVm } from './waitForVm.ts';
 import { oneLine, renderRun, runsLogs, vmsRun } from './runs.ts';
 import { events, vmsUpdate } from './lifecycle.ts';
+import { connectShell, runTerminal } from './terminal.ts';
+import { download, parseRemote, upload } from './copy.ts';
 
 const VM_COLUMNS = ['vm_id', 'status', 'plan', 'tier', 'harness', 'ipv4', 'created_at'];
 
@@ -116,6 +119,44 @@ function vmsEgress(cmd: Command): void {
         vm = await call(api.PUT('/v1/api/vms/{id}/egress', { params: { path: { id } }, body }));
       }
       print(vm.egress, o, () => record({ vm_id: vm.vm_id, mode: vm.egress.mode, allow: vm.egress.allow.join(' ') || '(nothing)', brokered: vm.brokered_secret_names.join(' ') || '(none)' }));
+    }));
+}
+
+function vmsShell(cmd: Command): void {
+  cmd
+    .description('open a terminal in the VM: a login shell as the user agent in /persist/workspace')
+    .argument('<vm_id>')
+    .addHelpText(
+      'after',
+      '\nThe terminal follows this window\'s size. Exiting the shell ends it, and so does ~. typed at the start of a line\n' +
+        '(~~ sends one ~). The command exits with the shell\'s status.\n\nExample:\n  agentvm vms shell vm_…   # then: opencode auth login',
+    )
+    .action(apiAction(async (id: string) => {
+      const ticket = await call((await customerClient()).POST('/v1/api/vms/{id}/shell', { params: { path: { id } } }));
+      const size = process.stdout.isTTY && process.stdout.columns && process.stdout.rows ? `&cols=${process.stdout.columns}&rows=${process.stdout.rows}` : '';
+      const ws = await connectShell(`${ticket.url}${size}`);
+      process.exit(await runTerminal(ws));
+    }));
+}
+
+function vmsCp(cmd: Command): void {
+  cmd
+    .description("copy files between here and a VM's persist disk (a directory with everything in it)")
+    .argument('<source>', 'a local path, or vm_…:PATH')
+    .argument('<destination>', 'vm_…:PATH, or a local path')
+    .addOption(jsonOpt())
+    .addHelpText(
+      'after',
+      '\nOne side is the VM\'s: vm_…:PATH, relative to /persist/workspace unless absolute (under /persist). A destination\n' +
+        'ending in / on the VM, or a local directory, takes the source by its name. Files up to 100 MiB each; large ones\n' +
+        'show a progress bar when stderr is a terminal.\n\nExamples:\n  agentvm vms cp ./my-repo vm_…:my-repo\n  agentvm vms cp vm_…:my-repo/report.md .',
+    )
+    .action(apiAction(async (source: string, destination: string, o: Out) => {
+      const from = parseRemote(source);
+      const to = parseRemote(destination);
+      if (Boolean(from) === Boolean(to)) throw new ClientError('invalid_request', 'one of source and destination must be vm_…:PATH, the other a local path');
+      const done = from ? await download(from, destination) : await upload(source, to!);
+      print(done, o, () => process.stderr.write(`copied ${done.files} file${done.files === 1 ? '' : 's'} (${done.bytes} bytes)\n`));
     }));
 }
 
@@ -231,6 +272,8 @@ const COMMANDS: CommandEntry[] = [
   { command: 'runs logs', operationIds: ['streamVMRun', 'getVMRun'], build: runsLogs },
   { command: 'runs cancel', operationId: 'cancelVMRun', examples: ['agentvm runs cancel vm_… run_…'] },
   { command: 'vms egress', operationIds: ['getVM', 'setVMEgress'], build: vmsEgress },
+  { command: 'vms shell', operationIds: ['openVMShell'], build: vmsShell },
+  { command: 'vms cp', operationIds: ['readVMFile', 'writeVMFile'], build: vmsCp },
   {
     command: 'vms egress-log',
     operationId: 'listVMEgress',

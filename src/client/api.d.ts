@@ -569,6 +569,50 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/api/vms/{id}/shell": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Open a terminal in a running VM: a WebSocket URL with a one-use ticket (extension)
+         * @description A login shell as the user `agent` in `/persist/workspace`, with `TERM=xterm-256color`, the egress proxy and the brokered placeholders a run of the VM's harness has: this is how a harness with a one-time login (`opencode auth login`) is logged in. Connect to `url` within 60 seconds, once (a used or expired ticket is refused with 401). On the socket, binary frames are terminal bytes both ways; a text frame `{"type": "resize", "cols": C, "rows": R}` sets the size. The socket closes with code 1000 when the shell exits (the reason says its status), 4409 when the VM stops under it, 1001 when the server stops; closing it ends every process of the shell's session. Several shells may be open at once.
+         */
+        post: operations["openVMShell"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/api/vms/{id}/files": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read a file's bytes, or list a directory, on a running VM's persist disk (extension)
+         * @description A file answers its bytes as `application/octet-stream` (with Content-Length); a directory answers its entries as JSON. Paths live on the persist disk: a relative path is under `/persist/workspace`, an absolute one must be under `/persist` (`/persist/.agentvm` is the platform's own). A path with `..` or NUL, or whose symbolic links lead off the disk, is 400 naming `path`. A path that does not exist is 404.
+         */
+        get: operations["readVMFile"];
+        /**
+         * Write a file on a running VM's persist disk (extension)
+         * @description The body is the file's bytes (`application/octet-stream`, at most 100 MiB: 413 beyond, with nothing left behind), streamed to the VM as it comes. Missing parent directories are made; the file and they belong to the user `agent`. An existing file is replaced whole, at once, when the last byte has come: an upload cut short leaves the old file (or none), never a part. Paths live on the persist disk: a relative path is under `/persist/workspace`, an absolute one must be under `/persist` (`/persist/.agentvm` is the platform's own). A path with `..` or NUL, or whose symbolic links lead off the disk, is 400 naming `path`.
+         */
+        put: operations["writeVMFile"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/auth/login/start": {
         parameters: {
             query?: never;
@@ -1166,6 +1210,41 @@ export interface components {
              * @description RFC 3339 UTC timestamp
              */
             created_at: string;
+        };
+        ShellTicket: {
+            /** @description The WebSocket URL of the shell (`ws://` or `wss://`), carrying a one-use ticket: connect within `expires_at`, once. Optional query parameters `cols` and `rows` set the first terminal size. */
+            url: string;
+            /**
+             * Format: date-time
+             * @description RFC 3339 UTC timestamp
+             */
+            expires_at: string;
+        };
+        /** @description A directory */
+        FileListing: {
+            /** @description The entries of the directory, by name */
+            data: components["schemas"]["FileEntry"][];
+        };
+        FileEntry: {
+            name: string;
+            /**
+             * @description `link`: a symbolic link (not followed in a listing)
+             * @enum {string}
+             */
+            type: "file" | "dir" | "link";
+            /** @description Bytes */
+            size: number;
+            /**
+             * Format: date-time
+             * @description RFC 3339 UTC timestamp
+             */
+            mtime: string;
+        };
+        FileWritten: {
+            /** @description The absolute path written */
+            path: string;
+            /** @description Bytes written */
+            size: number;
         };
         /** @description Always the same answer, whether or not the email has an account */
         LoginStartResponse: {
@@ -4511,6 +4590,379 @@ export interface operations {
                 headers: {
                     /** @description Identifies the request in the server log */
                     "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    openVMShell: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A VM id (`vm_…`) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The socket to connect to, and until when */
+            201: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ShellTicket"];
+                };
+            };
+            /** @description `invalid_request`: Malformed JSON, wrong type, unknown field or value out of range; `message` names the field */
+            400: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unauthorized`: Missing, malformed, unknown or revoked key; `message` is empty */
+            401: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `read_only_key`: A read key on a write */
+            403: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found`: Unknown or unowned id; do not retry */
+            404: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `vm_not_running`: The VM is not running */
+            409: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `rate_limited`: Over the per-key rate; see Retry-After */
+            429: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `internal`: Unexpected server error; `message` is empty, the detail is logged under the request id */
+            500: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unavailable`: No host capacity or the VM driver is down; see Retry-After */
+            503: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    readVMFile: {
+        parameters: {
+            query: {
+                /** @description A path on the persist disk: relative paths are under `/persist/workspace`; absolute ones must be under `/persist` */
+                path: string;
+            };
+            header?: never;
+            path: {
+                /** @description A VM id (`vm_…`) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The file's bytes, or the directory's entries */
+            200: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/octet-stream": string;
+                    "application/json": components["schemas"]["FileListing"];
+                };
+            };
+            /** @description `invalid_request`: Malformed JSON, wrong type, unknown field or value out of range; `message` names the field */
+            400: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unauthorized`: Missing, malformed, unknown or revoked key; `message` is empty */
+            401: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found`: Unknown or unowned id; do not retry */
+            404: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `vm_not_running`: The VM is not running */
+            409: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `rate_limited`: Over the per-key rate; see Retry-After */
+            429: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `internal`: Unexpected server error; `message` is empty, the detail is logged under the request id */
+            500: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unavailable`: No host capacity or the VM driver is down; see Retry-After */
+            503: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    writeVMFile: {
+        parameters: {
+            query: {
+                /** @description A path on the persist disk: relative paths are under `/persist/workspace`; absolute ones must be under `/persist` */
+                path: string;
+            };
+            header?: never;
+            path: {
+                /** @description A VM id (`vm_…`) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/octet-stream": string;
+            };
+        };
+        responses: {
+            /** @description The file is in place */
+            201: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FileWritten"];
+                };
+            };
+            /** @description `invalid_request`: Malformed JSON, wrong type, unknown field or value out of range; `message` names the field */
+            400: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unauthorized`: Missing, malformed, unknown or revoked key; `message` is empty */
+            401: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `read_only_key`: A read key on a write */
+            403: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found`: Unknown or unowned id; do not retry */
+            404: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `vm_not_running`: The VM is not running */
+            409: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `payload_too_large`: Body over 100 MiB; nothing is left behind */
+            413: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unsupported_media_type`: A body that is not application/octet-stream */
+            415: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `rate_limited`: Over the per-key rate; see Retry-After */
+            429: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `internal`: Unexpected server error; `message` is empty, the detail is logged under the request id */
+            500: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unavailable`: No host capacity or the VM driver is down; see Retry-After */
+            503: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {

@@ -9,6 +9,7 @@ import { HostService, HOST_STALE_MS } from './hosts.ts';
 import { RunService, type RunLimits, type VmExecutor } from './runs.ts';
 import { RunFeed } from './runFeed.ts';
 import { LoginService, type Mailer } from './login.ts';
+import { FileService, ShellService, type GuestAccess } from './guestAccess.ts';
 import { TemplateService } from './templates.ts';
 import { EventService } from './events.ts';
 import { WebhookService } from './webhooks.ts';
@@ -31,6 +32,8 @@ export interface Services {
   hosts: HostService;
   runs: RunService;
   runFeed: RunFeed;
+  files: FileService;
+  shells: ShellService;
   login: LoginService;
   templates: TemplateService;
   events: EventService;
@@ -66,6 +69,8 @@ export interface VmHostPort {
   /** Readiness of VMs here: /readyz. */
   driver: () => Promise<DriverProbe>;
   executor?: VmExecutor | null;
+  /** Shells and files in the guests. */
+  guest?: GuestAccess | null;
   capture?: ((templateId: string) => void) | null;
   /** A VM's desired state changed. */
   vmsChanged?: () => void;
@@ -90,6 +95,8 @@ export function buildServices(
     usage: new UsageService(db, clock),
     vms,
     runs: new RunService(db, clock, vms, runFeed, opts.runLimits ?? DEFAULT_RUN_LIMITS, host.executor ?? null),
+    files: new FileService(vms, host.guest ?? null),
+    shells: new ShellService(db, clock, vms, host.guest ?? null),
     login,
     sessions: new SessionService(db, clock, login),
     templates,

@@ -13,6 +13,9 @@ import { promisify } from 'node:util';
 import { scrubTree } from './scrub.ts';
 import { ASSUME_PERL } from './assume.ts';
 import { GuestRuns } from './runs.ts';
+import { openShell } from './shell.ts';
+import { readFile as readVmFile, writeFile as writeVmFile } from './files.ts';
+import { dataPort, dataSync, rawSink, rawSinkDone, rawSource } from './dataPort.ts';
 import {
   AGENT_PORT_NAME,
   AGENT_PROTOCOL_VERSION,
@@ -34,6 +37,9 @@ import {
   type ExecArgs,
   type ExecResult,
   type HelloFacts,
+  type ShellOpenArgs,
+  type FileReadArgs,
+  type FileWriteArgs,
 } from './protocol.ts';
 
 const run = promisify(execFile);
@@ -151,6 +157,13 @@ function pump(): void {
 }
 
 const runs = new GuestRuns(send, log);
+
+/** A shell's environment beyond its terminal's: the host's variables (proxy, brokered placeholders) and the VM's secrets, as a run's. */
+async function shellEnvironment(hostEnv: Record<string, string> | undefined): Promise<Record<string, string>> {
+  await readAssumed();
+  if (!persist.mounted) throw new Error('the persist disk is not mounted');
+  return { ...(hostEnv ?? {}), ...(await readSecrets()) };
+}
 
 /** The harness programs are the image's: looked for once, when the agent starts. */
 let harnesses: Promise<string[]> | null = null;
@@ -293,6 +306,20 @@ async function handle(req: AgentRequest): Promise<unknown> {
       return runs.cancel((req.args as { run_id: string }).run_id);
     case 'secrets':
       return setSecrets(req.args as SecretsArgs);
+    case 'shell_open':
+      return openShell(req.args as ShellOpenArgs, await shellEnvironment((req.args as ShellOpenArgs)?.env));
+    case 'file_read':
+      return readVmFile(req.args as FileReadArgs);
+    case 'file_write':
+      return writeVmFile(req.args as FileWriteArgs);
+    case 'data_sync':
+      return dataSync(String((req.args as { token: string })?.token));
+    case 'raw_sink':
+      return rawSink(Number((req.args as { bytes: number }).bytes));
+    case 'raw_sink_done':
+      return rawSinkDone();
+    case 'raw_source':
+      return rawSource(Number((req.args as { bytes: number }).bytes));
     case 'freeze':
       // A consistent persist disk for a capture: flush, then hold writes until thaw.
       await run('sync', []);
@@ -375,6 +402,7 @@ async function main(): Promise<void> {
   harnesses = installedHarnesses();
   await writeStaticFacts();
   startAssumer();
+  void dataPort();
   const device = await findPort();
   log(`ready on ${device}`);
   await serve(device);

@@ -266,3 +266,88 @@ export interface ExecResult {
   timed_out: boolean;
   duration_ms: number;
 }
+
+/**
+ * The data port: byte streams (shells, file transfers) as frames (streams.ts), beside the JSON lines
+ * of the agent port, so that bulk bytes never wait behind, or hold up, a request.
+ */
+export const DATA_PORT_NAME = 'agentvm.data';
+
+/** `shell_open`: a login shell as the harness user on a new terminal, its bytes on data stream `stream`. */
+export interface ShellOpenArgs {
+  stream: number;
+  cols: number;
+  rows: number;
+  /** Variables beyond the terminal's own: the egress proxy and brokered placeholders, as runs have. */
+  env: Record<string, string>;
+}
+
+/** `file_read`: a directory's entries in the answer, or a file's size in the answer and its bytes on `stream`. */
+export interface FileReadArgs {
+  stream: number;
+  path: string;
+}
+
+export interface DirEntry {
+  name: string;
+  type: 'file' | 'dir' | 'link';
+  size: number;
+  mtime: string;
+}
+
+export type FileReadResult = { kind: 'dir'; path: string; entries: DirEntry[] } | { kind: 'file'; path: string; size: number };
+
+/**
+ * `file_write`: answered once the file's temporary twin is open; the host then sends the bytes on
+ * `stream` and ends it; the guest renames the file into place and ends the stream with `{path, size}`,
+ * or aborts it (over `max_bytes`, a cut stream: the temporary file is removed either way).
+ */
+export interface FileWriteArgs {
+  stream: number;
+  path: string;
+  max_bytes: number;
+}
+
+/** What a file request can fail with besides the unexpected: its code and message, as the error's text. */
+export type GuestFaultCode = 'path' | 'not_found' | 'too_large';
+
+export function encodeFault(code: GuestFaultCode, message: string): string {
+  return JSON.stringify({ fault: code, message });
+}
+
+export function decodeFault(text: string): { fault: GuestFaultCode; message: string } | null {
+  try {
+    const v = JSON.parse(text) as { fault?: unknown; message?: unknown };
+    return typeof v.fault === 'string' && typeof v.message === 'string' ? (v as { fault: GuestFaultCode; message: string }) : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Where files may be read and written: the persist disk, less the platform's own corner of it. */
+export const FILES_ROOT = PERSIST_MOUNT;
+const RESERVED = `${PERSIST_MOUNT}/.agentvm`;
+
+/** Whether a resolved (real) path is one the files API may touch. */
+export function insideFilesRoot(p: string): boolean {
+  return (p === FILES_ROOT || p.startsWith(`${FILES_ROOT}/`)) && p !== RESERVED && !p.startsWith(`${RESERVED}/`);
+}
+
+/**
+ * A customer's path as an absolute path on the persist disk, by its letters alone (the guest then
+ * checks where symbolic links lead): relative paths are under the workspace; `..`, NUL and absolute
+ * paths elsewhere are refused. Answers the path, or why not.
+ */
+export function filesPath(p: string): { path: string } | { problem: string } {
+  if (typeof p !== 'string' || p.length === 0) return { problem: 'must not be empty' };
+  if (p.length > 4096) return { problem: 'must be at most 4096 characters' };
+  if (p.includes('\0')) return { problem: 'must not contain NUL' };
+  const segments = p.split('/');
+  if (segments.includes('..')) return { problem: 'must not contain ".." (paths stay on the persist disk)' };
+  const full = p.startsWith('/') ? p : `${WORKSPACE}/${p}`;
+  const clean = `/${full.split('/').filter((s) => s !== '' && s !== '.').join('/')}`;
+  if (!insideFilesRoot(clean)) {
+    return { problem: clean.startsWith(RESERVED) ? `${RESERVED} is the platform's own` : `must be under ${FILES_ROOT} (a relative path is under ${WORKSPACE})` };
+  }
+  return { path: clean };
+}

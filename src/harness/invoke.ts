@@ -159,3 +159,13 @@ export function buildInvocation(harnessId: string, input: TaskInput, brokered: r
   if (inv.argv[0] !== HARNESS_PROGRAMS[harnessId]) throw new Error(`harness ${harnessId}: argv[0] is not its program`);
   return { argv: inv.argv, env: { ...PROXY_ENV, ...inv.env } };
 }
+
+/**
+ * What a shell in the VM has beyond its terminal: what a run of its harness has (the gateway as
+ * proxy, brokered placeholders and base URLs), without a task. A person who types the harness's
+ * command there reaches its provider the way a run does.
+ */
+export function shellEnvironment(harnessId: string, brokered: readonly string[] = []): Record<string, string> {
+  const build = BUILDERS[harnessId];
+  return { ...PROXY_ENV, ...(build ? build({ task: '' }, new Set(brokered)).env : {}) };
+}

@@ -11,7 +11,8 @@ import type { VmExecutor } from '../domain/runs.ts';
 import type { DriverProbe } from '../vmm/probe.ts';
 import { ApiError } from '../domain/errors.ts';
 import { renderError } from '../api/renderError.ts';
-import { INTERNAL_ROUTES, type InternalRoute } from './internalContract.ts';
+import { INTERNAL_FILES_PATH, INTERNAL_ROUTES, VmIdParam, type InternalRoute } from './internalContract.ts';
+import { checkedPath, type GuestAccess } from '../domain/guestAccess.ts';
 
 const digest = (s: string) => createHash('sha256').update(s).digest();
 
@@ -19,6 +20,8 @@ export interface InternalAppOptions {
   token: string;
   /** Null where this machine cannot run VMs (no QEMU): every internal call is then 503. */
   executor: VmExecutor | null;
+  /** Shells and files of this host's guests (the shells' sockets are internalShell.ts). */
+  guest: GuestAccess | null;
   capture: ((templateId: string) => void) | null;
   probe: () => Promise<DriverProbe>;
   log: Logger;
@@ -86,6 +89,28 @@ export function buildInternalApp(o: InternalAppOptions): Hono {
     return { body: { cancelled: true } };
   });
   route('secrets', async (vmId, { set }) => ({ body: await executor().setSecrets(vmId, set) }));
+  // A VM's files, bytes streamed both ways (INTERNAL_FILES_PATH in internalContract.ts).
+  const fileTarget = (c: Context) => {
+    if (!o.guest) throw new ApiError('unavailable', 'this host cannot run VMs', undefined, { 'Retry-After': '30' });
+    const id = VmIdParam.safeParse(c.req.param('id'));
+    if (!id.success) throw invalidFrom(id.error, 'id');
+    return { vmId: id.data, path: checkedPath(c.req.query('path')) };
+  };
+  app.get(INTERNAL_FILES_PATH, async (c) => {
+    const { vmId, path } = fileTarget(c);
+    const r = await o.guest!.readFile(vmId, path);
+    if (r.kind === 'dir') return c.json(r);
+    return c.body(r.body, 200, { 'Content-Type': 'application/octet-stream', 'Content-Length': String(r.size), 'X-Agentvm-Path': encodeURI(r.path) });
+  });
+  app.put(INTERNAL_FILES_PATH, async (c) => {
+    const { vmId, path } = fileTarget(c);
+    const maxBytes = Number(c.req.query('max_bytes'));
+    if (!Number.isSafeInteger(maxBytes) || maxBytes < 0) throw new ApiError('invalid_request', 'max_bytes: must be a byte count');
+    const declared = c.req.header('content-length');
+    const body = (c.req.raw.body ?? new ReadableStream({ start: (ctl) => ctl.close() })) as unknown as AsyncIterable<Uint8Array>;
+    const written = await o.guest!.writeFile(vmId, path, body, { maxBytes, expectedBytes: declared === undefined ? undefined : Number(declared) });
+    return c.json(written, 201);
+  });
   route('capture', async (templateId) => {
     o.capture!(templateId);
     return { body: { started: true }, status: 202 };

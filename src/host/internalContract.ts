@@ -60,3 +60,28 @@ export function internalPath(route: InternalRoute, id: string): string {
 
 /** The error body of every non-2xx internal answer: the public Error shape. */
 export const InternalErrorSchema = z.object({ error: z.string(), message: z.string(), hint: z.string().optional() });
+
+/**
+ * The routes whose bodies are bytes, not JSON: a VM's files (GET answers bytes, or `{kind: "dir", path,
+ * entries}`; PUT takes bytes and answers `{path, size}`; `path` in the query, checked again here), and
+ * its shell, a WebSocket: the terminal's size and environment in the SHELL_SPEC_HEADER (base64url JSON
+ * `{cols, rows, env}`), its end in the close (SHELL_INTERNAL_CLOSE, the reason as JSON).
+ */
+export const INTERNAL_FILES_PATH = '/internal/vms/:id/files';
+export const INTERNAL_SHELL_PATH = '/internal/vms/:id/shell';
+export const SHELL_SPEC_HEADER = 'x-agentvm-shell';
+export const SHELL_INTERNAL_CLOSE = { exited: 1000, cut: 4000 } as const;
+
+export const ShellSpecSchema = z.strictObject({
+  cols: z.number().int().min(1).max(1000),
+  rows: z.number().int().min(1).max(1000),
+  env: z.record(z.string(), z.string()),
+});
+
+export const DirAnswerSchema = z.object({
+  kind: z.literal('dir'),
+  path: z.string(),
+  entries: z.array(z.object({ name: z.string(), type: z.enum(['file', 'dir', 'link']), size: z.number().int(), mtime: z.string() })),
+});
+
+export const WrittenSchema = z.object({ path: z.string(), size: z.number().int() });

@@ -17,6 +17,8 @@ import type { BillingService } from '../domain/billing.ts';
 import type { HostService } from '../domain/hosts.ts';
 import type { RunFeed } from '../domain/runFeed.ts';
 import type { VmExecutor } from '../domain/runs.ts';
+import type { GuestAccess } from '../domain/guestAccess.ts';
+import { LocalGuestAccess } from './guestAccess.ts';
 import type { Logger } from '../log.ts';
 import { newId } from '../domain/ids.ts';
 import { buildImage, currentImageId, loadImage, type Image } from '../image/build.ts';
@@ -42,6 +44,8 @@ export interface VmHost {
   snapshots?: SnapshotStore | null;
   /** Runs and secrets inside this host's guests; null where no VM can run. */
   executor: VmExecutor | null;
+  /** Shells and files of this host's guests; null where no VM can run. */
+  guest: GuestAccess | null;
   /** Starts the capture of a template whose source VM is here; null where no VM can run. */
   capture: ((templateId: string) => void) | null;
   /** A VM's desired state changed: converge soon. */
@@ -126,6 +130,7 @@ export function unusableVmHost(hostId: string, probe: DriverProbe, log: Logger):
     driver: null,
     reconciler: null,
     executor: null,
+    guest: null,
     capture: null,
     vmsChanged: () => undefined,
     probe: async () => ({ ...probe, usable: false, detail }),
@@ -142,6 +147,7 @@ export class LocalVmHost implements VmHost {
   readonly capturer: Capturer;
   readonly snapshots: SnapshotStore | null;
   readonly executor: VmExecutor;
+  readonly guest: GuestAccess;
   readonly gateway: EgressGateway;
   readonly runs: RunRecorder;
   readonly capture: (templateId: string) => void;
@@ -205,6 +211,7 @@ export class LocalVmHost implements VmHost {
       cancelRun: (vmId, runId) => runs.cancel(vmId, runId),
       setSecrets: (vmId, set) => credentials.apply(vmId, set, async (guest) => (await driver.request<{ names: string[] }>(vmId, 'secrets', { set: guest }, 30_000)).names),
     };
+    this.guest = new LocalGuestAccess(driver);
     this.capture = (templateId) => this.capturer.start(templateId);
     this.imageReady = new Promise<Image>((resolve) => (this.resolveImage = resolve));
     this.imageReady.catch(() => undefined);

@@ -9,6 +9,7 @@ import type { ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
 import { CUSTOMER_OPERATIONS } from '../api/routes.ts';
 import { isWrite, type Operation } from '../api/operation.ts';
 import { call, ClientError, type ApiClient } from '../client/client.ts';
+import { FILE_TOOL_OPERATIONS, registerFileTools } from './fileTools.ts';
 
 /** Tool names: the contract's table for the seven it lists, the same style for the rest (see toolName). */
 export const TOOL_NAMES: Record<string, string> = {
@@ -30,6 +31,9 @@ export const TOOL_NAMES: Record<string, string> = {
   setVMSecrets: 'vm_secrets_set',
   setVMEgress: 'vm_egress_set',
   listVMEgress: 'vm_egress_log',
+  openVMShell: 'vm_shell_open',
+  readVMFile: 'vm_file_read',
+  writeVMFile: 'vm_file_write',
   listTemplates: 'templates_list',
   getTemplate: 'template_get',
   forkTemplate: 'template_fork',
@@ -119,7 +123,8 @@ export function toolOperations(): Operation[] {
 /** An MCP server whose tools call the API with `client` (which carries the caller's key). */
 export function createMcpServer(client: () => Promise<ApiClient> | ApiClient): McpServer {
   const server = new McpServer({ name: 'agentvm', version: '1.0.0' });
-  for (const op of toolOperations()) {
+  registerFileTools(server, client);
+  for (const op of toolOperations().filter((o) => !FILE_TOOL_OPERATIONS.has(o.operationId))) {
     const money = op.money ? ' This tool charges money: the card on file for a plan, prepaid credits for a tier.' : '';
     server.registerTool(
       toolName(op),

@@ -102,7 +102,7 @@ describe('the QEMU command line', () => {
   test('every socket, log and pid file is in the machine directory', () => {
     const named = [...valuesOf(cold, '-chardev'), ...valuesOf(cold, '-qmp'), ...valuesOf(cold, '-serial'), ...valuesOf(cold, '-pidfile'), ...valuesOf(cold, '-netdev')];
     const paths = named.map((v) => /(?:path=|unix:|file:|UNIX-CONNECT:|^)(\/[^,]+)$|(?:path=|unix:|file:|^)(\/[^,]+)/.exec(v)).map((m) => m?.[1] ?? m?.[2]);
-    assert.equal(paths.length, 6);
+    assert.equal(paths.length, 7);
     for (const p of paths) assert.ok(p?.startsWith(`${files.dir}/`), String(p));
   });
 

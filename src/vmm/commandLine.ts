@@ -7,7 +7,7 @@
  * That makes one booted guest good for many VMs: a golden VM of a shape is saved once and a clone
  * resumes it with its own disks plugged in after it resumes; a cold boot has them in place.
  */
-import { AGENT_PORT_NAME, ASSUME_PORT_NAME, EGRESS_GATEWAY_PORT, PERSIST_MODEL, UPPER_MODEL } from '../guest/protocol.ts';
+import { AGENT_PORT_NAME, ASSUME_PORT_NAME, DATA_PORT_NAME, EGRESS_GATEWAY_PORT, PERSIST_MODEL, UPPER_MODEL } from '../guest/protocol.ts';
 import type { Image } from '../image/build.ts';
 import type { MachineFiles } from './machine.ts';
 import type { Accel } from './probe.ts';
@@ -128,6 +128,8 @@ export function qemuCommandLine(m: MachineConfig): string[] {
     '-device', `virtserialport,chardev=agent,name=${AGENT_PORT_NAME}`,
     '-chardev', `socket,id=assume,path=${f.assume},server=on,wait=off`,
     '-device', `virtserialport,chardev=assume,name=${ASSUME_PORT_NAME}`,
+    '-chardev', `socket,id=data,path=${f.data},server=on,wait=off`,
+    '-device', `virtserialport,chardev=data,name=${DATA_PORT_NAME}`,
     '-qmp', `unix:${f.qmp},server=on,wait=off`,
     '-pidfile', f.pid,
     ...(start.mode === 'cold' ? [...ownDrives, ...OWN_DISKS.flatMap((d) => ['-device', scsiDevice(d)])] : []),

@@ -11,6 +11,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { connectAgent, connectQmp, qmp, type JsonLineChannel } from './channel.ts';
 import { parseKeyValues } from '../guest/protocol.ts';
+import { DataChannel } from './dataChannel.ts';
 
 export interface MachineFiles {
   dir: string;
@@ -19,6 +20,8 @@ export interface MachineFiles {
   qmp: string;
   agent: string;
   assume: string;
+  /** The data port: byte streams (shells, files) beside the agent's JSON lines. */
+  data: string;
   /** The VM's egress gateway socket (the host's gateway listens, QEMU's forward connects). */
   egress: string;
   pid: string;
@@ -34,6 +37,7 @@ export function machineFiles(dir: string): MachineFiles {
     qmp: path.join(dir, 'qmp.sock'),
     agent: path.join(dir, 'agent.sock'),
     assume: path.join(dir, 'assume.sock'),
+    data: path.join(dir, 'data.sock'),
     egress: path.join(dir, 'egress.sock'),
     pid: path.join(dir, 'qemu.pid'),
     console: path.join(dir, 'console.log'),
@@ -46,6 +50,7 @@ export interface Machine {
   pid: number;
   qmpCh: JsonLineChannel;
   agent: JsonLineChannel;
+  data: DataChannel;
   deadline: number;
   readonly exited: boolean;
   exit: Promise<string>;
@@ -82,7 +87,7 @@ async function niceAutogroup(pid: number): Promise<void> {
  * when this process ends, however it ends (util-linux's setpriv --pdeathsig).
  */
 export async function spawnMachine(qemu: string, f: MachineFiles, args: string[], timeoutMs: number, opts: { dieWithServer?: boolean } = {}): Promise<Machine> {
-  for (const p of [f.qmp, f.agent, f.assume, f.pid, f.console]) await rm(p, { force: true });
+  for (const p of [f.qmp, f.agent, f.assume, f.data, f.pid, f.console]) await rm(p, { force: true });
   const logFd = openSync(f.log, 'a');
   const niced = existsSync(NICE) ? [NICE, '-n', VM_NICENESS, qemu, ...args] : [qemu, ...args];
   const [cmd, ...argv] = opts.dieWithServer && existsSync(SETPRIV) ? [SETPRIV, '--pdeathsig', 'KILL', '--', ...niced] : niced;
@@ -107,6 +112,7 @@ export async function spawnMachine(qemu: string, f: MachineFiles, args: string[]
   };
   let qmpCh: JsonLineChannel | undefined;
   let agent: JsonLineChannel | undefined;
+  let data: DataChannel | undefined;
   let assumeSock: net.Socket | undefined;
   let assumeOut = '';
   try {
@@ -117,6 +123,7 @@ export async function spawnMachine(qemu: string, f: MachineFiles, args: string[]
       if (!qmpCh) await sleep(5);
     }
     agent = await connectAgent(f.agent);
+    data = await DataChannel.connect(f.data);
     assumeSock = await new Promise<net.Socket>((resolve, reject) => {
       const sock = net.connect(f.assume, () => resolve(sock));
       sock.once('error', reject);
@@ -126,16 +133,19 @@ export async function spawnMachine(qemu: string, f: MachineFiles, args: string[]
   } catch (err) {
     qmpCh?.close();
     agent?.close();
+    data?.close();
     await kill();
     throw err;
   }
   const q = qmpCh;
   const a = agent;
+  const d = data;
   const as = assumeSock;
   return {
     pid: child.pid!,
     qmpCh: q,
     agent: a,
+    data: d,
     deadline,
     get exited() {
       return exitInfo !== undefined;
@@ -164,6 +174,7 @@ export async function spawnMachine(qemu: string, f: MachineFiles, args: string[]
     kill: async () => {
       q.close();
       a.close();
+      d.close();
       as.destroy();
       await kill();
     },
@@ -194,10 +205,11 @@ function shellSafe(p: string): string {
 }
 
 /** Connects to the control and agent sockets of a machine an earlier server process started. */
-export async function connectMachine(f: MachineFiles): Promise<{ qmpCh: JsonLineChannel; agent: JsonLineChannel }> {
+export async function connectMachine(f: MachineFiles): Promise<{ qmpCh: JsonLineChannel; agent: JsonLineChannel; data: DataChannel }> {
   const qmpCh = await connectQmp(f.qmp);
   const agent = await connectAgent(f.agent);
-  return { qmpCh, agent };
+  const data = await DataChannel.connect(f.data);
+  return { qmpCh, agent, data };
 }
 
 function pidAlive(pid: number): boolean {

@@ -14,6 +14,7 @@ import { readdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { agentRequest, qmp, type JsonLineChannel } from './channel.ts';
+import type { DataChannel } from './dataChannel.ts';
 import { netOfSlot, ownDiskHotplugArgs, qemuCommandLine, type MachineStart } from './commandLine.ts';
 import { DiskMaker } from './disks.ts';
 import { connectMachine, consoleTail, killMachine, machineEnded, machineFiles, machinePid, resumeIncoming, spawnMachine, type MachineFiles } from './machine.ts';
@@ -108,9 +109,16 @@ interface Handle {
   pid: number;
   qmp: JsonLineChannel;
   agent: JsonLineChannel;
+  /** Byte streams to the guest agent: shells, files. */
+  data: DataChannel;
   facts: HelloFacts;
   stopping: boolean;
   exited: Promise<ExitInfo>;
+}
+
+/** A host's first word on a VM's data port: the guest marks where this connection's bytes begin (dataChannel.ts). */
+async function syncData(agent: JsonLineChannel, data: DataChannel): Promise<void> {
+  await agentRequest(agent, 'data_sync', { token: data.startSync() }, 10_000);
 }
 
 export class QemuDriver extends EventEmitter {
@@ -205,9 +213,10 @@ export class QemuDriver extends EventEmitter {
       // answers its first request when one comes.
       const out = await m.assume(assumeLine(this.assumeArgs(spec)));
       if (out.error) throw new Error(`the guest could not take its identity: ${out.error}`);
+      await syncData(m.agent, m.data);
       const facts = factsFromAssumed(out);
       if (!facts.persist.mounted) this.opts.log?.('the persist disk is not mounted', { vm_id: spec.vmId, err: facts.persist.error });
-      this.track(spec.vmId, snap ? 'snapshot' : 'cold', m.pid, m.qmpCh, m.agent, facts, m.exit);
+      this.track(spec.vmId, snap ? 'snapshot' : 'cold', m.pid, m.qmpCh, m.agent, m.data, facts, m.exit);
       return facts;
     } catch (err) {
       await m.kill();
@@ -245,13 +254,14 @@ export class QemuDriver extends EventEmitter {
     return null;
   }
 
-  private track(vmId: string, startedFrom: StartedFrom, pid: number, qmpCh: JsonLineChannel, agent: JsonLineChannel, facts: HelloFacts, exitReason: Promise<string>): void {
+  private track(vmId: string, startedFrom: StartedFrom, pid: number, qmpCh: JsonLineChannel, agent: JsonLineChannel, data: DataChannel, facts: HelloFacts, exitReason: Promise<string>): void {
     const handle: Handle = {
       vmId,
       startedFrom,
       pid,
       qmp: qmpCh,
       agent,
+      data,
       facts,
       stopping: false,
       exited: machineEnded(pid, qmpCh, exitReason).then((reason) => ({ expected: handle.stopping, reason })),
@@ -264,6 +274,7 @@ export class QemuDriver extends EventEmitter {
     void handle.exited.then((info) => {
       qmpCh.close();
       agent.close();
+      data.close();
       if (this.handles.get(vmId) === handle) this.handles.delete(vmId);
       this.emit('exit', vmId, info);
     });
@@ -279,12 +290,18 @@ export class QemuDriver extends EventEmitter {
     const pid = await machinePid(f);
     if (!pid) return null;
     try {
-      const { qmpCh, agent } = await connectMachine(f);
-      const facts = await agentRequest<HelloFacts>(agent, 'hello', undefined, 5000);
+      const { qmpCh, agent, data } = await connectMachine(f);
+      const facts = await agentRequest<HelloFacts>(agent, 'hello', undefined, 5000).catch((err: Error) => {
+        qmpCh.close();
+        agent.close();
+        data.close();
+        throw err;
+      });
       // Stopped between resuming and taking its identity: not a VM yet; it boots again.
       if (!facts.assumed) throw new Error('the guest had not taken its identity');
+      await syncData(agent, data);
       await this.opts.gateway?.port.attach(vmId, f.egress);
-      this.track(vmId, 'cold', pid, qmpCh, agent, facts, new Promise<string>(() => undefined));
+      this.track(vmId, 'cold', pid, qmpCh, agent, data, facts, new Promise<string>(() => undefined));
       return facts;
     } catch (err) {
       this.opts.log?.('could not adopt a running VM; stopping it', { vm_id: vmId, err });
@@ -303,6 +320,13 @@ export class QemuDriver extends EventEmitter {
     const h = this.handles.get(vmId);
     if (!h) throw new Error(`${vmId} is not running`);
     return agentRequest<T>(h.agent, op, args, timeoutMs);
+  }
+
+  /** The VM's data port (byte streams to its guest agent); throws when the VM is not running here. */
+  dataChannel(vmId: string): DataChannel {
+    const h = this.handles.get(vmId);
+    if (!h || h.stopping) throw new Error(`${vmId} is not running`);
+    return h.data;
   }
 
   exec(vmId: string, args: ExecArgs, timeoutMs: number): Promise<ExecResult> {
@@ -367,6 +391,7 @@ export class QemuDriver extends EventEmitter {
       h.qmp.removeAllListeners('close');
       h.qmp.close();
       h.agent.close();
+      h.data.close({ error: 'vm_not_running', message: 'the VM host is restarting' });
     }
     this.handles.clear();
   }

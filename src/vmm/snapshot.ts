@@ -209,7 +209,7 @@ export class SnapshotStore implements SnapshotSource {
     if (this.closed) throw new Error('the server is stopping');
     const meta: Meta = { format: FORMAT, key, image_id: spec.image.id, vcpus: spec.vcpus, memory_mib: spec.memoryMib, built_at: new Date().toISOString(), build_ms: Date.now() - t0 };
     await writeFile(path.join(work, 'meta.json'), `${JSON.stringify(meta, null, 2)}\n`);
-    for (const f of ['qmp.sock', 'agent.sock', 'qemu.pid']) await rm(path.join(work, f), { force: true });
+    for (const f of ['qmp.sock', 'agent.sock', 'data.sock', 'qemu.pid']) await rm(path.join(work, f), { force: true });
     await rm(final, { recursive: true, force: true });
     await rename(work, final);
     return filesOf(final, key);

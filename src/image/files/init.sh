@@ -5,6 +5,9 @@
 /bin/busybox --install -s /bin
 export PATH=/bin
 mount -t devtmpfs dev /dev
+# Terminals for the shells the agent opens (/dev/ptmx needs devpts mounted); gid 5 is Debian's tty group.
+mkdir -p /dev/pts
+mount -t devpts -o gid=5,mode=0620,ptmxmode=0666 devpts /dev/pts
 mount -t proc proc /proc
 mount -t sysfs sys /sys
 

@@ -1,0 +1,102 @@
+// Shells and files: how fast a file goes into and out of a VM through the API, and how long a
+// keystroke takes to come back from a shell. In the same run, as baselines: the bare host↔guest data
+// port (the same bytes written raw to the port and counted by the guest agent, and the other way), and
+// a ping through the guest agent. Targets (issue 17): upload and download of 100 MiB keep ≥ 50% of
+// the bare channel's MiB/s; the keystroke echo p50 is ≤ 2× the ping p50.
+import { randomBytes } from 'node:crypto';
+import { WebSocket } from 'ws';
+import { pct, report, row } from './report.ts';
+import { startBenchPlatform } from './platform.ts';
+
+const MIB = Number(process.env.BENCH_FILE_MIB ?? 100);
+const KEYS = Number(process.env.BENCH_KEYSTROKES ?? 50);
+const BYTES = MIB * 1024 * 1024;
+const mibps = (bytes: number, ms: number) => bytes / 1024 / 1024 / (ms / 1000);
+const fmt = (x: number) => `${x.toFixed(1)} MiB/s`;
+
+const { server, base, h, close } = await startBenchPlatform('filesbench');
+try {
+  const created = await (await fetch(`${base}/v1/api/vms`, { method: 'POST', headers: h, body: JSON.stringify({ harness: 'echo', egress: { mode: 'none', allow: [] } }) })).json();
+  const vmId = created.vm_id as string;
+  for (;;) {
+    const vm = await (await fetch(`${base}/v1/api/vms/${vmId}`, { headers: h })).json();
+    if (vm.status === 'running') break;
+    if (vm.status === 'failed') throw new Error(vm.status_reason);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const driver = server.host.driver!;
+
+  // 1. The bare data port, both ways: the same number of bytes, no frames, no files.
+  const ch = driver.dataChannel(vmId);
+  await driver.request(vmId, 'raw_sink', { bytes: BYTES }, 10_000);
+  let t = performance.now();
+  await ch.writeRaw(BYTES);
+  await driver.request(vmId, 'raw_sink_done', {}, 600_000);
+  const rawIn = mibps(BYTES, performance.now() - t);
+  const counted = ch.expectRaw(BYTES);
+  t = performance.now();
+  await driver.request(vmId, 'raw_source', { bytes: BYTES }, 600_000);
+  await counted;
+  const rawOut = mibps(BYTES, performance.now() - t);
+
+  // 2. A file of the same size through the API: PUT, then GET (random bytes: nothing compresses).
+  const data = randomBytes(BYTES);
+  t = performance.now();
+  const put = await fetch(`${base}/v1/api/vms/${vmId}/files?path=bench.bin`, {
+    method: 'PUT',
+    headers: { authorization: h.authorization, 'content-type': 'application/octet-stream' },
+    body: data,
+  });
+  if (put.status !== 201) throw new Error(`upload: ${put.status} ${await put.text()}`);
+  const up = mibps(BYTES, performance.now() - t);
+  t = performance.now();
+  const get = await fetch(`${base}/v1/api/vms/${vmId}/files?path=bench.bin`, { headers: { authorization: h.authorization } });
+  let got = 0;
+  for await (const chunk of get.body as unknown as AsyncIterable<Uint8Array>) got += chunk.byteLength;
+  if (got !== BYTES) throw new Error(`download: ${got} bytes of ${BYTES}`);
+  const down = mibps(BYTES, performance.now() - t);
+
+  // 3. Latency: pings through the agent, and keystrokes echoed by a shell (bash's line editor), in turns.
+  const ticket = await (await fetch(`${base}/v1/api/vms/${vmId}/shell`, { method: 'POST', headers: h })).json();
+  const ws = new WebSocket(ticket.url);
+  let out = '';
+  let waiter: (() => void) | null = null;
+  ws.on('message', (d) => {
+    out += d.toString();
+    waiter?.();
+  });
+  await new Promise((r) => ws.once('open', r));
+  const waitFor = (s: string) =>
+    new Promise<void>((resolve) => {
+      const check = () => (out.includes(s) ? ((waiter = null), resolve()) : (waiter = check));
+      check();
+    });
+  ws.send(Buffer.from('echo ready\n'));
+  await waitFor('ready\r\n');
+  await new Promise((r) => setTimeout(r, 500));
+  const pings: number[] = [];
+  const echoes: number[] = [];
+  for (let i = 0; i < KEYS + 5; i++) {
+    const p = await driver.ping(vmId);
+    const key = 'abcdefghijklmnopqrstuvwxyz'[i % 26];
+    out = '';
+    const e0 = performance.now();
+    ws.send(Buffer.from(key));
+    await waitFor(key);
+    const e = performance.now() - e0;
+    if (i >= 5) (pings.push(p), echoes.push(e));
+  }
+  ws.send(Buffer.from('\x15exit\n'));
+  ws.close();
+
+  const pingP50 = pct(pings, 50);
+  const echoP50 = pct(echoes, 50);
+  await report(`Shells and files (${MIB} MiB, ${KEYS} keystrokes)`, [
+    row('files', `upload ${MIB} MiB (PUT)`, fmt(up), `bare port in ${fmt(rawIn)}`, up / rawIn, '≥ 50%', up / rawIn >= 0.5),
+    row('files', `download ${MIB} MiB (GET)`, fmt(down), `bare port out ${fmt(rawOut)}`, down / rawOut, '≥ 50%', down / rawOut >= 0.5),
+    row('files', 'shell keystroke echo p50', `${echoP50.toFixed(2)} ms`, `agent ping p50 ${pingP50.toFixed(2)} ms`, echoP50 / pingP50, '≤ 2×', echoP50 <= 2 * pingP50),
+    row('files', 'shell keystroke echo p90', `${pct(echoes, 90).toFixed(2)} ms`, `agent ping p90 ${pct(pings, 90).toFixed(2)} ms`),
+  ]);
+} finally {
+  await close();
+}

@@ -1,0 +1,313 @@
+/**
+ * Byte streams between the host and the guest agent on the data port (DATA_PORT_NAME), beside the
+ * JSON lines of the agent port: a shell's terminal, a file being read or written. Many streams share
+ * the one port as frames; each stream has a window of credit so that one slow reader (a shell whose
+ * program does not read its input, a download whose client is slow) holds back its own stream only.
+ *
+ * A frame is a 9-byte header (stream id u32, type u8, payload length u32, big-endian) and its payload.
+ * The host picks stream ids and opens a stream with a request on the agent port; the guest answers
+ * frames only for streams it has. Used by the host driver and the guest agent alike: Node built-ins only.
+ */
+import { EventEmitter } from 'node:events';
+
+export const FRAME = { data: 0, end: 1, credit: 2, abort: 3, control: 4 } as const;
+type FrameType = (typeof FRAME)[keyof typeof FRAME];
+
+/** Bytes a sender may have in flight on one stream before its reader grants more. */
+export const STREAM_WINDOW = 2 * 1024 * 1024;
+/** The largest data payload of one frame. */
+export const MAX_DATA_FRAME = 256 * 1024;
+/** The bytes of one frame header. */
+export const FRAME_HEADER_BYTES = 9;
+const HEADER_BYTES = FRAME_HEADER_BYTES;
+/** Control, end and abort payloads are small JSON: a peer sending more is broken. */
+const MAX_SMALL_FRAME = 64 * 1024;
+
+/** Why a stream was cut, as the side that cut it says it. */
+export interface StreamFault {
+  error: string;
+  message: string;
+}
+
+export function frameHeader(stream: number, type: FrameType, length: number): Buffer {
+  const h = Buffer.allocUnsafe(HEADER_BYTES);
+  h.writeUInt32BE(stream, 0);
+  h.writeUInt8(type, 4);
+  h.writeUInt32BE(length, 5);
+  return h;
+}
+
+/**
+ * One stream of a mux. Events: `data` (Buffer: the reader calls `consumed(n)` once it has dealt with
+ * n bytes, which grants the writer more), `end` (the other side's closing JSON), `abort` (StreamFault),
+ * `control` (JSON). After `end` or `abort` from both sides, or an abort from either, it is gone.
+ */
+export class MuxStream extends EventEmitter {
+  private credit = STREAM_WINDOW;
+  private unacked = 0;
+  private creditWaiters: (() => void)[] = [];
+  /** Set once the stream is over (aborted by either side, or ended both ways). */
+  fault: StreamFault | null = null;
+  ended = { local: false, remote: false };
+
+  constructor(
+    readonly id: number,
+    private readonly mux: StreamMux,
+  ) {
+    super();
+  }
+
+  get closed(): boolean {
+    return this.fault !== null || (this.ended.local && this.ended.remote);
+  }
+
+  private tail: Promise<void> = Promise.resolve();
+
+  /**
+   * Sends bytes, in frames, waiting for credit when the reader is behind; rejects once the stream is
+   * cut. Writes go out in the order they were called.
+   */
+  write(data: Buffer): Promise<void> {
+    const next = this.tail.then(() => this.send(data));
+    this.tail = next.catch(() => undefined);
+    return next;
+  }
+
+  private async send(data: Buffer): Promise<void> {
+    let offset = 0;
+    while (offset < data.length) {
+      if (this.fault) throw faultError(this.fault);
+      if (this.ended.local) throw new Error('write after end');
+      if (this.credit <= 0) {
+        await new Promise<void>((resolve) => this.creditWaiters.push(resolve));
+        continue;
+      }
+      const n = Math.min(data.length - offset, this.credit, this.mux.maxData);
+      this.credit -= n;
+      this.mux.sendFrame(this.id, FRAME.data, data.subarray(offset, offset + n));
+      offset += n;
+    }
+  }
+
+  /** Whether a write of this many bytes would go out without waiting. */
+  get writable(): number {
+    return this.credit;
+  }
+
+  /** The reader has dealt with `n` bytes: grant them back to the writer (in batches, to save frames). */
+  consumed(n: number): void {
+    if (this.closed) return;
+    this.unacked += n;
+    if (this.unacked >= STREAM_WINDOW / 8) {
+      const b = Buffer.allocUnsafe(4);
+      b.writeUInt32BE(this.unacked, 0);
+      this.unacked = 0;
+      this.mux.sendFrame(this.id, FRAME.credit, b);
+    }
+  }
+
+  /** No more bytes from this side; `info` tells the other side how it ended. */
+  end(info: object = {}): void {
+    if (this.fault || this.ended.local) return;
+    this.ended.local = true;
+    this.mux.sendFrame(this.id, FRAME.end, Buffer.from(JSON.stringify(info)));
+    if (this.closed) this.mux.forget(this.id);
+  }
+
+  /** Cuts the stream both ways and tells the other side why. */
+  abort(fault: StreamFault): void {
+    if (this.closed) return;
+    this.mux.sendFrame(this.id, FRAME.abort, Buffer.from(JSON.stringify(fault)));
+    this.cut(fault);
+  }
+
+  /** Done with a stream the other side has ended: forget it without a word (it has nothing more to hear). */
+  release(): void {
+    this.ended.local = true;
+    this.mux.forget(this.id);
+  }
+
+  control(msg: object): void {
+    if (!this.closed) this.mux.sendFrame(this.id, FRAME.control, Buffer.from(JSON.stringify(msg)));
+  }
+
+  /** @internal the mux delivers a frame. */
+  receive(type: number, payload: Buffer): void {
+    switch (type) {
+      case FRAME.data:
+        if (!this.ended.remote && !this.fault) this.emit('data', payload);
+        break;
+      case FRAME.credit:
+        this.credit += payload.readUInt32BE(0);
+        for (const w of this.creditWaiters.splice(0)) w();
+        break;
+      case FRAME.end:
+        if (this.ended.remote || this.fault) break;
+        this.ended.remote = true;
+        this.emit('end', parseJson(payload) ?? {});
+        if (this.closed) this.mux.forget(this.id);
+        break;
+      case FRAME.abort:
+        this.cut((parseJson(payload) as StreamFault | null) ?? { error: 'aborted', message: 'the other side cut the stream' });
+        break;
+      case FRAME.control: {
+        const msg = parseJson(payload);
+        if (msg) this.emit('control', msg);
+        break;
+      }
+    }
+  }
+
+  /** @internal the stream is over without telling the other side (it cut it, or the port is gone). */
+  cut(fault: StreamFault): void {
+    if (this.fault) return;
+    this.fault = fault;
+    this.mux.forget(this.id);
+    for (const w of this.creditWaiters.splice(0)) w();
+    this.emit('abort', fault);
+  }
+}
+
+export function faultError(f: StreamFault): Error {
+  return Object.assign(new Error(f.message), { code: f.error });
+}
+
+function parseJson(b: Buffer): Record<string, unknown> | null {
+  try {
+    const v = JSON.parse(b.toString('utf8')) as unknown;
+    return v && typeof v === 'object' ? (v as Record<string, unknown>) : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The streams of one port. `send` puts bytes on the port in call order (the host's socket, the
+ * guest's sequential writer); `feed` takes whatever the port delivered, however it is cut.
+ * While `raw` is set, bytes are counted, not parsed (the benchmark's measure of the bare channel).
+ */
+export class StreamMux {
+  private readonly streams = new Map<number, MuxStream>();
+  private header = Buffer.alloc(HEADER_BYTES);
+  private headerFill = 0;
+  private current: { stream: number; type: number; left: number; parts: Buffer[] } | null = null;
+  private raw: { left: number; done: () => void } | null = null;
+
+  /**
+   * `maxData`: the largest data payload this side sends in a frame. The guest sends frames that fit
+   * one port write (32 KiB): a write is taken whole or not at all, so a host that goes away never
+   * leaves half a frame in the port for the next one.
+   */
+  constructor(
+    private readonly send: (bytes: Buffer) => void,
+    readonly maxData: number = MAX_DATA_FRAME,
+  ) {}
+
+  /** A stream by id, made when absent (the host opens; the guest takes the id the host's request names). */
+  open(id: number): MuxStream {
+    if (!Number.isInteger(id) || id <= 0 || id > 0xffffffff) throw new Error(`bad stream id ${id}`);
+    let s = this.streams.get(id);
+    if (!s) {
+      s = new MuxStream(id, this);
+      this.streams.set(id, s);
+    }
+    return s;
+  }
+
+  has(id: number): boolean {
+    return this.streams.has(id);
+  }
+
+  get size(): number {
+    return this.streams.size;
+  }
+
+  /** @internal */
+  forget(id: number): void {
+    this.streams.delete(id);
+  }
+
+  /** @internal */
+  sendFrame(stream: number, type: FrameType, payload: Buffer): void {
+    this.send(payload.length ? Buffer.concat([frameHeader(stream, type, payload.length), payload]) : frameHeader(stream, type, 0));
+  }
+
+  /** Every stream is aborted: each is cut here, and the other side is told (if it can still hear). */
+  abortAll(fault: StreamFault): void {
+    for (const s of [...this.streams.values()]) s.abort(fault);
+  }
+
+  /** The port is gone: every stream is cut with `fault`. */
+  closeAll(fault: StreamFault): void {
+    for (const s of [...this.streams.values()]) s.cut(fault);
+    this.header = Buffer.alloc(HEADER_BYTES);
+    this.headerFill = 0;
+    this.current = null;
+    this.raw = null;
+  }
+
+  /** The next `bytes` bytes that arrive are counted and dropped, not parsed; resolves when they have. */
+  expectRaw(bytes: number): Promise<void> {
+    return new Promise((resolve) => {
+      if (bytes <= 0) return resolve();
+      this.raw = { left: bytes, done: resolve };
+    });
+  }
+
+  feed(chunk: Buffer): void {
+    let at = 0;
+    while (at < chunk.length) {
+      if (this.raw) {
+        const n = Math.min(this.raw.left, chunk.length - at);
+        this.raw.left -= n;
+        at += n;
+        if (this.raw.left === 0) {
+          const { done } = this.raw;
+          this.raw = null;
+          done();
+        }
+        continue;
+      }
+      if (!this.current) {
+        const n = Math.min(HEADER_BYTES - this.headerFill, chunk.length - at);
+        chunk.copy(this.header, this.headerFill, at, at + n);
+        this.headerFill += n;
+        at += n;
+        if (this.headerFill < HEADER_BYTES) break;
+        this.headerFill = 0;
+        const stream = this.header.readUInt32BE(0);
+        const type = this.header.readUInt8(4);
+        const left = this.header.readUInt32BE(5);
+        if (left > (type === FRAME.data ? MAX_DATA_FRAME : MAX_SMALL_FRAME)) throw new Error(`a frame of ${left} bytes is too large`);
+        this.current = { stream, type, left, parts: [] };
+        if (left === 0) this.deliver();
+        continue;
+      }
+      const cur = this.current;
+      const n = Math.min(cur.left, chunk.length - at);
+      const piece = chunk.subarray(at, at + n);
+      at += n;
+      cur.left -= n;
+      // Data goes on as it comes (no copy); the small frames are put together first.
+      if (cur.type === FRAME.data) {
+        this.streams.get(cur.stream)?.receive(FRAME.data, piece);
+        if (cur.left === 0) this.current = null;
+      } else {
+        cur.parts.push(piece);
+        if (cur.left === 0) this.deliver();
+      }
+    }
+  }
+
+  private deliver(): void {
+    const cur = this.current!;
+    this.current = null;
+    if (cur.type === FRAME.data) return;
+    this.streams.get(cur.stream)?.receive(cur.type, cur.parts.length === 1 ? cur.parts[0] : Buffer.concat(cur.parts));
+  }
+}
+
+/** The sync marker of a token: the bytes a host reads on from after it connects (see DataChannel). */
+export function syncMarker(token: string): Buffer {
+  return Buffer.from(`\n~agentvm-data-sync~${token}~\n`, 'latin1');
+}

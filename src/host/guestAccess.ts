@@ -1,0 +1,190 @@
+/**
+ * Shells and files of this host's VMs: a request on the guest agent's channel opens each, its bytes
+ * go on the VM's data port (vmm/dataChannel.ts) with a window of credit, so no file is ever whole in
+ * this process's memory. The guest's refusals come back as the API's errors.
+ */
+import { ApiError, invalid } from '../domain/errors.ts';
+import { tooLarge, type GuestAccess, type GuestRead, type GuestShell, type ShellEnd, type ShellOptions, type WriteOptions } from '../domain/guestAccess.ts';
+import { decodeFault, type FileReadResult } from '../guest/protocol.ts';
+import { faultError, type MuxStream, type StreamFault } from '../guest/streams.ts';
+import type { QemuDriver } from '../vmm/qemu.ts';
+
+/** How long the guest may take to open a shell or a file (a shell's start is a process or two under emulation). */
+const OPEN_TIMEOUT_MS = 60_000;
+
+const vmGone = () => new ApiError('vm_not_running', 'the VM is not running on its host', 'start the VM and wait until it is running');
+
+/** A guest's refusal (`{fault, message}`) as the API's error; anything else is unexpected. */
+export function guestError(err: unknown): Error {
+  if (err instanceof ApiError) return err;
+  const f = decodeFault((err as Error).message ?? '');
+  if (f?.fault === 'path') return invalid('path', f.message);
+  if (f?.fault === 'not_found') return new ApiError('not_found', `path: ${f.message}`);
+  if (f?.fault === 'too_large') return tooLarge();
+  if (/is not running|the channel (is )?closed/.test((err as Error).message ?? '')) return vmGone();
+  return err as Error;
+}
+
+/** A cut stream as the API's error. */
+export function faultToError(f: StreamFault): Error {
+  if (f.error === 'payload_too_large') return tooLarge();
+  if (f.error === 'vm_not_running') return new ApiError('vm_not_running', f.message, 'start the VM and wait until it is running');
+  return faultError(f);
+}
+
+/** A shell on a data stream; output that comes before anyone listens waits for them. */
+export class StreamShell implements GuestShell {
+  readonly ended: Promise<ShellEnd>;
+  private sink: ((chunk: Buffer, done: () => void) => void) | null = null;
+  private early: Buffer[] = [];
+
+  constructor(private readonly stream: MuxStream) {
+    stream.on('data', (chunk: Buffer) => {
+      if (this.sink) this.sink(chunk, () => stream.consumed(chunk.length));
+      else this.early.push(chunk);
+    });
+    this.ended = new Promise((resolve) => {
+      stream.on('end', (info: { exit_code?: number | null; signal?: string | null }) => {
+        stream.release();
+        resolve({ kind: 'exit', exit_code: info.exit_code ?? null, signal: info.signal ?? null });
+      });
+      stream.on('abort', (f: StreamFault) => resolve({ kind: 'cut', error: f.error, message: f.message }));
+    });
+  }
+
+  write(bytes: Buffer): Promise<void> {
+    return this.stream.write(bytes);
+  }
+
+  resize(cols: number, rows: number): void {
+    this.stream.control({ type: 'resize', cols, rows });
+  }
+
+  output(fn: (chunk: Buffer, done: () => void) => void): void {
+    this.sink = fn;
+    for (const chunk of this.early.splice(0)) fn(chunk, () => this.stream.consumed(chunk.length));
+  }
+
+  close(): void {
+    this.stream.abort({ error: 'closed', message: 'the terminal was closed' });
+  }
+}
+
+/** A download's bytes as a web stream: the guest gets credit as the reader takes chunks. */
+export function streamBody(stream: MuxStream): ReadableStream<Uint8Array> {
+  const queue: Buffer[] = [];
+  let ended = false;
+  let fault: StreamFault | null = null;
+  let wake: (() => void) | null = null;
+  stream.on('data', (b: Buffer) => (queue.push(b), wake?.()));
+  stream.on('end', () => ((ended = true), wake?.()));
+  stream.on('abort', (f: StreamFault) => ((fault = f), wake?.()));
+  return new ReadableStream<Uint8Array>(
+    {
+      async pull(controller) {
+        while (!queue.length && !ended && !fault) await new Promise<void>((r) => (wake = r));
+        wake = null;
+        if (queue.length) {
+          // Everything that has come goes out as one chunk: the port hands it over in small pieces.
+          const parts = queue.splice(0);
+          const b = parts.length === 1 ? parts[0] : Buffer.concat(parts);
+          controller.enqueue(new Uint8Array(b.buffer, b.byteOffset, b.byteLength));
+          stream.consumed(b.length);
+        } else if (fault) {
+          controller.error(faultError(fault));
+        } else {
+          stream.release();
+          controller.close();
+        }
+      },
+      cancel() {
+        stream.abort({ error: 'cancelled', message: 'the reader went away' });
+      },
+    },
+    { highWaterMark: 0 },
+  );
+}
+
+/**
+ * Sends an upload's bytes on a stream whose guest side is open, ends it, and answers the guest's
+ * last word; a body that fails, runs over `maxBytes` or falls short of `expectedBytes` aborts the
+ * stream (the guest removes what it wrote).
+ */
+export async function pumpUpload(stream: MuxStream, body: AsyncIterable<Uint8Array>, opts: WriteOptions): Promise<{ path: string; size: number }> {
+  const done = new Promise<{ path: string; size: number }>((resolve, reject) => {
+    stream.on('end', (info: { path: string; size: number }) => {
+      stream.release();
+      resolve({ path: info.path, size: info.size });
+    });
+    stream.on('abort', (f: StreamFault) => reject(faultToError(f)));
+  });
+  done.catch(() => undefined);
+  let size = 0;
+  try {
+    for await (const chunk of body) {
+      if (stream.fault) break;
+      size += chunk.byteLength;
+      if (size > opts.maxBytes) throw tooLarge();
+      await stream.write(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength));
+    }
+    if (stream.fault) return await done;
+    if (opts.expectedBytes !== undefined && size !== opts.expectedBytes) {
+      throw new ApiError('invalid_request', `body: ${size} bytes came of the ${opts.expectedBytes} the Content-Length declared`);
+    }
+  } catch (err) {
+    stream.abort({ error: 'cut', message: 'the upload was cut short' });
+    if (err instanceof ApiError) throw err;
+    if (stream.fault && stream.fault.error !== 'cut') throw faultToError(stream.fault);
+    // The client went away (or its body broke): an expected end, answered to no one.
+    throw new ApiError('invalid_request', 'body: the upload was cut short; nothing was written');
+  }
+  stream.end({});
+  return done;
+}
+
+export class LocalGuestAccess implements GuestAccess {
+  constructor(private readonly driver: QemuDriver) {}
+
+  private stream(vmId: string): MuxStream {
+    try {
+      return this.driver.dataChannel(vmId).stream();
+    } catch {
+      throw vmGone();
+    }
+  }
+
+  /** Asks the guest to open its side of `stream`; on a refusal the stream is let go. */
+  private async open<T>(vmId: string, stream: MuxStream, op: string, args: object): Promise<T> {
+    try {
+      return await this.driver.request<T>(vmId, op, { stream: stream.id, ...args }, OPEN_TIMEOUT_MS);
+    } catch (err) {
+      // The guest may have opened its side after all (an answer too late): it hears that it is over.
+      stream.abort({ error: 'cancelled', message: 'the host gave up waiting' });
+      throw guestError(err);
+    }
+  }
+
+  async openShell(vmId: string, opts: ShellOptions): Promise<GuestShell> {
+    const stream = this.stream(vmId);
+    const shell = new StreamShell(stream);
+    await this.open(vmId, stream, 'shell_open', { cols: opts.cols, rows: opts.rows, env: opts.env });
+    return shell;
+  }
+
+  async readFile(vmId: string, path: string): Promise<GuestRead> {
+    const stream = this.stream(vmId);
+    const body = streamBody(stream);
+    const r = await this.open<FileReadResult>(vmId, stream, 'file_read', { path });
+    if (r.kind === 'dir') {
+      stream.release();
+      return r;
+    }
+    return { kind: 'file', path: r.path, size: r.size, body };
+  }
+
+  async writeFile(vmId: string, path: string, body: AsyncIterable<Uint8Array>, opts: WriteOptions): Promise<{ path: string; size: number }> {
+    const stream = this.stream(vmId);
+    await this.open(vmId, stream, 'file_write', { path, max_bytes: opts.maxBytes });
+    return pumpUpload(stream, body, opts);
+  }
+}
