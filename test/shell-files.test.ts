@@ -180,8 +180,12 @@ describe('a shell and files in a real microVM', { skip }, () => {
     assert.match(url, new RegExp(`^ws://127\\.0\\.0\\.1:\\d+/v1/api/vms/${vmId}/shell/socket\\?ticket=`));
     const ttl = Date.parse(expires_at) - Date.now();
     assert.ok(ttl > 50_000 && ttl <= 60_000, `the ticket is good for 60 s (${ttl} ms left)`);
+    const before = Date.now();
     const t = await Terminal.open(`${url}&cols=100&rows=30`);
     assert.equal(await t.run('echo $((6*7))'), '42');
+    // An open shell is activity for the VM's idle stop.
+    const [touched] = await server.services.db.query<{ last_activity_at: Date | null }>('SELECT last_activity_at FROM vms WHERE vm_id = $1', [vmId]);
+    assert.ok(touched.last_activity_at && touched.last_activity_at.getTime() >= before - 1000, `last_activity_at ${touched.last_activity_at}`);
     assert.equal(await t.run('id -un'), 'agent');
     assert.equal(await t.run('pwd'), '/persist/workspace');
     assert.equal(await t.run('stty size'), '30 100');

@@ -11,6 +11,7 @@ import { WebSocketServer, WebSocket, type RawData } from 'ws';
 import { ApiError } from '../domain/errors.ts';
 import type { GuestShell, ShellEnd } from '../domain/guestAccess.ts';
 import type { Services } from '../domain/services.ts';
+import * as vmStore from '../store/vms.ts';
 import type { Logger } from '../log.ts';
 
 /** Close codes of a shell socket. */
@@ -118,6 +119,9 @@ export interface ShellSockets {
   close(): void;
 }
 
+/** How often an open shell marks its VM active (the shortest idle stop is 60 s). */
+const SHELL_ACTIVITY_MS = 20_000;
+
 /** Serves customers' shell sockets on the API server: each takes its ticket's VM's shell. */
 export function serveShellSockets(server: Server, services: Services, log: Logger): ShellSockets {
   const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_MESSAGE, perMessageDeflate: false });
@@ -146,7 +150,15 @@ export function serveShellSockets(server: Server, services: Services, log: Logge
         wss.handleUpgrade(req, socket, head, (ws) => {
           joined = true;
           open.add(ws);
-          ws.on('close', () => open.delete(ws));
+          // An open shell is activity: the VM's idle stop waits while it is open (and from its close).
+          const touch = () => void vmStore.touchActivity(services.db, vmId, services.clock.now()).catch(() => undefined);
+          touch();
+          const keepUp = setInterval(touch, SHELL_ACTIVITY_MS);
+          ws.on('close', () => {
+            open.delete(ws);
+            clearInterval(keepUp);
+            touch();
+          });
           log.info({ req_id: requestId, vm_id: vmId }, 'shell opened');
           bridgeShell(ws, shell, publicClose);
         });
