@@ -117,8 +117,8 @@ interface Handle {
 }
 
 /** A host's first word on a VM's data port: the guest marks where this connection's bytes begin (dataChannel.ts). */
-async function syncData(agent: JsonLineChannel, data: DataChannel): Promise<void> {
-  await agentRequest(agent, 'data_sync', { token: data.startSync() }, 10_000);
+async function syncData(agent: JsonLineChannel, data: DataChannel, timeoutMs: number): Promise<void> {
+  await agentRequest(agent, 'data_sync', { token: data.startSync() }, timeoutMs);
 }
 
 export class QemuDriver extends EventEmitter {
@@ -213,7 +213,7 @@ export class QemuDriver extends EventEmitter {
       // answers its first request when one comes.
       const out = await m.assume(assumeLine(this.assumeArgs(spec)));
       if (out.error) throw new Error(`the guest could not take its identity: ${out.error}`);
-      await syncData(m.agent, m.data);
+      await syncData(m.agent, m.data, Math.max(5000, m.deadline - Date.now()));
       const facts = factsFromAssumed(out);
       if (!facts.persist.mounted) this.opts.log?.('the persist disk is not mounted', { vm_id: spec.vmId, err: facts.persist.error });
       this.track(spec.vmId, snap ? 'snapshot' : 'cold', m.pid, m.qmpCh, m.agent, m.data, facts, m.exit);
@@ -299,7 +299,7 @@ export class QemuDriver extends EventEmitter {
       });
       // Stopped between resuming and taking its identity: not a VM yet; it boots again.
       if (!facts.assumed) throw new Error('the guest had not taken its identity');
-      await syncData(agent, data);
+      await syncData(agent, data, 10_000);
       await this.opts.gateway?.port.attach(vmId, f.egress);
       this.track(vmId, 'cold', pid, qmpCh, agent, data, facts, new Promise<string>(() => undefined));
       return facts;
