@@ -24,11 +24,11 @@ describe('metrics of a real microVM', { skip }, () => {
   let server: RunningServer;
   let key: string;
 
-  const api = async (method: string, p: string, body?: unknown, raw?: Buffer) => {
+  const api = async (method: string, p: string, body?: unknown, raw?: Uint8Array) => {
     const res = await fetch(`${server.url}${p}`, {
       method,
       headers: { authorization: `Bearer ${p.startsWith('/v1/admin') ? ADMIN : key}`, 'content-type': raw ? 'application/octet-stream' : 'application/json' },
-      body: raw ?? (body === undefined ? undefined : JSON.stringify(body)),
+      body: raw ? new Blob([raw]) : (body === undefined ? undefined : JSON.stringify(body)),
     });
     const text = await res.text();
     return { status: res.status, body: text ? JSON.parse(text) : undefined };
