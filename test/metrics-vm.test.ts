@@ -24,11 +24,11 @@ describe('metrics of a real microVM', { skip }, () => {
   let server: RunningServer;
   let key: string;
 
-  const api = async (method: string, p: string, body?: unknown, raw?: Uint8Array) => {
+  const api = async (method: string, p: string, body?: unknown, raw?: Uint8Array<ArrayBuffer>) => {
     const res = await fetch(`${server.url}${p}`, {
       method,
       headers: { authorization: `Bearer ${p.startsWith('/v1/admin') ? ADMIN : key}`, 'content-type': raw ? 'application/octet-stream' : 'application/json' },
-      body: raw ? new Blob([raw]) : (body === undefined ? undefined : JSON.stringify(body)),
+      body: raw ?? (body === undefined ? undefined : JSON.stringify(body)),
     });
     const text = await res.text();
     return { status: res.status, body: text ? JSON.parse(text) : undefined };
@@ -72,7 +72,7 @@ describe('metrics of a real microVM', { skip }, () => {
     assert.equal(first.disk_bytes, 10 * 2 ** 30);
     assert.ok(first.disk_used_bytes < first.disk_bytes);
 
-    const put = await api('PUT', `${url.replace('/metrics', '/files')}?path=big.bin`, undefined, Buffer.alloc(8 * 2 ** 20, 7));
+    const put = await api('PUT', `${url.replace('/metrics', '/files')}?path=big.bin`, undefined, new Uint8Array(8 * 2 ** 20).fill(7));
     assert.equal(put.status, 201, JSON.stringify(put.body));
     const grown = await until('the file in the disk use', async () => {
       const r = (await api('GET', url)).body;
