@@ -58,6 +58,8 @@ export interface Config {
   webhookRetryBaseMs: number;
   /** How often idle stop, expiry and the event prune look (AGENTVM_LIFECYCLE_INTERVAL_MS). */
   lifecycleIntervalMs: number;
+  /** How often a host samples each running VM's CPU, memory, disk and egress (AGENTVM_METRICS_INTERVAL_MS, at most 10 s). */
+  metricsIntervalMs: number;
 }
 
 function intFromEnv(name: string, fallback: number): number {
@@ -122,5 +124,6 @@ export function loadConfig(flags: { host?: string; port?: string | number; dataD
     webhookTimeoutMs: intFromEnv('AGENTVM_WEBHOOK_TIMEOUT_MS', 10_000),
     webhookRetryBaseMs: intFromEnv('AGENTVM_WEBHOOK_RETRY_BASE_MS', 10_000),
     lifecycleIntervalMs: intFromEnv('AGENTVM_LIFECYCLE_INTERVAL_MS', 5000),
+    metricsIntervalMs: Math.min(10_000, intFromEnv('AGENTVM_METRICS_INTERVAL_MS', 5000)),
   };
 }

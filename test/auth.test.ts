@@ -4,6 +4,7 @@ import { backends, createTestApp, insertVm, ManualClock, type TestApp } from './
 import { AUTH_CACHE_MS } from '../src/domain/keys.ts';
 import { CUSTOMER_OPERATIONS } from '../src/api/routes.ts';
 import { isWrite } from '../src/api/operation.ts';
+import * as metricsStore from '../src/store/metrics.ts';
 
 for (const backend of backends()) {
   describe(`auth, keys and tenancy on ${backend.name}`, () => {
@@ -61,6 +62,8 @@ for (const backend of backends()) {
       const tenant = await t.tenant({ card: '4242' });
       const read = (await t.request('POST', '/v1/api/keys', { key: tenant.key, body: { scope: 'read' } })).body.key;
       const vmId = await insertVm(t.db, tenant.tenantId);
+      // A sample, as its host would have written (getVMMetrics answers it).
+      await metricsStore.saveSample(t.db, vmId, { cpu_percent: 1, memory_used_mib: 100, disk_used_bytes: 4096 }, new Date());
       const writes = CUSTOMER_OPERATIONS.filter((o) => o.audience === 'customer' && isWrite(o));
       assert.ok(writes.length >= 12);
       for (const op of writes) {

@@ -213,6 +213,7 @@ describe('the CLI and the MCP server against a real server', () => {
       const missing: Record<string, Record<string, string>> = {
         vm_get: { id: 'vm_missing' },
         vm_egress_log: { id: 'vm_missing' },
+        vm_metrics: { id: 'vm_missing' },
         template_get: { id: 'tpl_missing' },
         runs_list: { id: 'vm_missing' },
         run_get: { id: 'vm_missing', run_id: 'run_missing' },

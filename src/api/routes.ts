@@ -20,6 +20,7 @@ import { setVMEgress, listVMEgress } from './operations/egress.ts';
 import { listVMRuns, getVMRun, cancelVMRun, streamVMRun } from './operations/runs.ts';
 import { listEvents } from './operations/events.ts';
 import { listLedger } from './operations/ledger.ts';
+import { getVMMetrics } from './operations/metrics.ts';
 import { updateVM } from './operations/updateVM.ts';
 import { createWebhook, listWebhooks, deleteWebhook, listWebhookDeliveries } from './operations/webhooks.ts';
 import { openVMShell } from './operations/openVMShell.ts';
@@ -56,6 +57,7 @@ export const CUSTOMER_OPERATIONS: Operation[] = [
   setVMSecrets,
   setVMEgress,
   listVMEgress,
+  getVMMetrics,
   updateVM,
   listEvents,
   createWebhook,

@@ -411,6 +411,19 @@ export const LedgerPage = z
   .object({ data: z.array(LedgerEntry), total: z.int(), has_more: z.boolean(), next_offset: z.int().nullable() })
   .meta({ id: 'LedgerPage', description: 'Newest first' });
 
+export const VmMetrics = z
+  .object({
+    cpu_percent: z.number().meta({ description: "CPU use over the last sampling interval, as a percent of the VM's vCPUs together (100: every vCPU busy)" }),
+    memory_used_mib: z.int().meta({ description: 'Memory in use in the guest (MemTotal − MemAvailable); the QEMU process\'s proportional set size when the guest does not answer' }),
+    memory_mib: z.int().meta({ description: "The VM's memory" }),
+    disk_used_bytes: z.int().meta({ description: 'Bytes used on the persist disk, as the guest sees it' }),
+    disk_bytes: z.int().meta({ description: "The persist disk's size" }),
+    egress_bytes_out: z.int().meta({ description: "Bytes sent through the egress gateway (its log's 7 days)" }),
+    egress_bytes_in: z.int().meta({ description: 'Bytes received through the egress gateway (its log\'s 7 days)' }),
+    sampled_at: timestamp.meta({ description: 'When the sample was taken: every 5 s while the VM runs; a stopped VM shows its last one' }),
+  })
+  .meta({ id: 'VmMetrics' });
+
 export const PageQuery = z.strictObject({
   limit: z.coerce.number().int().min(1).max(100).default(20).meta({ description: 'Page size, 1–100' }),
   offset: z.coerce.number().int().min(0).max(1_000_000_000).default(0)

@@ -280,6 +280,7 @@ const COMMANDS: CommandEntry[] = [
     render: asTable(['at', 'decision', 'host', 'port', 'reason', 'bytes_out', 'bytes_in']),
     examples: ['agentvm vms egress-log vm_… --limit 20'],
   },
+  { command: 'vms metrics', operationId: 'getVMMetrics', examples: ['agentvm vms metrics vm_…'] },
   {
     command: 'templates list',
     operationId: 'listTemplates',

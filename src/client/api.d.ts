@@ -471,6 +471,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/api/vms/{id}/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A VM's latest CPU, memory, persist-disk and egress sample (extension)
+         * @description Its host samples each running VM every 5 s (CPU from QEMU, memory and disk from the guest agent, egress from the gateway's log). A VM that has stopped answers its last sample; one never sampled answers 409 `vm_not_running` (or 503 `unavailable` in the first seconds after it starts).
+         */
+        get: operations["getVMMetrics"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/api/events": {
         parameters: {
             query?: never;
@@ -1082,6 +1102,27 @@ export interface components {
             bytes_out: number;
             /** @description Bytes the VM received */
             bytes_in: number;
+        };
+        VmMetrics: {
+            /** @description CPU use over the last sampling interval, as a percent of the VM's vCPUs together (100: every vCPU busy) */
+            cpu_percent: number;
+            /** @description Memory in use in the guest (MemTotal − MemAvailable); the QEMU process's proportional set size when the guest does not answer */
+            memory_used_mib: number;
+            /** @description The VM's memory */
+            memory_mib: number;
+            /** @description Bytes used on the persist disk, as the guest sees it */
+            disk_used_bytes: number;
+            /** @description The persist disk's size */
+            disk_bytes: number;
+            /** @description Bytes sent through the egress gateway (its log's 7 days) */
+            egress_bytes_out: number;
+            /** @description Bytes received through the egress gateway (its log's 7 days) */
+            egress_bytes_in: number;
+            /**
+             * Format: date-time
+             * @description When the sample was taken: every 5 s while the VM runs; a stopped VM shows its last one
+             */
+            sampled_at: string;
         };
         /** @description Only these two fields; a field left out keeps its value, null clears it */
         UpdateVMRequest: {
@@ -4091,6 +4132,112 @@ export interface operations {
                 headers: {
                     /** @description Identifies the request in the server log */
                     "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getVMMetrics: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A VM id (`vm_…`) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The latest sample */
+            200: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VmMetrics"];
+                };
+            };
+            /** @description `invalid_request`: Malformed JSON, wrong type, unknown field or value out of range; `message` names the field */
+            400: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unauthorized`: Missing, malformed, unknown or revoked key; `message` is empty */
+            401: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found`: Unknown or unowned id; do not retry */
+            404: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `vm_not_running`: The VM is not running */
+            409: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `rate_limited`: Over the per-key rate; see Retry-After */
+            429: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `internal`: Unexpected server error; `message` is empty, the detail is logged under the request id */
+            500: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unavailable`: No host capacity or the VM driver is down; see Retry-After */
+            503: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {

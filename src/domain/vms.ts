@@ -8,6 +8,7 @@ import type { HostService } from './hosts.ts';
 import type { TemplateService } from './templates.ts';
 import { onceForKey, requestHash, type StoredResponse } from './idempotency.ts';
 import { meterVm } from './metering.ts';
+import * as metricsStore from '../store/metrics.ts';
 import { newId } from './ids.ts';
 import type { BillingService } from './billing.ts';
 import { applyLifecycle, type LifecycleAction } from './vmState.ts';
@@ -163,6 +164,21 @@ export class VmService {
   async egressLog(tenantId: string, vmId: string, limit: number): Promise<{ data: egressStore.EgressLogEntry[]; has_more: boolean }> {
     await this.get(tenantId, vmId);
     return egressStore.listLog(this.db, vmId, limit);
+  }
+
+  /**
+   * The VM's latest resource sample with its size: the last one taken, even when the VM has stopped
+   * since (`sampled_at` says when). None yet: 409 vm_not_running for a VM that is not running, 503
+   * unavailable for one that has just started (its host samples every 5 s).
+   */
+  async metrics(tenantId: string, vmId: string): Promise<{ vm: VmRow; sample: metricsStore.VmSample }> {
+    const vm = await this.get(tenantId, vmId);
+    const sample = await metricsStore.latest(this.db, vmId);
+    if (sample) return { vm, sample };
+    if (vm.status !== 'running') {
+      throw new ApiError('vm_not_running', `VM ${vmId} is ${vm.status} and has never been sampled`, 'start the VM; it is sampled every few seconds while it runs');
+    }
+    throw new ApiError('unavailable', `VM ${vmId} has not been sampled yet`, 'retry in 10 seconds', { 'Retry-After': '10' });
   }
 
   private onChange(): void {

@@ -27,6 +27,7 @@ import { QemuDriver, type MachineOptions } from '../vmm/qemu.ts';
 import { SnapshotStore } from '../vmm/snapshot.ts';
 import { PLANS } from '../domain/plans.ts';
 import { Reconciler } from './reconciler.ts';
+import { MetricsSampler } from './metrics.ts';
 import { Capturer } from './capture.ts';
 import { RunRecorder } from './runRecorder.ts';
 import * as hostStore from '../store/hosts.ts';
@@ -150,6 +151,7 @@ export class LocalVmHost implements VmHost {
   readonly guest: GuestAccess;
   readonly gateway: EgressGateway;
   readonly runs: RunRecorder;
+  readonly metrics: MetricsSampler;
   readonly capture: (templateId: string) => void;
   readonly imageReady: Promise<Image>;
   readonly prewarmed: Promise<void>;
@@ -205,6 +207,7 @@ export class LocalVmHost implements VmHost {
     const driver = this.driver;
     const runs = new RunRecorder({ db: d.db, clock: d.clock, driver, hostId: d.hostId, feed: d.runFeed, log });
     this.runs = runs;
+    this.metrics = new MetricsSampler({ db: d.db, clock: d.clock, driver, hostId: d.hostId, log, intervalMs: config.metricsIntervalMs });
     this.executor = {
       harnesses: async (vmId) => driver.facts(vmId)?.harnesses ?? null,
       kickRuns: (vmId) => runs.kick(vmId),
@@ -245,6 +248,7 @@ export class LocalVmHost implements VmHost {
       await this.reconciler.start();
       // Runs are followed once the VMs an earlier process left running are this process's again.
       if (!this.closing) this.runs.start();
+      if (!this.closing) this.metrics.start();
     })()
       .catch((err) => log.error({ err }, 're-adopting VMs failed'))
       .finally(() => this.pending.delete('re-adopting VMs'));
@@ -329,6 +333,7 @@ export class LocalVmHost implements VmHost {
     await this.snapshots?.close();
     await this.capturer.settled();
     await this.runs.stop();
+    await this.metrics.stop();
     await this.reconciler.stop();
     // An adoption under way ends before the VMs are let go.
     await this.adopted;

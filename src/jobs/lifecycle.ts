@@ -1,12 +1,14 @@
 /**
  * The platform's own lifecycle work, run by every process on a timer: VMs idle past their
  * `auto_stop_after_s` are stopped (status_reason `idle`), VMs past their `expires_at` are destroyed
- * (status_reason `expired`), and events older than 30 days go. Each step claims its rows in the
+ * (status_reason `expired`), events older than 30 days go, and every few minutes billing is reconciled
+ * (billingReconcile.ts: metering watermarks, VM states and the ledger compared, drift logged and fixed). Each step claims its rows in the
  * database (one conditional UPDATE, or SKIP LOCKED), so with several processes each VM is acted on
  * once, by whichever looks first; the state lives in rows, so a restart loses nothing.
  */
 import type { Services } from '../domain/services.ts';
 import type { Logger } from '../log.ts';
+import { BillingReconciler } from './billingReconcile.ts';
 
 export interface LifecycleJobOptions {
   services: Services;
@@ -14,14 +16,20 @@ export interface LifecycleJobOptions {
   intervalMs?: number;
   /** How often old events are pruned. */
   pruneEveryMs?: number;
+  /** How often billing is reconciled (default 3 min). */
+  reconcileEveryMs?: number;
 }
 
 export class LifecycleJob {
   private timer?: NodeJS.Timeout;
   private running?: Promise<void>;
   private lastPrune = 0;
+  private lastReconcile = 0;
+  readonly billing: BillingReconciler;
 
-  constructor(private readonly o: LifecycleJobOptions) {}
+  constructor(private readonly o: LifecycleJobOptions) {
+    this.billing = new BillingReconciler({ db: o.services.db, clock: o.services.clock, log: o.log });
+  }
 
   start(): void {
     this.timer = setInterval(() => void this.tick(), this.o.intervalMs ?? 5000);
@@ -50,6 +58,10 @@ export class LifecycleJob {
       this.lastPrune = now.getTime();
       const pruned = await services.events.prune();
       if (pruned) log.info({ events: pruned }, 'pruned events older than 30 days');
+    }
+    if (now.getTime() - this.lastReconcile >= (this.o.reconcileEveryMs ?? 180_000)) {
+      this.lastReconcile = now.getTime();
+      await this.billing.check();
     }
   }
 }

@@ -31,6 +31,7 @@ export const TOOL_NAMES: Record<string, string> = {
   setVMSecrets: 'vm_secrets_set',
   setVMEgress: 'vm_egress_set',
   listVMEgress: 'vm_egress_log',
+  getVMMetrics: 'vm_metrics',
   openVMShell: 'vm_shell_open',
   readVMFile: 'vm_file_read',
   writeVMFile: 'vm_file_write',

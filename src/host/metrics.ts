@@ -1,0 +1,131 @@
+/**
+ * The host's sampler: every 5 s each VM running here is sampled and its latest sample written to
+ * `vm_metrics`, where any API replica reads it.
+ *
+ * - CPU: utime + stime of the VM's QEMU process (/proc/<pid>/stat) over the wall time since the last
+ *   sample, as a percent of the VM's vCPUs together (100: every vCPU busy). The first sample of a
+ *   QEMU covers its life so far.
+ * - Memory: MemTotal − MemAvailable of the guest (/proc/meminfo through the guest agent); when the
+ *   guest does not answer, the QEMU process's proportional set size (/proc/<pid>/smaps_rollup).
+ * - Disk: `df -P -B1 /persist` in the guest; when the guest does not answer, the last value is kept.
+ * - Egress: summed from the VM's egress log when the sample is written.
+ */
+import { readFile } from 'node:fs/promises';
+import type { Db } from '../store/db.ts';
+import type { Clock } from '../domain/clock.ts';
+import type { Logger } from '../log.ts';
+import type { QemuDriver } from '../vmm/qemu.ts';
+import * as vmStore from '../store/vms.ts';
+import * as metricsStore from '../store/metrics.ts';
+
+/** Kernel clock ticks per second (USER_HZ): 100 on every Linux architecture QEMU runs on here. */
+const TICKS_PER_S = 100;
+
+/** utime + stime (ticks) and start time (ticks after boot) of a process, from /proc/<pid>/stat. */
+export async function processTimes(pid: number): Promise<{ cpuTicks: number; startTicks: number }> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+  // Fields after the command name (which may hold spaces and parentheses) start at field 3.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return { cpuTicks: Number(fields[11]) + Number(fields[12]), startTicks: Number(fields[19]) };
+}
+
+/** Proportional set size of a process in MiB. */
+export async function processPssMib(pid: number): Promise<number> {
+  const rollup = await readFile(`/proc/${pid}/smaps_rollup`, 'utf8');
+  const kib = Number(/^Pss:\s+(\d+) kB/m.exec(rollup)?.[1] ?? 0);
+  return Math.round(kib / 1024);
+}
+
+/** What the guest says: memory in use (MiB) and persist-disk bytes used, from one exec. */
+export function parseGuestReport(stdout: string): { memoryUsedMib: number | null; diskUsedBytes: number | null } {
+  const total = /^MemTotal:\s+(\d+) kB/m.exec(stdout)?.[1];
+  const available = /^MemAvailable:\s+(\d+) kB/m.exec(stdout)?.[1];
+  // `df -P -B1`: filesystem, size, used, available, capacity, mount point.
+  const disk = /^DISK \S+ \d+ (\d+) /m.exec(stdout)?.[1];
+  return {
+    memoryUsedMib: total && available ? Math.round((Number(total) - Number(available)) / 1024) : null,
+    diskUsedBytes: disk ? Number(disk) : null,
+  };
+}
+
+const GUEST_SCRIPT = 'cat /proc/meminfo; echo DISK $(df -P -B1 /persist | tail -n 1)';
+
+export interface MetricsSamplerOptions {
+  db: Db;
+  clock: Clock;
+  driver: QemuDriver;
+  hostId: string;
+  log: Logger;
+  intervalMs?: number;
+}
+
+export class MetricsSampler {
+  private timer?: NodeJS.Timeout;
+  private running?: Promise<void>;
+  /** The last CPU reading of each VM's QEMU: its pid, ticks and when (ms). */
+  private readonly last = new Map<string, { pid: number; cpuTicks: number; atMs: number }>();
+
+  constructor(private readonly o: MetricsSamplerOptions) {}
+
+  start(): void {
+    this.timer = setInterval(() => void this.tick(), this.o.intervalMs ?? 5000);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    await this.running;
+  }
+
+  /** One pass over the VMs running here. */
+  tick(): Promise<void> {
+    this.running ??= this.pass()
+      .catch((err) => this.o.log.error({ err }, 'sampling VMs failed'))
+      .finally(() => (this.running = undefined));
+    return this.running;
+  }
+
+  private async pass(): Promise<void> {
+    const rows = await vmStore.listOnHost(this.o.db, this.o.hostId);
+    const running = rows.filter((r) => r.status === 'running' && this.o.driver.isRunning(r.vm_id));
+    const here = new Set(running.map((r) => r.vm_id));
+    for (const vmId of this.last.keys()) if (!here.has(vmId)) this.last.delete(vmId);
+    await Promise.all(
+      running.map((r) => this.sample(r.vm_id, r.vcpus).catch((err) => this.o.log.warn({ err, vm_id: r.vm_id }, 'sampling a VM failed'))),
+    );
+  }
+
+  /** Samples one VM and writes it. */
+  async sample(vmId: string, vcpus: number): Promise<void> {
+    const { driver } = this.o;
+    const pid = driver.pidOf(vmId);
+    if (!pid) return;
+    const guest = driver
+      .exec(vmId, { argv: ['sh', '-c', GUEST_SCRIPT], timeout_ms: 3000, max_output_bytes: 16_384 }, 4000)
+      .then((r) => parseGuestReport(r.stdout), () => ({ memoryUsedMib: null, diskUsedBytes: null }));
+    const times = await processTimes(pid);
+    const nowMs = Date.now();
+    const prev = this.last.get(vmId);
+    let busyS: number;
+    let wallS: number;
+    if (prev && prev.pid === pid) {
+      busyS = (times.cpuTicks - prev.cpuTicks) / TICKS_PER_S;
+      wallS = (nowMs - prev.atMs) / 1000;
+    } else {
+      // A QEMU seen for the first time: its life so far.
+      const uptimeS = Number((await readFile('/proc/uptime', 'utf8')).split(' ')[0]);
+      busyS = times.cpuTicks / TICKS_PER_S;
+      wallS = uptimeS - times.startTicks / TICKS_PER_S;
+    }
+    this.last.set(vmId, { pid, cpuTicks: times.cpuTicks, atMs: nowMs });
+    const cpu = wallS > 0 ? Math.min(100, Math.max(0, (busyS / wallS / Math.max(1, vcpus)) * 100)) : 0;
+    const report = await guest;
+    const memoryUsedMib = report.memoryUsedMib ?? (await processPssMib(pid));
+    await metricsStore.saveSample(
+      this.o.db,
+      vmId,
+      { cpu_percent: Math.round(cpu * 10) / 10, memory_used_mib: memoryUsedMib, disk_used_bytes: report.diskUsedBytes },
+      this.o.clock.now(),
+    );
+  }
+}
