@@ -331,6 +331,93 @@ describe('web console in a real browser', { skip: noBrowser }, () => {
     await until('the key refused', async () => (await whoami()).status === 401, 2000);
   });
 
+  test('events: what happened, oldest first, with its data as text', async () => {
+    await page.goto(`${server.url}/console/events`);
+    const rows = page.locator('#event-rows tbody tr');
+    assert.ok((await rows.count()) >= 2);
+    assert.match(await rows.first().textContent() ?? '', /key\.issued/, "oldest first: the tenant's first key");
+    assert.equal(await rows.filter({ hasText: 'vm.created' }).first().locator('td[data-label="About"]').textContent(), vmId);
+    await axeCheck(page, 'events');
+    await screenshots(page, 'events');
+    const [{ n }] = await server.db.query<{ n: number }>('SELECT count(*)::int AS n FROM events WHERE tenant_id = $1', [tenant.tenantId]);
+    assert.equal(await rows.count(), Math.min(n, 50));
+  });
+
+  test('webhooks: the secret shows once; deliveries are listed as text; delete asks first', async () => {
+    const hooks = async () => server.db.query<{ webhook_id: string; secret: string; events: string[] }>('SELECT webhook_id, secret, events FROM webhooks WHERE tenant_id = $1', [tenant.tenantId]);
+    await page.goto(`${server.url}/console/webhooks`);
+    await axeCheck(page, 'webhooks');
+    await page.getByLabel('URL').fill('http://hooks.example.com/agentvm');
+    await page.getByRole('button', { name: 'Add webhook' }).click();
+    await page.locator('.problem', { hasText: 'https' }).waitFor();
+    assert.equal((await hooks()).length, 0, 'bad input creates nothing');
+    assert.equal(await page.getByLabel('URL').inputValue(), 'http://hooks.example.com/agentvm', 'the form keeps what was typed');
+    await page.getByLabel('URL').fill('https://hooks.example.com/agentvm');
+    for (const box of await page.locator('.checks input').all()) if ((await box.getAttribute('value')) !== 'key.issued') await box.uncheck();
+    await page.getByRole('button', { name: 'Add webhook' }).click();
+    const secret = await page.getByLabel('Signing secret').inputValue();
+    const [hook] = await hooks();
+    assert.equal(secret, hook.secret);
+    assert.deepEqual(hook.events, ['key.issued']);
+    await axeCheck(page, 'webhook created');
+    await screenshots(page, 'webhook-created');
+    await page.goto(`${server.url}/console/webhooks`);
+    assert.ok(!(await page.content()).includes(secret), 'the secret is shown only once');
+    await screenshots(page, 'webhooks');
+
+    // An event of the kind it asks for makes a delivery; the receiver's error is shown as text.
+    const issued = await fetch(`${server.url}/v1/api/keys`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${tenant.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ label: 'for a delivery', scope: 'read' }),
+    });
+    assert.equal(issued.status, 201);
+    await server.db.query(`UPDATE webhook_deliveries SET status = 'failed', attempts = 3, last_status_code = 500, last_error = $2, last_attempt_at = now() WHERE webhook_id = $1`, [hook.webhook_id, XSS_NAME]);
+    await page.getByRole('link', { name: 'Deliveries of https://hooks.example.com/agentvm' }).click();
+    await page.waitForURL(/\/console\/webhooks\/wh_/);
+    const delivery = page.locator('#delivery-rows tbody tr');
+    assert.equal(await delivery.count(), 1);
+    assert.match(await delivery.textContent() ?? '', /key\.issued/);
+    assert.equal(await delivery.locator('.delivery-answer').textContent(), `HTTP 500 · ${XSS_NAME}`);
+    assert.equal(await delivery.locator('[data-status]').textContent(), 'failed');
+    assert.equal(await page.locator('#delivery-rows img').count(), 0);
+    await axeCheck(page, 'deliveries');
+    await screenshots(page, 'deliveries');
+
+    await page.goto(`${server.url}/console/webhooks`);
+    await page.getByRole('link', { name: 'Delete webhook https://hooks.example.com/agentvm' }).click();
+    await axeCheck(page, 'delete webhook');
+    assert.equal((await hooks()).length, 1, 'nothing deleted by the confirmation page');
+    await page.getByRole('button', { name: 'Delete webhook' }).click();
+    await page.locator('.notice', { hasText: 'webhook was deleted' }).waitFor();
+    assert.equal((await hooks()).length, 0);
+    assert.deepEqual(seen.dialogs, []);
+  });
+
+  test('the ledger lists every entry, newest first, in pages; descriptions are text', async () => {
+    await server.db.query(
+      `INSERT INTO ledger (tenant_id, kind, amount_cents, credits_delta_cents, vm_id, description, created_at)
+       SELECT $1, 'credit_draw', g, -g, $2, CASE WHEN g = 30 THEN $3 ELSE 'running time ' || g END, now() + g * interval '1 second'
+       FROM generate_series(1, 30) g`,
+      [tenant.tenantId, vmId, XSS_NAME],
+    );
+    const [{ n }] = await server.db.query<{ n: number }>('SELECT count(*)::int AS n FROM ledger WHERE tenant_id = $1', [tenant.tenantId]);
+    await page.goto(`${server.url}/console/billing`);
+    await page.getByRole('link', { name: 'Ledger' }).click();
+    await page.waitForURL(/\/console\/billing\/ledger$/);
+    const rows = page.locator('#ledger-rows tbody tr');
+    assert.equal(await rows.count(), 25);
+    assert.equal(await rows.first().locator('td[data-label="Description"]').textContent(), XSS_NAME, 'newest first, as text');
+    assert.match(await rows.first().textContent() ?? '', /−\$0\.30/);
+    assert.match(await page.locator('.pager').textContent() ?? '', new RegExp(`1–25 of ${n}`));
+    await axeCheck(page, 'ledger');
+    await screenshots(page, 'ledger');
+    await page.getByRole('link', { name: 'Next →' }).click();
+    await page.waitForURL(/offset=25/);
+    assert.equal(await rows.count(), n - 25);
+    assert.equal(await page.locator('#ledger-rows img').count(), 0);
+  });
+
   test('a cross-site form POST is refused, and so is a same-site one without the CSRF token', async () => {
     const keysBefore = await server.services.keys.list(tenant.tenantId);
     // Another origin on this machine (same site: the session cookie goes along, so only the console's own checks stop it).
