@@ -243,6 +243,8 @@ describe('web console in a real browser', { skip: noBrowser }, () => {
     const [after] = await server.db.query<{ egress: { allow: string[] } }>('SELECT egress FROM vms WHERE vm_id = $1', [vmId]);
     assert.deepEqual([...after.egress.allow].sort(), ['*.example.org', 'api.example.com'], 'bad input changes nothing');
     await page.goto(`${server.url}/console/vms/${vmId}`);
+    // No VM host runs it here: the files section says why, in the API's words, and the rest of the page works.
+    assert.match(await page.locator('#files .section-problem').textContent() ?? '', /no VM host is attached to this server.*unavailable/);
     await axeCheck(page, 'VM');
     await screenshots(page, 'vm');
   });
@@ -610,6 +612,39 @@ describe('web console with a real VM', { skip: noBrowser || (imageDir ? false : 
     assert.ok(!(await page.content()).includes('console-secret-value-123'), 'the value is never shown');
     await page.getByRole('button', { name: 'Remove secret MY_TOKEN' }).click();
     await page.locator('.notice', { hasText: 'Secret removed' }).waitFor();
+
+    // Files: upload into a new folder (streamed by console.js), find it by navigating, download the same bytes.
+    const payload = Buffer.from(Array.from({ length: 300_000 }, (_, i) => (i * 7919) % 251));
+    await page.goto(`${server.url}/console/vms/${vmId}`);
+    await page.locator('#file-rows, #files .empty').first().waitFor();
+    await page.getByLabel('Upload a file to this folder').setInputFiles({ name: 'data.bin', mimeType: 'application/octet-stream', buffer: payload });
+    await page.getByLabel('Save as (optional)').fill('data.bin');
+    await page.getByRole('button', { name: 'Upload' }).click();
+    await page.locator('.notice', { hasText: 'uploaded' }).waitFor({ timeout: 60_000 });
+    const uploaded = await fetch(`${server.url}/v1/api/vms/${vmId}/files?path=data.bin`, { headers: { authorization: `Bearer ${t.api_key}` } });
+    assert.equal(uploaded.status, 200);
+    assert.ok(Buffer.from(await uploaded.arrayBuffer()).equals(payload), 'the bytes arrived whole');
+    // Into a folder made by the API, then down into it from the listing.
+    const put = await fetch(`${server.url}/v1/api/vms/${vmId}/files?path=${encodeURIComponent(`sub dir/${XSS_NAME.replace(/\//g, '_')}.txt`)}`, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${t.api_key}`, 'content-type': 'application/octet-stream' },
+      body: 'hello from a folder\n',
+    });
+    assert.equal(put.status, 201);
+    await page.goto(`${server.url}/console/vms/${vmId}`);
+    assert.match(await page.locator('#file-rows').textContent() ?? '', /data\.bin/);
+    await page.locator('#file-rows').getByRole('link', { name: 'sub dir/' }).click();
+    await page.waitForURL(/dir=sub%20dir/);
+    const fileLink = page.locator('#file-rows').getByRole('link', { name: `${XSS_NAME.replace(/\//g, '_')}.txt` });
+    await fileLink.waitFor();
+    assert.equal(await page.locator('#file-rows img').count(), 0, 'a file name with markup is text');
+    const [download] = await Promise.all([page.waitForEvent('download'), fileLink.click()]);
+    const saved = await download.path();
+    assert.equal(readFileSync(saved!, 'utf8'), 'hello from a folder\n');
+    await axeCheck(page, 'VM files');
+    await screenshots(page, 'vm-files');
+    await page.locator('#files').getByRole('link', { name: '/persist/workspace' }).click();
+    await page.locator('#file-rows').getByRole('link', { name: 'data.bin' }).waitFor();
     assert.deepEqual(seen.dialogs, []);
     assert.deepEqual(seen.errors, []);
   });

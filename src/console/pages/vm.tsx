@@ -5,6 +5,7 @@ import { ActionButton, noticeFor, Pager, pricingOf, RunStatus, Status, Time, vmP
 import { bytes, duration, TRANSITIONAL } from '../format.ts';
 import { Csrf, fragment, page } from '../layout.tsx';
 import type { ConsoleSession } from '../../domain/sessions.ts';
+import { FilesSection, registerFiles } from './files.tsx';
 
 const RUNS_PAGE = 10;
 const EGRESS_LOG_ROWS = 20;
@@ -284,6 +285,7 @@ function Capture({ vm, session }: { vm: Schemas['VM']; session: ConsoleSession }
 type VmSection = (ctx: { vm: Schemas['VM']; session: ConsoleSession; api: ApiClient; c: ConsoleContext }) => Promise<Child>;
 const VM_SECTIONS: VmSection[] = [
   async ({ vm, session }) => <TaskBox vm={vm} session={session} />,
+  async (ctx) => FilesSection(ctx),
   async ({ vm, api, c }) => {
     const offset = Math.max(0, Number.parseInt(c.req.query('runs') ?? '0', 10) || 0);
     const runs = await call(api.GET('/v1/api/vms/{id}/runs', { params: { path: { id: vm.vm_id }, query: { limit: RUNS_PAGE, offset } } }));
@@ -297,7 +299,7 @@ const VM_SECTIONS: VmSection[] = [
   async ({ vm, session }) => <Capture vm={vm} session={session} />,
 ];
 
-async function vmPage(c: ConsoleContext, id: string, opts: { problem?: ClientError; status?: number } = {}) {
+export async function vmPage(c: ConsoleContext, id: string, opts: { problem?: ClientError; status?: number } = {}) {
   const api = c.get('api') as ApiClient;
   const session = c.get('session') as ConsoleSession;
   const vm = await call(api.GET('/v1/api/vms/{id}', { params: { path: { id } } }));
@@ -320,7 +322,8 @@ async function vmPage(c: ConsoleContext, id: string, opts: { problem?: ClientErr
   );
 }
 
-export function registerVm(app: ConsoleApp, _deps: ConsoleDeps) {
+export function registerVm(app: ConsoleApp, deps: ConsoleDeps) {
+  registerFiles(app, deps);
   /** Runs a change; on the API's refusal, shows the VM's page with its message and hint. */
   const act = async (c: ConsoleContext, change: () => Promise<string>) => {
     try {
