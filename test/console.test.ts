@@ -249,6 +249,31 @@ describe('web console in a real browser', { skip: noBrowser }, () => {
     await screenshots(page, 'vm');
   });
 
+  test('idle stop and expiry are saved from the VM page; bad input changes nothing', async () => {
+    const lifetime = async () => (await server.db.query<{ auto_stop_after_s: number | null; expires_at: Date | null }>('SELECT auto_stop_after_s, expires_at FROM vms WHERE vm_id = $1', [vmId]))[0];
+    await page.goto(`${server.url}/console/vms/${vmId}`);
+    const expires = new Date(Date.now() + 7 * 86_400_000).toISOString().slice(0, 19) + 'Z';
+    await page.getByLabel(/Stop when idle for/).fill('30');
+    await page.getByLabel(/Destroy at/).fill(expires);
+    await page.getByRole('button', { name: 'Save', exact: true }).click();
+    await page.locator('.notice', { hasText: 'Idle stop and expiry saved' }).waitFor();
+    let row = await lifetime();
+    assert.equal(row.auto_stop_after_s, 1800);
+    assert.equal(row.expires_at?.toISOString().slice(0, 19) + 'Z', expires);
+    assert.match(await page.locator('#lifetime').textContent() ?? '', /after 30 min/);
+    await page.getByLabel(/Destroy at/).fill('next tuesday');
+    await page.getByRole('button', { name: 'Save', exact: true }).click();
+    await page.locator('.problem', { hasText: 'expires_at' }).waitFor();
+    row = await lifetime();
+    assert.equal(row.auto_stop_after_s, 1800, 'bad input changes nothing');
+    await page.getByLabel(/Stop when idle for/).fill('');
+    await page.getByLabel(/Destroy at/).fill('');
+    await page.getByRole('button', { name: 'Save', exact: true }).click();
+    await page.locator('.notice', { hasText: 'Idle stop and expiry saved' }).waitFor();
+    row = await lifetime();
+    assert.deepEqual([row.auto_stop_after_s, row.expires_at], [null, null]);
+  });
+
   test('templates: search, sort, page, fork (price first) and capture; a name with markup is text', async () => {
     await server.db.query(
       `INSERT INTO templates (template_id, tenant_id, slug, name, description, harness, visibility, tags, forks, stars, size_bytes, status)
@@ -619,7 +644,7 @@ describe('web console with a real VM', { skip: noBrowser || (imageDir ? false : 
     await page.locator('#file-rows, #files .empty').first().waitFor();
     await page.getByLabel('Upload a file to this folder').setInputFiles({ name: 'data.bin', mimeType: 'application/octet-stream', buffer: payload });
     await page.getByLabel('Save as (optional)').fill('data.bin');
-    await page.getByRole('button', { name: 'Upload' }).click();
+    await page.getByRole('button', { name: 'Upload', exact: true }).click();
     await page.locator('.notice', { hasText: 'uploaded' }).waitFor({ timeout: 60_000 });
     const uploaded = await fetch(`${server.url}/v1/api/vms/${vmId}/files?path=data.bin`, { headers: { authorization: `Bearer ${t.api_key}` } });
     assert.equal(uploaded.status, 200);
