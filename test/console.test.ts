@@ -243,8 +243,35 @@ describe('web console in a real browser', { skip: noBrowser }, () => {
     const [after] = await server.db.query<{ egress: { allow: string[] } }>('SELECT egress FROM vms WHERE vm_id = $1', [vmId]);
     assert.deepEqual([...after.egress.allow].sort(), ['*.example.org', 'api.example.com'], 'bad input changes nothing');
     await page.goto(`${server.url}/console/vms/${vmId}`);
+    // No VM host runs it here: the files section says why, in the API's words, and the rest of the page works.
+    assert.match(await page.locator('#files .section-problem').textContent() ?? '', /no VM host is attached to this server.*unavailable/);
     await axeCheck(page, 'VM');
     await screenshots(page, 'vm');
+  });
+
+  test('idle stop and expiry are saved from the VM page; bad input changes nothing', async () => {
+    const lifetime = async () => (await server.db.query<{ auto_stop_after_s: number | null; expires_at: Date | null }>('SELECT auto_stop_after_s, expires_at FROM vms WHERE vm_id = $1', [vmId]))[0];
+    await page.goto(`${server.url}/console/vms/${vmId}`);
+    const expires = new Date(Date.now() + 7 * 86_400_000).toISOString().slice(0, 19) + 'Z';
+    await page.getByLabel(/Stop when idle for/).fill('30');
+    await page.getByLabel(/Destroy at/).fill(expires);
+    await page.getByRole('button', { name: 'Save', exact: true }).click();
+    await page.locator('.notice', { hasText: 'Idle stop and expiry saved' }).waitFor();
+    let row = await lifetime();
+    assert.equal(row.auto_stop_after_s, 1800);
+    assert.equal(row.expires_at?.toISOString().slice(0, 19) + 'Z', expires);
+    assert.match(await page.locator('#lifetime').textContent() ?? '', /after 30 min/);
+    await page.getByLabel(/Destroy at/).fill('next tuesday');
+    await page.getByRole('button', { name: 'Save', exact: true }).click();
+    await page.locator('.problem', { hasText: 'expires_at' }).waitFor();
+    row = await lifetime();
+    assert.equal(row.auto_stop_after_s, 1800, 'bad input changes nothing');
+    await page.getByLabel(/Stop when idle for/).fill('');
+    await page.getByLabel(/Destroy at/).fill('');
+    await page.getByRole('button', { name: 'Save', exact: true }).click();
+    await page.locator('.notice', { hasText: 'Idle stop and expiry saved' }).waitFor();
+    row = await lifetime();
+    assert.deepEqual([row.auto_stop_after_s, row.expires_at], [null, null]);
   });
 
   test('templates: search, sort, page, fork (price first) and capture; a name with markup is text', async () => {
@@ -329,6 +356,93 @@ describe('web console in a real browser', { skip: noBrowser }, () => {
     await page.locator('.notice', { hasText: 'revoked' }).waitFor();
     assert.equal(await page.getByRole('button', { name: 'Revoke key ci runner' }).count(), 0);
     await until('the key refused', async () => (await whoami()).status === 401, 2000);
+  });
+
+  test('events: what happened, oldest first, with its data as text', async () => {
+    await page.goto(`${server.url}/console/events`);
+    const rows = page.locator('#event-rows tbody tr');
+    assert.ok((await rows.count()) >= 2);
+    assert.match(await rows.first().textContent() ?? '', /key\.issued/, "oldest first: the tenant's first key");
+    assert.equal(await rows.filter({ hasText: 'vm.created' }).first().locator('td[data-label="About"]').textContent(), vmId);
+    await axeCheck(page, 'events');
+    await screenshots(page, 'events');
+    const [{ n }] = await server.db.query<{ n: number }>('SELECT count(*)::int AS n FROM events WHERE tenant_id = $1', [tenant.tenantId]);
+    assert.equal(await rows.count(), Math.min(n, 50));
+  });
+
+  test('webhooks: the secret shows once; deliveries are listed as text; delete asks first', async () => {
+    const hooks = async () => server.db.query<{ webhook_id: string; secret: string; events: string[] }>('SELECT webhook_id, secret, events FROM webhooks WHERE tenant_id = $1', [tenant.tenantId]);
+    await page.goto(`${server.url}/console/webhooks`);
+    await axeCheck(page, 'webhooks');
+    await page.getByLabel('URL').fill('http://hooks.example.com/agentvm');
+    await page.getByRole('button', { name: 'Add webhook' }).click();
+    await page.locator('.problem', { hasText: 'https' }).waitFor();
+    assert.equal((await hooks()).length, 0, 'bad input creates nothing');
+    assert.equal(await page.getByLabel('URL').inputValue(), 'http://hooks.example.com/agentvm', 'the form keeps what was typed');
+    await page.getByLabel('URL').fill('https://hooks.example.com/agentvm');
+    for (const box of await page.locator('.checks input').all()) if ((await box.getAttribute('value')) !== 'key.issued') await box.uncheck();
+    await page.getByRole('button', { name: 'Add webhook' }).click();
+    const secret = await page.getByLabel('Signing secret').inputValue();
+    const [hook] = await hooks();
+    assert.equal(secret, hook.secret);
+    assert.deepEqual(hook.events, ['key.issued']);
+    await axeCheck(page, 'webhook created');
+    await screenshots(page, 'webhook-created');
+    await page.goto(`${server.url}/console/webhooks`);
+    assert.ok(!(await page.content()).includes(secret), 'the secret is shown only once');
+    await screenshots(page, 'webhooks');
+
+    // An event of the kind it asks for makes a delivery; the receiver's error is shown as text.
+    const issued = await fetch(`${server.url}/v1/api/keys`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${tenant.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ label: 'for a delivery', scope: 'read' }),
+    });
+    assert.equal(issued.status, 201);
+    await server.db.query(`UPDATE webhook_deliveries SET status = 'failed', attempts = 3, last_status_code = 500, last_error = $2, last_attempt_at = now() WHERE webhook_id = $1`, [hook.webhook_id, XSS_NAME]);
+    await page.getByRole('link', { name: 'Deliveries of https://hooks.example.com/agentvm' }).click();
+    await page.waitForURL(/\/console\/webhooks\/wh_/);
+    const delivery = page.locator('#delivery-rows tbody tr');
+    assert.equal(await delivery.count(), 1);
+    assert.match(await delivery.textContent() ?? '', /key\.issued/);
+    assert.equal(await delivery.locator('.delivery-answer').textContent(), `HTTP 500 · ${XSS_NAME}`);
+    assert.equal(await delivery.locator('[data-status]').textContent(), 'failed');
+    assert.equal(await page.locator('#delivery-rows img').count(), 0);
+    await axeCheck(page, 'deliveries');
+    await screenshots(page, 'deliveries');
+
+    await page.goto(`${server.url}/console/webhooks`);
+    await page.getByRole('link', { name: 'Delete webhook https://hooks.example.com/agentvm' }).click();
+    await axeCheck(page, 'delete webhook');
+    assert.equal((await hooks()).length, 1, 'nothing deleted by the confirmation page');
+    await page.getByRole('button', { name: 'Delete webhook' }).click();
+    await page.locator('.notice', { hasText: 'webhook was deleted' }).waitFor();
+    assert.equal((await hooks()).length, 0);
+    assert.deepEqual(seen.dialogs, []);
+  });
+
+  test('the ledger lists every entry, newest first, in pages; descriptions are text', async () => {
+    await server.db.query(
+      `INSERT INTO ledger (tenant_id, kind, amount_cents, credits_delta_cents, vm_id, description, created_at)
+       SELECT $1, 'credit_draw', g, -g, $2, CASE WHEN g = 30 THEN $3 ELSE 'running time ' || g END, now() + g * interval '1 second'
+       FROM generate_series(1, 30) g`,
+      [tenant.tenantId, vmId, XSS_NAME],
+    );
+    const [{ n }] = await server.db.query<{ n: number }>('SELECT count(*)::int AS n FROM ledger WHERE tenant_id = $1', [tenant.tenantId]);
+    await page.goto(`${server.url}/console/billing`);
+    await page.getByRole('link', { name: 'Ledger' }).click();
+    await page.waitForURL(/\/console\/billing\/ledger$/);
+    const rows = page.locator('#ledger-rows tbody tr');
+    assert.equal(await rows.count(), 25);
+    assert.equal(await rows.first().locator('td[data-label="Description"]').textContent(), XSS_NAME, 'newest first, as text');
+    assert.match(await rows.first().textContent() ?? '', /−\$0\.30/);
+    assert.match(await page.locator('.pager').textContent() ?? '', new RegExp(`1–25 of ${n}`));
+    await axeCheck(page, 'ledger');
+    await screenshots(page, 'ledger');
+    await page.getByRole('link', { name: 'Next →' }).click();
+    await page.waitForURL(/offset=25/);
+    assert.equal(await rows.count(), n - 25);
+    assert.equal(await page.locator('#ledger-rows img').count(), 0);
   });
 
   test('a cross-site form POST is refused, and so is a same-site one without the CSRF token', async () => {
@@ -523,6 +637,39 @@ describe('web console with a real VM', { skip: noBrowser || (imageDir ? false : 
     assert.ok(!(await page.content()).includes('console-secret-value-123'), 'the value is never shown');
     await page.getByRole('button', { name: 'Remove secret MY_TOKEN' }).click();
     await page.locator('.notice', { hasText: 'Secret removed' }).waitFor();
+
+    // Files: upload into a new folder (streamed by console.js), find it by navigating, download the same bytes.
+    const payload = Buffer.from(Array.from({ length: 300_000 }, (_, i) => (i * 7919) % 251));
+    await page.goto(`${server.url}/console/vms/${vmId}`);
+    await page.locator('#file-rows, #files .empty').first().waitFor();
+    await page.getByLabel('Upload a file to this folder').setInputFiles({ name: 'data.bin', mimeType: 'application/octet-stream', buffer: payload });
+    await page.getByLabel('Save as (optional)').fill('data.bin');
+    await page.getByRole('button', { name: 'Upload', exact: true }).click();
+    await page.locator('.notice', { hasText: 'uploaded' }).waitFor({ timeout: 60_000 });
+    const uploaded = await fetch(`${server.url}/v1/api/vms/${vmId}/files?path=data.bin`, { headers: { authorization: `Bearer ${t.api_key}` } });
+    assert.equal(uploaded.status, 200);
+    assert.ok(Buffer.from(await uploaded.arrayBuffer()).equals(payload), 'the bytes arrived whole');
+    // Into a folder made by the API, then down into it from the listing.
+    const put = await fetch(`${server.url}/v1/api/vms/${vmId}/files?path=${encodeURIComponent(`sub dir/${XSS_NAME.replace(/\//g, '_')}.txt`)}`, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${t.api_key}`, 'content-type': 'application/octet-stream' },
+      body: 'hello from a folder\n',
+    });
+    assert.equal(put.status, 201);
+    await page.goto(`${server.url}/console/vms/${vmId}`);
+    assert.match(await page.locator('#file-rows').textContent() ?? '', /data\.bin/);
+    await page.locator('#file-rows').getByRole('link', { name: 'sub dir/' }).click();
+    await page.waitForURL(/dir=sub%20dir/);
+    const fileLink = page.locator('#file-rows').getByRole('link', { name: `${XSS_NAME.replace(/\//g, '_')}.txt` });
+    await fileLink.waitFor();
+    assert.equal(await page.locator('#file-rows img').count(), 0, 'a file name with markup is text');
+    const [download] = await Promise.all([page.waitForEvent('download'), fileLink.click()]);
+    const saved = await download.path();
+    assert.equal(readFileSync(saved!, 'utf8'), 'hello from a folder\n');
+    await axeCheck(page, 'VM files');
+    await screenshots(page, 'vm-files');
+    await page.locator('#files').getByRole('link', { name: '/persist/workspace' }).click();
+    await page.locator('#file-rows').getByRole('link', { name: 'data.bin' }).waitFor();
     assert.deepEqual(seen.dialogs, []);
     assert.deepEqual(seen.errors, []);
   });

@@ -24,6 +24,7 @@ import { registerRun } from './pages/run.tsx';
 import { registerTemplates } from './pages/templates.tsx';
 import { registerBilling } from './pages/billing.tsx';
 import { registerKeys } from './pages/keys.tsx';
+import { registerActivity } from './pages/activity.tsx';
 
 export type ConsoleEnv = { Variables: { session: ConsoleSession; api: ApiClient; requestId: string; principal: unknown } };
 export type ConsoleApp = Hono<ConsoleEnv>;
@@ -125,6 +126,7 @@ export function buildConsole(deps: ConsoleDeps): ConsoleApp {
   registerVm(app, deps);
   registerRun(app);
   registerTemplates(app, deps);
+  registerActivity(app, deps);
   registerBilling(app, deps);
   registerKeys(app, deps);
 

@@ -50,6 +50,9 @@ export const NOTICES: Record<string, string> = {
   capturing: 'Capturing the persist disk as a template. It shows as ready here when done.',
   revoked: 'The key was revoked. It stops working within a second.',
   cancelled: 'The run was cancelled.',
+  lifetime: 'Idle stop and expiry saved.',
+  uploaded: 'The file was uploaded.',
+  webhook_deleted: 'The webhook was deleted; nothing more is sent to it.',
 };
 export const noticeFor = (code: string | undefined) => (code ? (NOTICES[code] ?? null) : null);
 

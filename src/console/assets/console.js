@@ -48,3 +48,35 @@ window.addEventListener('pageshow', () => {
     b.removeAttribute('aria-busy');
   }
 });
+
+// An upload streams: the chosen file goes as the request's body (the browser reads it from disk as it sends),
+// so the server passes the bytes on to the VM as they come instead of reading a multipart body whole.
+document.addEventListener('submit', (event) => {
+  const form = event.target;
+  if (!(form instanceof HTMLFormElement) || !form.hasAttribute('data-stream-upload') || !window.fetch) return;
+  const input = form.querySelector('input[type="file"]');
+  const file = input && input.files && input.files[0];
+  if (!file) return;
+  event.preventDefault();
+  const query = new URLSearchParams({ dir: form.elements.dir.value, name: form.elements.name.value.trim() });
+  const token = form.elements._csrf.value;
+  fetch(`${form.action}?${query}`, { method: 'POST', body: file, headers: { 'content-type': 'application/octet-stream', 'x-csrf-token': token } })
+    .then(async (res) => {
+      if (res.redirected && res.ok) return window.location.assign(res.url);
+      // The server's page with the API's message: show its problem above the form.
+      const doc = new DOMParser().parseFromString(await res.text(), 'text/html');
+      const problem = doc.querySelector('.problem');
+      for (const old of form.parentNode.querySelectorAll(':scope > .problem.upload-problem')) old.remove();
+      if (problem) {
+        problem.classList.add('upload-problem');
+        form.before(document.importNode(problem, true));
+      }
+    })
+    .catch(() => undefined)
+    .finally(() => {
+      for (const b of form.querySelectorAll('.busy')) {
+        b.classList.remove('busy');
+        b.removeAttribute('aria-busy');
+      }
+    });
+});

@@ -21,7 +21,7 @@ export function registerBilling(app: ConsoleApp, deps: ConsoleDeps) {
     const spentDays = spend.filter((d) => d.card_cents + d.credits_cents > 0);
     return page(
       c,
-      { title: 'Billing and usage', section: 'billing', session, kind: 'billing' },
+      { title: 'Billing and usage', section: 'billing', session, kind: 'billing', actions: <a class="button" href="/console/billing/ledger">Ledger</a> },
       <>
         <div class="stats">
           <div class="stat card">

@@ -5,6 +5,7 @@ import { ActionButton, noticeFor, Pager, pricingOf, RunStatus, Status, Time, vmP
 import { bytes, duration, TRANSITIONAL } from '../format.ts';
 import { Csrf, fragment, page } from '../layout.tsx';
 import type { ConsoleSession } from '../../domain/sessions.ts';
+import { FilesSection, registerFiles } from './files.tsx';
 
 const RUNS_PAGE = 10;
 const EGRESS_LOG_ROWS = 20;
@@ -281,9 +282,41 @@ function Capture({ vm, session }: { vm: Schemas['VM']; session: ConsoleSession }
  * The sections of a VM's page, in order. Parts that land later (the terminal and files of issue 17) add a
  * section here.
  */
+/** Idle stop and expiry: what they are, and a form to change them (PATCH /v1/api/vms/{id}). */
+function Lifetime({ vm, session }: { vm: Schemas['VM']; session: ConsoleSession }) {
+  return (
+    <section class="card stack half" aria-labelledby="lifetime-h">
+      <h2 id="lifetime-h">Idle stop and expiry</h2>
+      <dl class="facts" id="lifetime">
+        <dt>Idle stop</dt>
+        <dd>{vm.auto_stop_after_s === null ? 'never' : `after ${duration(vm.auto_stop_after_s * 1000)} without a run, a shell or egress`}</dd>
+        <dt>Expires</dt>
+        <dd>{vm.expires_at ? <Time at={vm.expires_at} /> : 'never'}</dd>
+      </dl>
+      <form class="stack" method="post" action={`${vmPath(vm.vm_id)}/lifetime`}>
+        <Csrf session={session} />
+        <div class="field">
+          <label for="auto-stop">Stop when idle for (minutes; empty: never)</label>
+          <input id="auto-stop" name="auto_stop_min" inputmode="numeric" pattern="[0-9]*" value={vm.auto_stop_after_s === null ? '' : String(Math.round(vm.auto_stop_after_s / 60))} />
+        </div>
+        <div class="field">
+          <label for="expires-at">Destroy at (RFC 3339, e.g. 2026-12-31T18:00:00Z; empty: never)</label>
+          <input id="expires-at" name="expires_at" class="mono" autocomplete="off" spellcheck={false} value={vm.expires_at ?? ''} />
+        </div>
+        <div class="button-row">
+          <button type="submit" class="button">
+            Save
+          </button>
+        </div>
+      </form>
+    </section>
+  );
+}
+
 type VmSection = (ctx: { vm: Schemas['VM']; session: ConsoleSession; api: ApiClient; c: ConsoleContext }) => Promise<Child>;
 const VM_SECTIONS: VmSection[] = [
   async ({ vm, session }) => <TaskBox vm={vm} session={session} />,
+  async (ctx) => FilesSection(ctx),
   async ({ vm, api, c }) => {
     const offset = Math.max(0, Number.parseInt(c.req.query('runs') ?? '0', 10) || 0);
     const runs = await call(api.GET('/v1/api/vms/{id}/runs', { params: { path: { id: vm.vm_id }, query: { limit: RUNS_PAGE, offset } } }));
@@ -295,9 +328,10 @@ const VM_SECTIONS: VmSection[] = [
   },
   async ({ vm, session }) => <Secrets vm={vm} session={session} />,
   async ({ vm, session }) => <Capture vm={vm} session={session} />,
+  async ({ vm, session }) => <Lifetime vm={vm} session={session} />,
 ];
 
-async function vmPage(c: ConsoleContext, id: string, opts: { problem?: ClientError; status?: number } = {}) {
+export async function vmPage(c: ConsoleContext, id: string, opts: { problem?: ClientError; status?: number } = {}) {
   const api = c.get('api') as ApiClient;
   const session = c.get('session') as ConsoleSession;
   const vm = await call(api.GET('/v1/api/vms/{id}', { params: { path: { id } } }));
@@ -320,7 +354,8 @@ async function vmPage(c: ConsoleContext, id: string, opts: { problem?: ClientErr
   );
 }
 
-export function registerVm(app: ConsoleApp, _deps: ConsoleDeps) {
+export function registerVm(app: ConsoleApp, deps: ConsoleDeps) {
+  registerFiles(app, deps);
   /** Runs a change; on the API's refusal, shows the VM's page with its message and hint. */
   const act = async (c: ConsoleContext, change: () => Promise<string>) => {
     try {
@@ -420,6 +455,22 @@ export function registerVm(app: ConsoleApp, _deps: ConsoleDeps) {
     return setSecret(c, c.req.param('id')!, await field(c, 'name'), value, 'secret_set');
   });
   app.post('/vms/:id/secrets/remove', async (c) => setSecret(c, c.req.param('id')!, await field(c, 'name'), null, 'secret_removed'));
+
+  app.post('/vms/:id/lifetime', async (c) => {
+    const id = c.req.param('id')!;
+    const minutes = await field(c, 'auto_stop_min');
+    const expires = await field(c, 'expires_at');
+    return act(c, async () => {
+      if (minutes && !/^\d{1,6}$/.test(minutes)) throw new ClientError('invalid_request', 'auto_stop_after_s: minutes as a whole number', 'leave it empty for never', 400);
+      await call(
+        c.get('api').PATCH('/v1/api/vms/{id}', {
+          params: { path: { id } },
+          body: { auto_stop_after_s: minutes ? Number(minutes) * 60 : null, expires_at: expires || null },
+        }),
+      );
+      return `${vmPath(id)}?done=lifetime#lifetime-h`;
+    });
+  });
 
   app.post('/vms/:id/capture', async (c) => {
     const id = c.req.param('id')!;
