@@ -214,7 +214,8 @@ test('CONNECT to an allowlisted pinned name is tunnelled; anything else is refus
     const r = await tunnel(target);
     assert.equal(r.status, 403, target);
     assert.match(r.body, why);
-    assert.ok(r.elapsed < 1000, `${target} refused in ${r.elapsed} ms`);
+    // Refused before any connection is tried (one would hang for its connect timeout): well under 5 s however slow the machine.
+    assert.ok(r.elapsed < 5000, `${target} refused in ${r.elapsed} ms`);
   }
   const log = await egressStore.listLog(db, vmId, 50);
   assert.equal(log.data.filter((e) => e.decision === 'denied').length, refused.length);
