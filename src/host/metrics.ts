@@ -14,6 +14,7 @@ import { readFile } from 'node:fs/promises';
 import type { Db } from '../store/db.ts';
 import type { Clock } from '../domain/clock.ts';
 import type { Logger } from '../log.ts';
+import { PeriodicJob } from '../jobs/periodic.ts';
 import type { QemuDriver } from '../vmm/qemu.ts';
 import * as vmStore from '../store/vms.ts';
 import * as metricsStore from '../store/metrics.ts';
@@ -59,33 +60,15 @@ export interface MetricsSamplerOptions {
   intervalMs?: number;
 }
 
-export class MetricsSampler {
-  private timer?: NodeJS.Timeout;
-  private running?: Promise<void>;
+export class MetricsSampler extends PeriodicJob {
   /** The last CPU reading of each VM's QEMU: its pid, ticks and when (ms). */
   private readonly last = new Map<string, { pid: number; cpuTicks: number; atMs: number }>();
 
-  constructor(private readonly o: MetricsSamplerOptions) {}
-
-  start(): void {
-    this.timer = setInterval(() => void this.tick(), this.o.intervalMs ?? 5000);
-    this.timer.unref();
+  constructor(private readonly o: MetricsSamplerOptions) {
+    super(o, 'sampling VMs failed');
   }
 
-  async stop(): Promise<void> {
-    clearInterval(this.timer);
-    await this.running;
-  }
-
-  /** One pass over the VMs running here. */
-  tick(): Promise<void> {
-    this.running ??= this.pass()
-      .catch((err) => this.o.log.error({ err }, 'sampling VMs failed'))
-      .finally(() => (this.running = undefined));
-    return this.running;
-  }
-
-  private async pass(): Promise<void> {
+  protected async pass(): Promise<void> {
     const rows = await vmStore.listOnHost(this.o.db, this.o.hostId);
     const running = rows.filter((r) => r.status === 'running' && this.o.driver.isRunning(r.vm_id));
     const here = new Set(running.map((r) => r.vm_id));

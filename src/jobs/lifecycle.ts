@@ -8,6 +8,7 @@
  */
 import type { Services } from '../domain/services.ts';
 import type { Logger } from '../log.ts';
+import { PeriodicJob } from './periodic.ts';
 import { BillingReconciler } from './billingReconcile.ts';
 
 export interface LifecycleJobOptions {
@@ -20,36 +21,17 @@ export interface LifecycleJobOptions {
   reconcileEveryMs?: number;
 }
 
-export class LifecycleJob {
-  private timer?: NodeJS.Timeout;
-  private running?: Promise<void>;
+export class LifecycleJob extends PeriodicJob {
   private lastPrune = 0;
   private lastReconcile = 0;
   readonly billing: BillingReconciler;
 
   constructor(private readonly o: LifecycleJobOptions) {
+    super(o, 'lifecycle pass failed');
     this.billing = new BillingReconciler({ db: o.services.db, clock: o.services.clock, log: o.log });
   }
 
-  start(): void {
-    this.timer = setInterval(() => void this.tick(), this.o.intervalMs ?? 5000);
-    this.timer.unref();
-  }
-
-  async stop(): Promise<void> {
-    clearInterval(this.timer);
-    await this.running;
-  }
-
-  /** One pass (tests call it with a clock they move). */
-  tick(): Promise<void> {
-    this.running ??= this.pass()
-      .catch((err) => this.o.log.error({ err }, 'lifecycle pass failed'))
-      .finally(() => (this.running = undefined));
-    return this.running;
-  }
-
-  private async pass(): Promise<void> {
+  protected async pass(): Promise<void> {
     const { services, log } = this.o;
     const now = services.clock.now();
     for (const vmId of await services.vms.stopIdle()) log.info({ vm_id: vmId }, 'VM idle: stopping it');
