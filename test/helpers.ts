@@ -1,5 +1,6 @@
 import { readdir, readFile } from 'node:fs/promises';
 import { Writable } from 'node:stream';
+import net from 'node:net';
 import pg from 'pg';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
@@ -329,3 +330,12 @@ export async function killQemusUnder(dir: string): Promise<void> {
     }
   }
 }
+
+/** A TCP port free on loopback now (for a process started with --port). */
+export const freePort = () =>
+  new Promise<number>((resolve) => {
+    const s = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as net.AddressInfo;
+      s.close(() => resolve(port));
+    });
+  });

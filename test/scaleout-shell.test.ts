@@ -9,13 +9,12 @@ import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { WebSocket } from 'ws';
 import { randomBase62 } from '../src/domain/ids.ts';
-import { killQemusUnder, until } from './helpers.ts';
+import { freePort, killQemusUnder, until } from './helpers.ts';
 
 const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;
 const pgUrl = process.env.AGENTVM_TEST_DATABASE_URL;
@@ -23,14 +22,6 @@ const skip = imageDir && pgUrl ? false : 'needs AGENTVM_TEST_IMAGE_DIR and AGENT
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
 const ADMIN = 'avm_admin_scaleshell_0123456789abcdefghijkl';
 const INTERNAL = `avm_internal_${randomBase62(32)}`;
-
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const s = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
 
 describe('shells and files through an API replica', { skip }, () => {
   let work: string;

@@ -14,7 +14,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
 import { randomBase62 } from '../src/domain/ids.ts';
-import { killQemusUnder, qemuPidsUnder, until } from './helpers.ts';
+import { freePort, killQemusUnder, qemuPidsUnder, until } from './helpers.ts';
 import { readRunStream } from '../src/client/runEvents.ts';
 
 const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;
@@ -23,14 +23,6 @@ const skip = imageDir && pgUrl ? false : 'needs AGENTVM_TEST_IMAGE_DIR and AGENT
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
 const ADMIN = 'avm_admin_scaleout_0123456789abcdefghijklmn';
 const INTERNAL = `avm_internal_${randomBase62(32)}`;
-
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const s = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
 
 describe('several hosts and API replicas on one PostgreSQL', { skip }, () => {
   let work: string;
