@@ -5,7 +5,7 @@ import { getHarness } from './operations/getHarness.ts';
 import { listVMs } from './operations/listVMs.ts';
 import { createVM } from './operations/createVM.ts';
 import { getVM } from './operations/getVM.ts';
-import { stopVM, startVM, restartVM, reprovisionVM } from './operations/lifecycle.ts';
+import { stopVM, startVM, restartVM, reprovisionVM, suspendVM } from './operations/lifecycle.ts';
 import { runVMTask } from './operations/runVMTask.ts';
 import { listTemplates } from './operations/listTemplates.ts';
 import { getTemplate } from './operations/getTemplate.ts';
@@ -70,6 +70,7 @@ export const CUSTOMER_OPERATIONS: Operation[] = [
   writeVMFile,
   loginStart,
   loginComplete,
+  suspendVM,
 ];
 
 export const ADMIN_OPERATIONS: Operation[] = [createTenant, setCard, removeCard, addCredits];

@@ -255,6 +255,7 @@ const COMMANDS: CommandEntry[] = [
   { command: 'vms start', operationId: 'startVM', waitFor: 'running' },
   { command: 'vms restart', operationId: 'restartVM', waitFor: 'running' },
   { command: 'vms reprovision', operationId: 'reprovisionVM', waitFor: 'running' },
+  { command: 'vms suspend', operationId: 'suspendVM', waitFor: 'suspended' },
   { command: 'vms destroy', operationId: 'destroyVM' },
   { command: 'vms run', operationIds: ['runVMTask'], build: vmsRun },
   { command: 'vms secrets', operationIds: ['setVMSecrets'], build: vmsSecrets },

@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import { createSpinner } from 'nanospinner';
 import { call, ClientError, type ApiClient, type Schemas } from '../client/client.ts';
 
-export type WaitTarget = 'running' | 'stopped';
+export type WaitTarget = 'running' | 'stopped' | 'suspended';
 
 export const addWaitOptions = (cmd: Command) =>
   cmd.option('--wait', 'wait until the transition is done, with a spinner').option('--timeout <seconds>', 'how long --wait waits', '600');
@@ -23,6 +23,11 @@ export async function waitForVm(api: ApiClient, vmId: string, target: WaitTarget
       if (vm.status === 'failed') {
         spinner.error({ text: `${vmId}: failed after ${elapsed} s: ${vm.status_reason ?? ''}` });
         throw new ClientError('vm_failed', `the VM failed: ${vm.status_reason ?? 'no reason given'}`);
+      }
+      if (target === 'suspended' && vm.status === 'running') {
+        // Back to running after `suspending`: the suspend failed and the guest ran on.
+        spinner.error({ text: `${vmId}: not suspended: ${vm.status_reason ?? ''}` });
+        throw new ClientError('suspend_failed', `the VM was not suspended: ${vm.status_reason ?? 'no reason given'}`);
       }
       if (Date.now() - started > timeoutS * 1000) {
         spinner.error({ text: `${vmId}: still ${vm.status} after ${elapsed} s` });

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { applyLifecycle, type VmStateFields } from './vmState.ts';
+import { applyLifecycle, canSuspend, type VmStateFields } from './vmState.ts';
 
 const vm = (status: VmStateFields['status'], desired: VmStateFields['desired_state'] = status === 'stopped' ? 'stopped' : 'running'): VmStateFields => ({
   status,
@@ -37,4 +37,27 @@ test('a failed VM: start clears the platform reason, stop keeps it', () => {
   const failed = { ...vm('failed'), status_reason: 'qemu exited with signal 9' };
   assert.deepEqual(applyLifecycle(failed, 'start'), { desired_state: 'running', status: 'starting', status_reason: null });
   assert.deepEqual(applyLifecycle(failed, 'stop'), { desired_state: 'stopped', status: 'stopped', status_reason: 'qemu exited with signal 9' });
+});
+
+test('suspend: a running VM starts suspending; a suspended one is a no-op; any other is refused (canSuspend)', () => {
+  assert.deepEqual(applyLifecycle(vm('running'), 'suspend'), { desired_state: 'suspended', status: 'suspending', status_reason: null });
+  assert.equal(applyLifecycle(vm('suspended', 'suspended'), 'suspend'), null);
+  assert.equal(applyLifecycle(vm('suspending', 'suspended'), 'suspend'), null);
+  assert.equal(canSuspend(vm('suspended', 'suspended')), true);
+  for (const status of ['stopped', 'starting', 'provisioning', 'restarting', 'failed', 'stopping'] as const) {
+    assert.equal(canSuspend(vm(status)), false, status);
+    assert.equal(applyLifecycle(vm(status), 'suspend'), null, status);
+  }
+  // Running but asked to stop: not a VM to suspend.
+  assert.equal(canSuspend(vm('running', 'stopped')), false);
+});
+
+test('a suspended VM: start resumes it, stop/restart/reprovision leave the suspend (its host discards the memory)', () => {
+  const suspended = vm('suspended', 'suspended');
+  assert.deepEqual(applyLifecycle(suspended, 'start'), { desired_state: 'running', status: 'starting', status_reason: null });
+  assert.deepEqual(applyLifecycle(suspended, 'stop'), { desired_state: 'stopped', status: 'stopping', status_reason: null });
+  assert.equal(applyLifecycle(suspended, 'restart')?.desired_state, 'running');
+  assert.equal(applyLifecycle(suspended, 'reprovision')?.desired_state, 'running');
+  // Start while it is still being suspended: it resumes once saved.
+  assert.deepEqual(applyLifecycle(vm('suspending', 'suspended'), 'start'), { desired_state: 'running', status: 'starting', status_reason: null });
 });

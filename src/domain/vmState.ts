@@ -12,10 +12,12 @@ export const VM_STATUSES = [
   'restarting',
   'reprovisioning',
   'failed',
+  'suspending',
+  'suspended',
 ] as const;
 export type VmStatus = (typeof VM_STATUSES)[number] | 'deleted';
-export type DesiredState = 'running' | 'stopped' | 'deleted';
-export type LifecycleAction = 'stop' | 'start' | 'restart' | 'reprovision';
+export type DesiredState = 'running' | 'stopped' | 'suspended' | 'deleted';
+export type LifecycleAction = 'stop' | 'start' | 'restart' | 'reprovision' | 'suspend';
 
 export interface VmStateFields {
   status: VmStatus;
@@ -25,9 +27,21 @@ export interface VmStateFields {
   reprovision_requested: number;
 }
 
-/** What a lifecycle call changes; null when the call is a no-op (stop on stopped, start on running). */
+/** Whether a suspend may be asked for: the VM runs (or is suspended already: a no-op). */
+export function canSuspend(vm: VmStateFields): boolean {
+  return vm.desired_state === 'suspended' || (vm.desired_state === 'running' && vm.status === 'running');
+}
+
+/**
+ * What a lifecycle call changes; null when the call is a no-op (stop on stopped, start on running,
+ * suspend on suspended). Stop, restart and reprovision of a suspended VM discard its saved memory (its
+ * host does); start resumes it. Suspend is only for a running VM (see canSuspend).
+ */
 export function applyLifecycle(vm: VmStateFields, action: LifecycleAction): Partial<VmStateFields> | null {
   switch (action) {
+    case 'suspend':
+      if (vm.desired_state === 'suspended' || !canSuspend(vm)) return null;
+      return { desired_state: 'suspended', status: 'suspending', status_reason: null };
     case 'stop':
       if (vm.desired_state === 'stopped' && (vm.status === 'stopped' || vm.status === 'stopping')) return null;
       if (vm.status === 'stopped' || vm.status === 'failed') {
@@ -35,7 +49,7 @@ export function applyLifecycle(vm: VmStateFields, action: LifecycleAction): Part
       }
       return { desired_state: 'stopped', status: 'stopping', status_reason: null };
     case 'start':
-      if (vm.desired_state === 'running' && vm.status !== 'stopped' && vm.status !== 'failed' && vm.status !== 'stopping') {
+      if (vm.desired_state === 'running' && vm.status !== 'stopped' && vm.status !== 'failed' && vm.status !== 'stopping' && vm.status !== 'suspended') {
         return null;
       }
       return { desired_state: 'running', status: vm.status === 'provisioning' ? 'provisioning' : 'starting', status_reason: null };

@@ -11,7 +11,7 @@ import { meterVm } from './metering.ts';
 import * as metricsStore from '../store/metrics.ts';
 import { newId } from './ids.ts';
 import type { BillingService } from './billing.ts';
-import { applyLifecycle, type LifecycleAction } from './vmState.ts';
+import { applyLifecycle, canSuspend, type LifecycleAction } from './vmState.ts';
 import * as vmStore from '../store/vms.ts';
 import * as hostStore from '../store/hosts.ts';
 import * as templateStore from '../store/templates.ts';
@@ -401,6 +401,9 @@ export class VmService {
     const row = await this.db.transaction(async (tx) => {
       const vm = await vmStore.lockForTenant(tx, tenantId, vmId);
       if (!vm) throw notFound('VM');
+      if (action === 'suspend' && !canSuspend(vm)) {
+        throw new ApiError('vm_not_running', `VM ${vmId} is ${vm.status}: only a running VM can be suspended`, vm.status === 'stopped' || vm.status === 'failed' ? 'start it first' : 'wait until it is running');
+      }
       const patch = applyLifecycle(vm, action);
       if (!patch) return vm;
       const updated = await vmStore.recordLifecycle(

@@ -287,6 +287,13 @@ async function handle(req: AgentRequest): Promise<unknown> {
     case 'sync':
       await run('sync', []);
       return { synced: true };
+    case 'set_clock': {
+      // A VM resumed from its suspend wakes with the time it was saved at.
+      const ms = Number((req.args as { time_ms: number })?.time_ms);
+      if (!Number.isFinite(ms) || ms <= 0) throw new Error('set_clock needs time_ms');
+      await run('date', ['-u', '-s', `@${(ms / 1000).toFixed(3)}`]);
+      return { time_ms: Date.now() };
+    }
     case 'exec':
       return exec(req.args as ExecArgs);
     case 'run_start': {

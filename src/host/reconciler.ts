@@ -19,6 +19,7 @@ import type { Image } from '../image/build.ts';
 import { netOfSlot } from '../vmm/commandLine.ts';
 import type { Logger } from '../log.ts';
 import { randomBase62 } from '../domain/ids.ts';
+import { DamagedState } from '../vmm/suspend.ts';
 
 export interface ReconcilerOptions {
   db: Db;
@@ -216,6 +217,7 @@ export class Reconciler {
     const up = this.o.driver.isRunning(row.vm_id);
     if (row.desired_state === 'deleted') return true;
     if (row.desired_state === 'stopped') return up || row.status !== 'stopped';
+    if (row.desired_state === 'suspended') return up || row.status !== 'suspended';
     if (row.reprovision_requested > row.reprovision_done || row.restart_requested > row.restart_done) return true;
     if (up) return row.status !== 'running';
     // Not running: boot it, unless it failed (a customer start or restart brings it back).
@@ -259,11 +261,14 @@ export class Reconciler {
         await vmStore.setStatus(db, row.vm_id, 'stopping', PLATFORM_REASONS.has(row.status_reason ?? '') ? row.status_reason : null, ['stopped'], clock.now());
         await driver.stop(row.vm_id);
       }
+      // A stopped VM keeps its disks, not its memory.
+      await driver.discardSuspended(row.vm_id);
       await this.endMetering(row.vm_id);
       // A platform stop keeps its reason; a failed VM stays failed.
       await this.transition(row.vm_id, (tx) => vmStore.markStopped(tx, row.vm_id, clock.now()));
       return DONE;
     }
+    if (row.desired_state === 'suspended') return this.suspend(row);
     const reprovision = row.reprovision_requested > row.reprovision_done;
     const restart = row.restart_requested > row.restart_done;
     if (!reprovision && !restart && driver.isRunning(row.vm_id)) {
@@ -278,17 +283,15 @@ export class Reconciler {
     }
     if (!image) return { done: false, waitingFor: 'the guest image' };
     if (driver.isRunning(row.vm_id) || (await driver.ownPid(row.vm_id))) await driver.stop(row.vm_id);
-    if (row.net_slot === null) throw new Error(`${row.vm_id} has no network slot`);
-    const spec: VmSpec = {
-      vmId: row.vm_id,
-      vcpus: row.vcpus,
-      memoryMib: row.memory_mib,
-      diskGib: row.disk_gib,
-      image,
-      netSlot: row.net_slot,
-      hostname: row.vm_id.replace(/_/g, '-').toLowerCase(),
-      persistBacking: row.template_id ? await templateStore.imagePath(db, row.template_id) : null,
-    };
+    // Suspended and started: resumed from its saved memory, unless restart or reprovision discard it.
+    let lostMemory: string | null = null;
+    if (!reprovision && !restart && (await driver.suspendRecord(row.vm_id))) {
+      const resumed = await this.resume(row);
+      if (resumed.done) return DONE;
+      lostMemory = resumed.reason;
+    }
+    await driver.discardSuspended(row.vm_id);
+    const spec = await this.specOf(row, image);
     await this.acquireBootSlot();
     try {
       const t0 = performance.now();
@@ -298,7 +301,7 @@ export class Reconciler {
       const t2 = performance.now();
       await this.transition(row.vm_id, async (tx) => {
         await vmStore.markBooted(tx, row.vm_id, served(row), clock.now());
-        await vmStore.markRunning(tx, row.vm_id, image.id, facts.ipv4 ?? netOfSlot(row.net_slot!).guest, clock.now());
+        await vmStore.markRunning(tx, row.vm_id, image.id, facts.ipv4 ?? netOfSlot(row.net_slot!).guest, clock.now(), lostMemory);
       });
       this.o.log.info(
         {
@@ -320,6 +323,84 @@ export class Reconciler {
       await this.endMetering(row.vm_id);
       this.o.log.warn({ vm_id: row.vm_id, reason }, 'VM failed to boot');
       return DONE;
+    } finally {
+      this.releaseBootSlot();
+    }
+  }
+
+  /**
+   * Suspends a VM its customer wants suspended: saved and its QEMU gone, metering ended. A VM not
+   * running here is suspended when its saved state is complete; otherwise its QEMU ended in the middle
+   * and it is failed with the reason (a start boots it from its disks).
+   */
+  private async suspend(row: VmRecord): Promise<Outcome> {
+    const { driver, clock } = this.o;
+    if (driver.isRunning(row.vm_id)) {
+      await vmStore.setStatus(this.o.db, row.vm_id, 'suspending', null, ['suspending'], clock.now());
+      const t0 = performance.now();
+      try {
+        const saved = await driver.suspend(row.vm_id, { imageId: row.image_id ?? '', vcpus: row.vcpus, memoryMib: row.memory_mib });
+        this.o.log.info({ vm_id: row.vm_id, bytes: saved.bytes, suspend_ms: Math.round(performance.now() - t0) }, 'VM suspended');
+      } catch (err) {
+        const reason = `suspend failed: ${(err as Error).message}`.slice(0, 500);
+        this.o.log.warn({ vm_id: row.vm_id, reason }, 'suspending a VM failed');
+        if (driver.isRunning(row.vm_id)) {
+          // The guest runs on as it was.
+          await this.transition(row.vm_id, (tx) => vmStore.markSuspendFailed(tx, row.vm_id, 'running', reason, clock.now()));
+          return DONE;
+        }
+      }
+    }
+    if (await driver.suspendRecord(row.vm_id)) {
+      await this.endMetering(row.vm_id);
+      await this.transition(row.vm_id, (tx) => vmStore.markSuspended(tx, row.vm_id, clock.now()));
+      return DONE;
+    }
+    await this.endMetering(row.vm_id);
+    await this.transition(row.vm_id, (tx) =>
+      vmStore.markSuspendFailed(tx, row.vm_id, 'failed', 'the VM stopped while it was being suspended; its memory was not saved, its disks are kept', clock.now()),
+    );
+    return DONE;
+  }
+
+  /** The machine a VM's row asks for, on `image`. */
+  private async specOf(row: VmRecord, image: Image): Promise<VmSpec> {
+    if (row.net_slot === null) throw new Error(`${row.vm_id} has no network slot`);
+    return {
+      vmId: row.vm_id,
+      vcpus: row.vcpus,
+      memoryMib: row.memory_mib,
+      diskGib: row.disk_gib,
+      image,
+      netSlot: row.net_slot,
+      hostname: row.vm_id.replace(/_/g, '-').toLowerCase(),
+      persistBacking: row.template_id ? await templateStore.imagePath(this.o.db, row.template_id) : null,
+    };
+  }
+
+  /** Resumes a suspended VM; answers the reason to give when its saved memory could not be used (it then boots fresh). */
+  private async resume(row: VmRecord): Promise<{ done: true } | { done: false; reason: string }> {
+    const { driver, clock } = this.o;
+    const image = await this.o.image(row.image_id);
+    if (!image) return { done: false, reason: 'its saved memory was lost: the image it ran on is gone from its host; booted fresh from its disks' };
+    const spec = await this.specOf(row, image);
+    await this.acquireBootSlot();
+    try {
+      const t0 = performance.now();
+      const facts = await driver.resume(spec);
+      await this.transition(row.vm_id, (tx) => vmStore.markRunning(tx, row.vm_id, image.id, facts.ipv4 ?? netOfSlot(row.net_slot!).guest, clock.now()));
+      this.o.log.info({ vm_id: row.vm_id, resume_ms: Math.round(performance.now() - t0) }, 'VM resumed from its suspend');
+      return { done: true };
+    } catch (err) {
+      if (!(err instanceof DamagedState)) {
+        // Kept for the next start (the saved state is whole; resuming failed for another reason).
+        const reason = `resuming failed: ${(err as Error).message}`.slice(0, 500);
+        await this.transition(row.vm_id, (tx) => vmStore.markBootFailed(tx, row.vm_id, reason, served(row), clock.now()));
+        this.o.log.warn({ vm_id: row.vm_id, reason }, 'resuming a VM failed');
+        return { done: true };
+      }
+      this.o.log.warn({ vm_id: row.vm_id, err: err.message }, 'the saved memory could not be used; booting fresh');
+      return { done: false, reason: `its saved memory could not be restored (${err.message})`.slice(0, 400) + '; booted fresh from its disks' };
     } finally {
       this.releaseBootSlot();
     }

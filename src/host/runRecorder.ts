@@ -55,7 +55,11 @@ export class RunRecorder {
   private timer: NodeJS.Timeout | null = null;
   private stopped = false;
   private readonly onEvent = (vmId: string, msg: Record<string, unknown>) => this.heard(vmId, msg);
-  private readonly onExit = (vmId: string) => this.kick(vmId);
+  private readonly onExit = (vmId: string) => {
+    // What was heard over the ended connection is asked for again once the VM is back (a resume).
+    for (const [runId, t] of this.tracks) if (t.vmId === vmId && !t.busy) this.tracks.delete(runId);
+    this.kick(vmId);
+  };
 
   constructor(private readonly o: RunRecorderOptions) {}
 
@@ -113,6 +117,8 @@ export class RunRecorder {
   private async tend(vmId: string): Promise<void> {
     const { db, driver } = this.o;
     const up = driver.isRunning(vmId);
+    // Suspended (or being resumed): its guest keeps its runs, queued and running, for when it is back.
+    if (!up && driver.holdsMemory(vmId)) return;
     let running = false;
     for (const run of await runStore.unfinishedOfVm(db, vmId)) {
       if (this.stopped || run.host_id !== this.o.hostId) return;

@@ -23,6 +23,7 @@ export const TOOL_NAMES: Record<string, string> = {
   startVM: 'vm_start',
   restartVM: 'vm_restart',
   reprovisionVM: 'vm_reprovision',
+  suspendVM: 'vm_suspend',
   runVMTask: 'vm_run',
   listVMRuns: 'runs_list',
   getVMRun: 'run_get',
@@ -54,7 +55,7 @@ export const TOOL_NAMES: Record<string, string> = {
 };
 
 const DESTRUCTIVE = new Set(['destroyVM', 'revokeKey', 'restartVM', 'reprovisionVM', 'stopVM', 'cancelVMRun', 'deleteWebhook']);
-const IDEMPOTENT = new Set(['stopVM', 'startVM', 'setVMSecrets', 'setVMEgress', 'revokeKey', 'destroyVM', 'cancelVMRun', 'updateVM']);
+const IDEMPOTENT = new Set(['stopVM', 'startVM', 'suspendVM', 'setVMSecrets', 'setVMEgress', 'revokeKey', 'destroyVM', 'cancelVMRun', 'updateVM']);
 /** `vm_run` with `wait: false` answers the queued run at once (`Prefer: respond-async`). */
 const RUN_WAIT = z.boolean().optional().meta({ description: 'false: answer the queued run at once (follow it with run_get); default true: answer the finished run' });
 /** A body that is not an object of fields (the secrets map) goes under this argument. */

@@ -367,13 +367,33 @@ export async function markBooted(
   ]);
 }
 
-/** Running, only while the customer still wants it running; metering of a tier VM starts now if it was not running. */
-export async function markRunning(q: Queryable, vmId: string, imageId: string | null, ipv4: string | null, now: Date): Promise<void> {
+/**
+ * Running, only while the customer still wants it running; metering of a tier VM starts now if it was
+ * not running. `reason`: what the customer should know of this start (its saved memory was lost).
+ */
+export async function markRunning(q: Queryable, vmId: string, imageId: string | null, ipv4: string | null, now: Date, reason: string | null = null): Promise<void> {
   await q.query(
-    `UPDATE vms SET status = 'running', status_reason = NULL, image_id = $2, ipv4 = coalesce($3, ipv4), updated_at = $4,
+    `UPDATE vms SET status = 'running', status_reason = $5, image_id = $2, ipv4 = coalesce($3, ipv4), updated_at = $4,
             metered_until = CASE WHEN tier IS NULL THEN NULL ELSE coalesce(metered_until, $4) END
      WHERE vm_id = $1 AND desired_state = 'running' AND deleted_at IS NULL`,
-    [vmId, imageId, ipv4, now],
+    [vmId, imageId, ipv4, now, reason],
+  );
+}
+
+/** Suspended (its memory saved, its QEMU gone), while the customer still wants it so. */
+export async function markSuspended(q: Queryable, vmId: string, now: Date): Promise<void> {
+  await q.query(`UPDATE vms SET status = 'suspended', status_reason = NULL, updated_at = $2 WHERE vm_id = $1 AND desired_state = 'suspended'`, [vmId, now]);
+}
+
+/**
+ * A suspend that could not be done: the VM is wanted running again and shows why, `running` when its
+ * guest runs on, `failed` when it is gone (a start brings it back from its disks).
+ */
+export async function markSuspendFailed(q: Queryable, vmId: string, status: 'running' | 'failed', reason: string, now: Date): Promise<void> {
+  await q.query(
+    `UPDATE vms SET desired_state = 'running', status = $2, status_reason = $3, updated_at = $4
+     WHERE vm_id = $1 AND desired_state = 'suspended'`,
+    [vmId, status, reason, now],
   );
 }
 

@@ -52,9 +52,11 @@ export function netdevArgs(net: GuestNet, forward: EgressForward | null): string
 /**
  * How a machine starts. `golden`: the machine a snapshot is saved from (RAM in a shared file, no disks
  * of a VM's own); `clone`: resumes that machine with RAM mapped copy-on-write from `mem` and the VM's
- * disks ready to plug in; `cold`: boots the same machine with the disks in place.
+ * disks ready to plug in; `cold`: boots the same machine with the disks in place; `resume`: the
+ * machine of a suspended VM, its disks in place, waiting for its saved memory and devices. Its RAM is
+ * its own (anonymous) and named as the suspended machine's was (`namedRam`: it had started as a clone).
  */
-export type MachineStart = { mode: 'cold' } | { mode: 'golden' | 'clone'; mem: string };
+export type MachineStart = { mode: 'cold' } | { mode: 'golden' | 'clone'; mem: string } | { mode: 'resume'; namedRam: boolean };
 
 /** What a machine is: a VM's shape (a VmSpec is one) and where it boots from. */
 export interface MachineSpec {
@@ -100,15 +102,17 @@ function kernelCommandLine(accel: Accel, tscKhz: number): string {
 export function qemuCommandLine(m: MachineConfig): string[] {
   const { spec, start, files: f } = m;
   const accel = m.accel === 'kvm' ? ['-accel', 'kvm', '-cpu', 'host,-arch-capabilities'] : ['-accel', 'tcg,tb-size=128', '-cpu', 'max'];
+  const namedRam = start.mode === 'resume' ? start.namedRam : start.mode !== 'cold';
   const memory =
-    start.mode === 'cold'
-      ? []
+    start.mode === 'cold' || start.mode === 'resume'
+      ? namedRam ? ['-object', `memory-backend-ram,id=mem,size=${spec.memoryMib}M`] : []
       : ['-object', `memory-backend-file,id=mem,size=${spec.memoryMib}M,mem-path=${start.mem},share=${start.mode === 'golden' ? 'on' : 'off'}`];
+  const disksInPlace = start.mode === 'cold' || start.mode === 'resume';
   const ownDrives = ['-drive', `id=upper,file=${f.upper},format=qcow2,if=none,cache=unsafe,discard=unmap,detect-zeroes=unmap`,
     '-drive', `id=persist,file=${f.persist},format=qcow2,if=none,cache=writeback,discard=unmap,detect-zeroes=unmap`];
   return [
     '-name', spec.vmId,
-    '-M', `microvm,isa-serial=on,rtc=on${start.mode === 'cold' ? '' : ',memory-backend=mem'}`,
+    '-M', `microvm,isa-serial=on,rtc=on${namedRam ? ',memory-backend=mem' : ''}`,
     ...accel,
     ...memory,
     '-m', String(spec.memoryMib),
@@ -132,7 +136,8 @@ export function qemuCommandLine(m: MachineConfig): string[] {
     '-device', `virtserialport,chardev=data,name=${DATA_PORT_NAME}`,
     '-qmp', `unix:${f.qmp},server=on,wait=off`,
     '-pidfile', f.pid,
-    ...(start.mode === 'cold' ? [...ownDrives, ...OWN_DISKS.flatMap((d) => ['-device', scsiDevice(d)])] : []),
-    ...(start.mode === 'clone' ? [...ownDrives, '-S', '-incoming', 'defer'] : []),
+    ...(disksInPlace ? [...ownDrives, ...OWN_DISKS.flatMap((d) => ['-device', scsiDevice(d)])] : []),
+    ...(start.mode === 'clone' ? ownDrives : []),
+    ...(start.mode === 'clone' || start.mode === 'resume' ? ['-S', '-incoming', 'defer'] : []),
   ];
 }

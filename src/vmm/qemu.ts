@@ -10,7 +10,7 @@
  */
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import { readdir, rm, stat } from 'node:fs/promises';
+import { readdir, readFile, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { agentRequest, qmp, type JsonLineChannel } from './channel.ts';
@@ -19,6 +19,7 @@ import { netOfSlot, ownDiskHotplugArgs, qemuCommandLine, type MachineStart } fro
 import { DiskMaker } from './disks.ts';
 import { connectMachine, consoleTail, killMachine, machineEnded, machineFiles, machinePid, resumeIncoming, spawnMachine, type MachineFiles } from './machine.ts';
 import { hostTscKhz, type Accel } from './probe.ts';
+import { DamagedState, discard, hasRecord, load, readRecord, save, suspendFiles, type SuspendRecord } from './suspend.ts';
 import { assumeLine, factsFromAssumed, type AssumeArgs, type ExecArgs, type ExecResult, type HelloFacts } from '../guest/protocol.ts';
 import type { Image } from '../image/build.ts';
 
@@ -55,7 +56,8 @@ export interface SnapshotSource {
   failed(snap: SnapshotFiles, err: Error): void;
 }
 
-export type StartedFrom = 'snapshot' | 'cold';
+/** How the running VM came up: resumed from its shape's golden snapshot, booted cold, or resumed from its own suspend. */
+export type StartedFrom = 'snapshot' | 'cold' | 'suspended';
 
 /** Where a VM's gateway socket is served (src/host/egress/gateway.ts). */
 export interface GatewayPort {
@@ -89,9 +91,9 @@ export async function machineCommandLine(
   o: MachineOptions,
   spec: VmSpec,
   files: MachineFiles,
-  how: { mode: 'cold' } | { mode: 'golden' | 'clone'; snap: SnapshotFiles },
+  how: { mode: 'cold' } | { mode: 'golden' | 'clone'; snap: SnapshotFiles } | { mode: 'resume'; namedRam: boolean },
 ): Promise<string[]> {
-  const start: MachineStart = how.mode === 'cold' ? how : { mode: how.mode, mem: how.snap.mem };
+  const start: MachineStart = how.mode === 'cold' || how.mode === 'resume' ? how : { mode: how.mode, mem: how.snap.mem };
   return qemuCommandLine({
     spec,
     start,
@@ -124,6 +126,8 @@ async function syncData(agent: JsonLineChannel, data: DataChannel, timeoutMs: nu
 export class QemuDriver extends EventEmitter {
   private readonly handles = new Map<string, Handle>();
   private readonly disks: DiskMaker;
+  /** VMs whose saved memory is being loaded: their guest's state is neither saved nor running. */
+  private readonly resuming = new Set<string>();
 
   constructor(readonly opts: DriverOptions) {
     super();
@@ -168,7 +172,7 @@ export class QemuDriver extends EventEmitter {
   }
 
   /** The QEMU command line of a VM's machine. */
-  commandLine(spec: VmSpec, how: { mode: 'cold' } | { mode: 'clone'; snap: SnapshotFiles }): Promise<string[]> {
+  commandLine(spec: VmSpec, how: { mode: 'cold' } | { mode: 'clone'; snap: SnapshotFiles } | { mode: 'resume'; namedRam: boolean }): Promise<string[]> {
     return machineCommandLine(this.opts, spec, this.files(spec.vmId), how);
   }
 
@@ -281,6 +285,96 @@ export class QemuDriver extends EventEmitter {
   }
 
   /**
+   * Whether the VM's memory is kept while no QEMU runs it: it is suspended (a complete saved state is
+   * on disk) or its saved state is being loaded. Its guest's processes, runs among them, live on.
+   */
+  holdsMemory(vmId: string): boolean {
+    return this.resuming.has(vmId) || hasRecord(suspendFiles(this.vmDir(vmId)));
+  }
+
+  /** The record of the VM's saved memory, or null when it has none. */
+  suspendRecord(vmId: string): Promise<SuspendRecord | null> {
+    return readRecord(suspendFiles(this.vmDir(vmId)));
+  }
+
+  /** Forgets the VM's saved memory (stop, restart, reprovision, a fresh boot). */
+  discardSuspended(vmId: string): Promise<void> {
+    return discard(suspendFiles(this.vmDir(vmId)));
+  }
+
+  /**
+   * Suspends the running VM: the guest's disks flushed, its memory and devices saved beside its disks
+   * (suspend.ts), then its QEMU quits. When saving fails the VM runs on and this throws.
+   */
+  async suspend(vmId: string, machine: { imageId: string; vcpus: number; memoryMib: number }): Promise<SuspendRecord> {
+    const h = this.handles.get(vmId);
+    if (!h || h.stopping) throw new Error(`${vmId} is not running`);
+    const f = this.files(vmId);
+    // What the guest has not written yet reaches the disks: they are whole even if the memory is lost.
+    await agentRequest(h.agent, 'sync', undefined, 10_000).catch(() => undefined);
+    const cmdline = await readFile(`/proc/${h.pid}/cmdline`, 'utf8').catch(() => '');
+    const record = await save(
+      (command, args) => qmp(h.qmp, command, args, 30_000),
+      suspendFiles(f.dir),
+      { named_ram: cmdline.includes('memory-backend=mem'), image_id: machine.imageId, vcpus: machine.vcpus, memory_mib: machine.memoryMib },
+      120_000,
+    );
+    h.stopping = true;
+    await qmp(h.qmp, 'quit', undefined, 2000).catch(() => undefined);
+    if (!(await Promise.race([h.exited.then(() => true), sleep(5000).then(() => false)]))) {
+      await killMachine(f, h.pid);
+      await h.exited;
+    }
+    return record;
+  }
+
+  /**
+   * Starts a suspended VM from its saved memory: its processes go on where they were. Throws
+   * DamagedState when the saved state cannot be used (none, another shape, damaged, refused, or the
+   * guest did not answer once it ran); the saved state is gone once the guest has run.
+   */
+  async resume(spec: VmSpec): Promise<HelloFacts> {
+    if (this.handles.has(spec.vmId)) throw new Error(`${spec.vmId} is already running`);
+    const f = this.files(spec.vmId);
+    const sf = suspendFiles(f.dir);
+    const record = await readRecord(sf);
+    if (!record) throw new DamagedState('no complete saved memory was found');
+    if (record.vcpus !== spec.vcpus || record.memory_mib !== spec.memoryMib || record.image_id !== spec.image.id) {
+      throw new DamagedState('the saved memory belongs to another machine (its image or size changed)');
+    }
+    this.resuming.add(spec.vmId);
+    try {
+      const args = await this.commandLine(spec, { mode: 'resume', namedRam: record.named_ram });
+      await this.opts.gateway?.port.attach(spec.vmId, f.egress);
+      const m = await spawnMachine(this.opts.qemu, f, args, Math.min(this.opts.bootTimeoutMs, 60_000));
+      let ran = false;
+      try {
+        await load(m.qmp, sf, record, () => m.exited, m.deadline);
+        // From here the saved memory is stale: it is forgotten before the guest runs on.
+        await discard(sf);
+        ran = true;
+        await m.qmp('cont');
+        const facts = await agentRequest<HelloFacts>(m.agent, 'hello', undefined, Math.max(5000, m.deadline - Date.now()));
+        await syncData(m.agent, m.data, Math.max(5000, m.deadline - Date.now()));
+        // The guest's clock stood still while it was saved.
+        await agentRequest(m.agent, 'set_clock', { time_ms: Date.now() }, 5000).catch((err: Error) =>
+          this.opts.log?.("setting a resumed guest's clock failed", { vm_id: spec.vmId, err: err.message }),
+        );
+        this.track(spec.vmId, 'suspended', m.pid, m.qmpCh, m.agent, m.data, facts, m.exit);
+        return facts;
+      } catch (err) {
+        await m.kill();
+        const tail = await this.consoleTail(spec.vmId);
+        const message = `${(err as Error).message}${m.exitText() ? ` (qemu ${m.exitText()})` : ''}${tail ? `; console: ${tail}` : ''}`;
+        if (err instanceof DamagedState || ran) throw new DamagedState(message);
+        throw new Error(message);
+      }
+    } finally {
+      this.resuming.delete(spec.vmId);
+    }
+  }
+
+  /**
    * Finds a QEMU left running by an earlier server process and takes it over: the pid file names it,
    * and its command line must name this VM's directory (a recycled pid is never touched).
    */
@@ -291,6 +385,21 @@ export class QemuDriver extends EventEmitter {
     if (!pid) return null;
     try {
       const { qmpCh, agent, data } = await connectMachine(f);
+      // A suspend or a resume that an earlier process did not finish leaves the guest paused.
+      const { status } = await qmp<{ status: string }>(qmpCh, 'query-status', undefined, 5000).catch(() => ({ status: 'unknown' }));
+      if (status === 'inmigrate' || ((status === 'postmigrate' || status === 'paused' || status === 'finish-migrate') && hasRecord(suspendFiles(f.dir)))) {
+        // Loading a saved state (it is loaded again), or saved whole (the VM is suspended): this QEMU is not needed.
+        qmpCh.close();
+        agent.close();
+        data.close();
+        await killMachine(f, pid);
+        return null;
+      }
+      if (status === 'postmigrate' || status === 'paused' || status === 'finish-migrate') {
+        // Paused in the middle of saving: the guest runs on (the suspend is asked for again).
+        await qmp(qmpCh, 'migrate_cancel', undefined, 5000).catch(() => undefined);
+        await qmp(qmpCh, 'cont', undefined, 5000).catch(() => undefined);
+      }
       const facts = await agentRequest<HelloFacts>(agent, 'hello', undefined, 5000).catch((err: Error) => {
         qmpCh.close();
         agent.close();

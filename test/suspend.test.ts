@@ -1,0 +1,233 @@
+/**
+ * Suspend with memory on real microVMs (decisions section 12): a tier VM suspended in the middle of a
+ * ticker run draws nothing while suspended, its QEMU gone; started again it goes on where it was (the
+ * run ends with every line once and in order, a file in a tmpfs and a sleeping process are still there, its
+ * clock is now). Stop and restart discard the saved memory; a damaged state file makes the start boot
+ * fresh from the disks (the persist disk intact, status_reason says so); QEMU killed in the middle of
+ * a suspend never leaves a state a start would trust; bad requests are refused and change nothing.
+ * Needs a built guest image: AGENTVM_TEST_IMAGE_DIR (npm run test:all sets it).
+ */
+import { describe, test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { mkdtemp, open, rm, stat } from 'node:fs/promises';
+import { Writable } from 'node:stream';
+import os from 'node:os';
+import path from 'node:path';
+import { loadConfig } from '../src/config.ts';
+import { startServer, type RunningServer } from '../src/server.ts';
+import { createLogger } from '../src/log.ts';
+import { killQemusUnder, qemuPidsUnder, until } from './helpers.ts';
+
+const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;
+const skip = imageDir ? false : 'set AGENTVM_TEST_IMAGE_DIR to a built image dir (npm run test:all does)';
+const ADMIN = 'avm_admin_test_token_suspend_0123456789abc';
+
+type Call = (method: string, p: string, body?: unknown, headers?: Record<string, string>) => Promise<{ status: number; body: any }>;
+const client = (base: string, key: string): Call => async (method, p, body, headers = {}) => {
+  const res = await fetch(`${base}${p}`, {
+    method,
+    headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  return { status: res.status, body: text ? JSON.parse(text) : undefined };
+};
+
+describe('suspend with memory on real microVMs', { skip }, () => {
+  let dataDir: string;
+  let server: RunningServer;
+  let admin: Call;
+  let api: Call;
+  let tenantId: string;
+
+  const vmDir = (vmId: string) => path.join(dataDir, 'vms', vmId);
+  const sh = async (vmId: string, script: string, timeoutMs = 20_000) => {
+    const r = await server.host.driver!.exec(vmId, { argv: ['sh', '-c', script] }, timeoutMs);
+    assert.equal(r.exit_code, 0, `${script}: ${r.stderr}`);
+    return r.stdout.trim();
+  };
+  const vm = async (vmId: string) => (await api('GET', `/v1/api/vms/${vmId}`)).body;
+  const untilStatus = (vmId: string, status: string, ms = 5 * 60_000) =>
+    until(`${vmId} ${status}`, async () => {
+      const v = await vm(vmId);
+      if (v.status === 'failed' && status !== 'failed') throw new Error(`failed: ${v.status_reason}`);
+      return v.status === status ? v : undefined;
+    }, ms);
+  const drawnFor = async (vmId: string) =>
+    (await server.services.db.query<{ cents: number }>(`SELECT coalesce(sum(amount_cents), 0)::int AS cents FROM ledger WHERE vm_id = $1 AND kind = 'credit_draw'`, [vmId]))[0].cents;
+  const meteredUntil = async (vmId: string) =>
+    (await server.services.db.query<{ metered_until: Date | null }>('SELECT metered_until FROM vms WHERE vm_id = $1', [vmId]))[0].metered_until;
+
+  before(async () => {
+    dataDir = await mkdtemp(path.join(os.tmpdir(), 'agentvm-suspend-'));
+    process.env.AGENTVM_ADMIN_TOKEN = ADMIN;
+    const config = { ...loadConfig({ host: '127.0.0.1', port: 0, dataDir }), imageDir: imageDir!, meterIntervalMs: 1000 };
+    delete process.env.AGENTVM_ADMIN_TOKEN;
+    server = await startServer(config, createLogger('warn', new Writable({ write: (_c, _e, cb) => cb() })));
+    await server.host.imageReady;
+    admin = client(server.url, ADMIN);
+    const tenant = (await admin('POST', '/v1/admin/tenants', { email: 'suspend@example.com' })).body;
+    tenantId = tenant.tenant_id;
+    await admin('PUT', `/v1/admin/tenants/${tenantId}/card`, { brand: 'visa', last4: '4242' });
+    await admin('POST', `/v1/admin/tenants/${tenantId}/credits`, { amount_cents: 10_000 });
+    api = client(server.url, tenant.api_key);
+  });
+
+  after(async () => {
+    await server?.close({ stopVms: true });
+    await killQemusUnder(dataDir);
+    await rm(dataDir, { recursive: true, force: true });
+  });
+
+  test('suspended in the middle of a run: no QEMU, no credits drawn; started, the run goes on and ends whole', { timeout: 10 * 60_000 }, async () => {
+    const vmId = (await api('POST', '/v1/api/vms', { tier: 'ondemand', harness: 'ticker' })).body.vm_id;
+    await untilStatus(vmId, 'running');
+    // Memory only: a tmpfs of its own, and a process that sleeps.
+    await sh(vmId, 'mkdir -p /mnt/mem && mount -t tmpfs mem /mnt/mem && echo kept-in-memory > /mnt/mem/marker && echo on-disk > /persist/marker && sync');
+    const sleeper = await sh(vmId, 'setsid sleep 7777 >/dev/null 2>&1 < /dev/null & echo $!');
+    const bootsBefore = (await server.services.db.query<{ boots: number }>('SELECT boots FROM vms WHERE vm_id = $1', [vmId]))[0].boots;
+
+    const lines = Array.from({ length: 15 }, (_, i) => `tick ${i + 1}`);
+    const run = (await api('POST', `/v1/api/vms/${vmId}/run`, { task: lines.join('\n') }, { Prefer: 'respond-async' })).body;
+    await until('three lines stored', async () => {
+      const [r] = await server.services.db.query<{ last_seq: number }>('SELECT last_seq FROM runs WHERE run_id = $1', [run.run_id]);
+      return r.last_seq >= 3;
+    }, 120_000);
+
+    const suspending = await api('POST', `/v1/api/vms/${vmId}/suspend`);
+    assert.equal(suspending.status, 200);
+    assert.equal(suspending.body.status, 'suspending');
+    const suspended = await untilStatus(vmId, 'suspended');
+    assert.equal(suspended.status_reason, null);
+    assert.deepEqual(await qemuPidsUnder(vmDir(vmId)), [], 'its QEMU is gone');
+    assert.ok(existsSync(path.join(vmDir(vmId), 'suspend.json')), 'its saved state is recorded');
+    assert.equal(await meteredUntil(vmId), null, 'not metered while suspended');
+    // Suspend of a suspended VM: 200, nothing changes.
+    const again = await api('POST', `/v1/api/vms/${vmId}/suspend`);
+    assert.equal(again.status, 200);
+    assert.equal(again.body.status, 'suspended');
+    const drawn = await drawnFor(vmId);
+    await new Promise((r) => setTimeout(r, 4000));
+    assert.equal(await drawnFor(vmId), drawn, 'nothing drawn while suspended');
+    assert.equal((await api('GET', `/v1/api/vms/${vmId}/runs/${run.run_id}`)).body.status, 'running', 'the run waits with its VM');
+
+    const started = await api('POST', `/v1/api/vms/${vmId}/start`);
+    assert.equal(started.status, 200);
+    assert.equal(started.body.status, 'starting');
+    const running = await untilStatus(vmId, 'running');
+    assert.equal(running.status_reason, null);
+    assert.equal(server.host.driver!.startedFrom(vmId), 'suspended');
+    assert.ok(!existsSync(path.join(vmDir(vmId), 'suspend.json')), 'the saved state is forgotten once the guest runs on');
+    assert.ok(await meteredUntil(vmId), 'metered again while running');
+
+    const finished = await until('the run finished', async () => {
+      const r = (await api('GET', `/v1/api/vms/${vmId}/runs/${run.run_id}`)).body;
+      return r.status !== 'queued' && r.status !== 'running' ? r : undefined;
+    }, 120_000);
+    assert.equal(finished.status, 'succeeded', finished.status_reason);
+    assert.equal(finished.stdout, `${lines.join('\n')}\n`, 'every line once, in order');
+    assert.equal(await sh(vmId, 'cat /mnt/mem/marker'), 'kept-in-memory', 'its memory was kept');
+    assert.match(await sh(vmId, `tr '\\0' ' ' < /proc/${sleeper}/cmdline`), /^sleep 7777/, 'its processes live on');
+    const guestNow = Number(await sh(vmId, 'date +%s'));
+    assert.ok(Math.abs(guestNow * 1000 - Date.now()) < 5000, `the guest's clock is now (${guestNow})`);
+    const bootsAfter = (await server.services.db.query<{ boots: number }>('SELECT boots FROM vms WHERE vm_id = $1', [vmId]))[0].boots;
+    assert.equal(bootsAfter, bootsBefore, 'resumed, not booted');
+
+    // Stop of a suspended VM discards its memory; its disk stays.
+    await api('POST', `/v1/api/vms/${vmId}/suspend`);
+    await untilStatus(vmId, 'suspended');
+    await api('POST', `/v1/api/vms/${vmId}/stop`);
+    await untilStatus(vmId, 'stopped');
+    assert.ok(!existsSync(path.join(vmDir(vmId), 'suspend.state')), 'stop discards the saved memory');
+    await api('POST', `/v1/api/vms/${vmId}/start`);
+    await untilStatus(vmId, 'running');
+    assert.equal(server.host.driver!.startedFrom(vmId) === 'suspended', false, 'a stopped VM boots');
+    assert.equal(await sh(vmId, 'cat /persist/marker'), 'on-disk');
+    assert.equal(await sh(vmId, 'cat /mnt/mem/marker 2>/dev/null || echo gone'), 'gone');
+    await api('DELETE', `/v1/api/vms/${vmId}`);
+  });
+
+  test('a damaged saved state: the start boots fresh from the disks, says so, and the persist disk is intact', { timeout: 10 * 60_000 }, async () => {
+    const vmId = (await api('POST', '/v1/api/vms', { harness: 'echo' })).body.vm_id;
+    await untilStatus(vmId, 'running');
+    await sh(vmId, 'echo before-suspend > /persist/work.txt && mkdir -p /mnt/mem && mount -t tmpfs mem /mnt/mem && echo mem > /mnt/mem/marker');
+    await api('POST', `/v1/api/vms/${vmId}/suspend`);
+    await untilStatus(vmId, 'suspended');
+    // Bytes in the middle of the saved memory overwritten: QEMU alone would load them.
+    const state = path.join(vmDir(vmId), 'suspend.state');
+    const { size } = await stat(state);
+    const fh = await open(state, 'r+');
+    await fh.write(Buffer.alloc(4096, 0xa5), 0, 4096, Math.floor(size / 2));
+    await fh.close();
+
+    await api('POST', `/v1/api/vms/${vmId}/start`);
+    const running = await untilStatus(vmId, 'running');
+    assert.match(running.status_reason ?? '', /saved memory could not be restored.*booted fresh from its disks/);
+    assert.notEqual(server.host.driver!.startedFrom(vmId), 'suspended');
+    assert.equal(await sh(vmId, 'cat /persist/work.txt'), 'before-suspend', 'the persist disk is intact');
+    assert.equal(await sh(vmId, 'cat /mnt/mem/marker 2>/dev/null || echo gone'), 'gone', 'a fresh boot');
+    assert.ok(!existsSync(state), 'the damaged state is removed');
+
+    // Restart of a suspended VM discards its memory too.
+    await api('POST', `/v1/api/vms/${vmId}/suspend`);
+    await untilStatus(vmId, 'suspended');
+    await api('POST', `/v1/api/vms/${vmId}/restart`);
+    const restarted = await untilStatus(vmId, 'running');
+    assert.equal(restarted.status_reason, null);
+    assert.notEqual(server.host.driver!.startedFrom(vmId), 'suspended');
+    assert.ok(!existsSync(path.join(vmDir(vmId), 'suspend.json')));
+    await api('DELETE', `/v1/api/vms/${vmId}`);
+  });
+
+  test('QEMU killed in the middle of a suspend: suspended with a whole state, or failed/running with a reason; never a half state', { timeout: 10 * 60_000 }, async () => {
+    const vmId = (await api('POST', '/v1/api/vms', { harness: 'echo' })).body.vm_id;
+    await untilStatus(vmId, 'running');
+    // Memory worth saving, so that the save takes a moment.
+    await sh(vmId, 'mkdir -p /mnt/mem && mount -t tmpfs mem /mnt/mem && head -c 100000000 /dev/urandom > /mnt/mem/fill', 120_000);
+    const [pid] = await qemuPidsUnder(vmDir(vmId));
+    await api('POST', `/v1/api/vms/${vmId}/suspend`);
+    await until('the save under way', async () => existsSync(path.join(vmDir(vmId), 'suspend.state')), 60_000);
+    process.kill(pid, 'SIGKILL');
+    const after = await until('a settled status', async () => {
+      const v = await vm(vmId);
+      return ['suspended', 'failed', 'running'].includes(v.status) ? v : undefined;
+    }, 120_000);
+    if (after.status === 'suspended') {
+      // Only a complete, checked state is ever recorded: it resumes.
+      await api('POST', `/v1/api/vms/${vmId}/start`);
+      await untilStatus(vmId, 'running');
+      assert.equal(server.host.driver!.startedFrom(vmId), 'suspended');
+    } else {
+      assert.match(after.status_reason ?? '', /suspend/, 'the reason names the suspend');
+      assert.ok(!existsSync(path.join(vmDir(vmId), 'suspend.json')), 'no record of a half-written state');
+      await api('POST', `/v1/api/vms/${vmId}/start`);
+      const v = await untilStatus(vmId, 'running');
+      assert.notEqual(server.host.driver!.startedFrom(vmId), 'suspended', `booted from its disks (${v.status_reason})`);
+    }
+    await api('DELETE', `/v1/api/vms/${vmId}`);
+  });
+
+  test('bad requests: not running → 409, read key → 403, another tenant → 404; nothing changes', { timeout: 5 * 60_000 }, async () => {
+    const vmId = (await api('POST', '/v1/api/vms', { harness: 'echo' })).body.vm_id;
+    await untilStatus(vmId, 'running');
+    await api('POST', `/v1/api/vms/${vmId}/stop`);
+    await untilStatus(vmId, 'stopped');
+    const refused = await api('POST', `/v1/api/vms/${vmId}/suspend`);
+    assert.equal(refused.status, 409);
+    assert.equal(refused.body.error, 'vm_not_running');
+    assert.match(refused.body.message, /stopped/);
+    assert.equal((await vm(vmId)).status, 'stopped');
+
+    const readKey = (await api('POST', '/v1/api/keys', { label: 'read' })).body.key;
+    const reader = client(server.url, readKey);
+    assert.equal((await reader('POST', `/v1/api/vms/${vmId}/suspend`)).status, 403);
+    const other = (await admin('POST', '/v1/admin/tenants', { email: 'other-suspend@example.com' })).body;
+    const otherApi = client(server.url, other.api_key);
+    const notFound = await otherApi('POST', `/v1/api/vms/${vmId}/suspend`);
+    assert.equal(notFound.status, 404);
+    assert.equal(notFound.body.error, 'not_found');
+    assert.equal((await vm(vmId)).status, 'stopped');
+    await api('DELETE', `/v1/api/vms/${vmId}`);
+  });
+});
