@@ -25,7 +25,7 @@ export async function startBenchPlatform(name: string, overrides: Partial<Config
     snapshots: true,
     ...overrides,
   };
-  const server = await startServer(config, createLogger('warn', process.stderr));
+  const server = await startServer(config, createLogger(process.env.BENCH_LOG_LEVEL ?? 'warn', process.stderr));
   const close = async () => {
     await server.close({ stopVms: true });
     await rm(dataDir, { recursive: true, force: true });

@@ -5,7 +5,7 @@ import { presentVm } from '../present.ts';
 import type { LifecycleAction } from '../../domain/vmState.ts';
 
 /** stop, start, restart and reprovision share one shape: set the desired state, answer the VM. */
-function lifecycleOperation(operationId: string, action: LifecycleAction, summary: string, extra: { errors?: ErrorCode[]; description?: string } = {}): Operation {
+function lifecycleOperation(operationId: string, action: LifecycleAction, summary: string, extra: { errors?: ErrorCode[]; description?: string; extension?: boolean } = {}): Operation {
   return defineOperation({
     operationId,
     method: 'post',
@@ -16,6 +16,7 @@ function lifecycleOperation(operationId: string, action: LifecycleAction, summar
     params: IdParam,
     success: { status: 200, schema: Vm, description: 'The VM, with the transition it started' },
     ...(extra.description ? { description: extra.description } : {}),
+    ...(extra.extension ? { extension: true } : {}),
     errors: ['not_found', ...(extra.errors ?? [])],
     handler: async ({ services, principal, params }) => ({
       body: presentVm(await services.vms.lifecycle(principal.tenantId, params.id, action)),
@@ -33,6 +34,7 @@ export const reprovisionVM = lifecycleOperation(
 );
 export const suspendVM = lifecycleOperation('suspendVM', 'suspend', "Suspend a running VM with its memory: processes resume where they were on start", {
   errors: ['vm_not_running'],
+  extension: true,
   description:
     "The VM's memory and device state are saved on its host and its QEMU exits (status `suspending`, then `suspended`); a suspended tier VM " +
     'draws no credits. `start` resumes it with its processes as they were, runs among them; stop, restart and reprovision discard the ' +
