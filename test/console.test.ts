@@ -761,6 +761,12 @@ describe('web console with a real VM', { skip: noBrowser || (imageDir ? false : 
     await page.keyboard.press('Escape');
     await page.keyboard.press('Tab');
     assert.equal(await page.evaluate(() => document.activeElement?.id), 'terminal-screen-reader', 'Esc then Tab moved on to the next control');
+    // Screen reader mode: xterm.js's own accessible copy of the screen, which passes axe-core too.
+    await page.keyboard.press('Space');
+    await page.locator('#terminal-screen .xterm-accessibility-tree').waitFor({ state: 'attached' });
+    assert.match(await page.locator('#terminal-screen .xterm-accessibility-tree').textContent() ?? '', /42/);
+    await axeCheck(page, 'terminal, screen reader mode');
+    await page.keyboard.press('Space');
     await page.getByRole('button', { name: 'Disconnect' }).click();
     await page.locator('#terminal-status[data-state="closed"]', { hasText: 'You disconnected.' }).waitFor();
     assert.equal(await page.evaluate(() => document.activeElement?.id), 'terminal-reconnect');
