@@ -1,7 +1,8 @@
 // The web console at scale: each page's first render (the whole HTML document, server time as seen on
 // loopback) with 100 VMs and 100,000 templates on a PostgreSQL server (a throwaway one started here), next
 // to whoami on the same server in the same run; and the JavaScript each page ships, compressed, next to
-// htmx alone. Targets: p95 ≤ 200 ms a page; ≤ 150 KiB of compressed JavaScript a page.
+// htmx alone. Targets: p95 ≤ 200 ms a page; ≤ 150 KiB of compressed JavaScript a page, except the terminal's
+// (xterm.js alone is about 86 KiB; it loads on that page only), whose weight is reported as excepted.
 import http from 'node:http';
 import { report, row, pct, type Row } from './report.ts';
 import { startPostgres } from './postgres.ts';
@@ -10,6 +11,7 @@ import { startConsoleServer } from '../test/consoleServer.ts';
 import { insertVm } from '../test/helpers.ts';
 import * as runStore from '../src/store/runs.ts';
 import { newId } from '../src/domain/ids.ts';
+import { OVER_BUDGET, type PageKind } from '../src/console/assets.ts';
 
 const TEMPLATES = Number(process.env.BENCH_TEMPLATES ?? 100_000);
 const VMS = 100;
@@ -81,7 +83,7 @@ try {
     };
     const baseline = await measure('/v1/api/whoami', auth);
     const base = `${baseline.p95.toFixed(1)} whoami`;
-    const pages: { name: string; path: string; kind: string }[] = [
+    const pages: { name: string; path: string; kind: PageKind }[] = [
       { name: 'sign in', path: '/console/login', kind: 'base' },
       { name: `VMs (${VMS})`, path: '/console/vms', kind: 'base' },
       { name: 'a VM', path: `/console/vms/${vmIds[0]}`, kind: 'base' },
@@ -91,14 +93,16 @@ try {
       { name: 'templates, most forked, page 40', path: '/console/templates?sort=forks&offset=960', kind: 'base' },
       { name: 'billing and usage', path: '/console/billing', kind: 'billing' },
       { name: 'API keys', path: '/console/keys', kind: 'base' },
+      { name: 'a VM\'s terminal', path: `/console/vms/${vmIds[1]}/terminal`, kind: 'terminal' },
     ];
     const rows: Row[] = [];
-    const scriptsOf = new Map<string, string[]>();
+    const scriptsOf = new Map<PageKind, string[]>();
     for (const p of pages) {
       const r = await measure(p.path, p.path === '/console/login' ? {} : cookie);
       rows.push(row('console', `first render, ${p.name}: p95 ms (p50)`, `${r.p95.toFixed(1)} (${r.p50.toFixed(1)})`, base, r.p95 / baseline.p95, `p95 ≤ ${MAX_MS} ms`, r.p95 <= MAX_MS));
       const html = (await get(`${server.url}${p.path}`, p.path === '/console/login' ? {} : cookie)).body;
-      scriptsOf.set(p.kind, [...html.matchAll(/<script src="([^"]+)"/g)].map((m) => m[1]));
+      // Scripts, and the ES modules they import that the page preloads.
+      scriptsOf.set(p.kind, [...html.matchAll(/<script src="([^"]+)"|<link rel="modulepreload" href="([^"]+)"/g)].map((m) => m[1] ?? m[2]));
     }
     const gzBytes = async (src: string) => (await get(`${server.url}${src}`, { 'accept-encoding': 'gzip' })).bytes;
     const htmx = await gzBytes(scriptsOf.get('base')!.find((s) => s.includes('htmx'))!);
@@ -106,7 +110,18 @@ try {
       let total = 0;
       for (const s of scripts) total += await gzBytes(s);
       const kib = total / 1024;
-      rows.push(row('console', `JavaScript shipped, ${kind} pages: KiB gzip (${scripts.length} files)`, kib.toFixed(1), `${(htmx / 1024).toFixed(1)} htmx alone`, total / htmx, `≤ ${MAX_JS_KIB} KiB`, kib <= MAX_JS_KIB));
+      const excepted = OVER_BUDGET.has(kind);
+      rows.push(
+        row(
+          'console',
+          `JavaScript shipped, ${kind} page${excepted ? '' : 's'}: KiB gzip (${scripts.length} files)`,
+          kib.toFixed(1),
+          `${(htmx / 1024).toFixed(1)} htmx alone`,
+          total / htmx,
+          excepted ? `excepted from ≤ ${MAX_JS_KIB} KiB (xterm.js; on this page only)` : `≤ ${MAX_JS_KIB} KiB`,
+          excepted ? null : kib <= MAX_JS_KIB,
+        ),
+      );
     }
     await report(`Console: ${VMS} VMs, ${TEMPLATES} templates on PostgreSQL, ${SAMPLES} sequential renders a page`, rows);
   } finally {

@@ -48,9 +48,15 @@ async function launch(): Promise<Browser> {
   return chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'] });
 }
 
-/** What a page did that it must not: a dialog (script from data ran), a page error, a CSP refusal. */
-function watch(page: Page) {
+/**
+ * What a page did that it must not: a dialog (script from data ran), a page error, a CSP refusal (Chromium says
+ * it on the console, and the page's own securitypolicyviolation listener says it again, with what was refused).
+ */
+async function watch(page: Page) {
   const seen = { dialogs: [] as string[], errors: [] as string[] };
+  await page.addInitScript(() =>
+    document.addEventListener('securitypolicyviolation', (e) => console.error(`CSP violation: ${e.violatedDirective} refused ${e.blockedURI} ${e.sample}`)),
+  );
   page.on('dialog', (d) => {
     seen.dialogs.push(d.message());
     void d.dismiss();
@@ -108,7 +114,7 @@ describe('web console in a real browser', { skip: noBrowser }, () => {
   let browser: Browser;
   let context: BrowserContext;
   let page: Page;
-  let seen: ReturnType<typeof watch>;
+  let seen: Awaited<ReturnType<typeof watch>>;
   let tenant: { tenantId: string; email: string; key: string };
   let vmId: string;
   let drop: () => Promise<void>;
@@ -121,7 +127,7 @@ describe('web console in a real browser', { skip: noBrowser }, () => {
     browser = await launch();
     context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
     page = await context.newPage();
-    seen = watch(page);
+    seen = await watch(page);
   });
   after(async () => {
     await browser?.close();
@@ -247,6 +253,39 @@ describe('web console in a real browser', { skip: noBrowser }, () => {
     assert.match(await page.locator('#files .section-problem').textContent() ?? '', /no VM host is attached to this server.*unavailable/);
     await axeCheck(page, 'VM');
     await screenshots(page, 'vm');
+  });
+
+  test('the terminal page: xterm.js opens under the CSP (nonce for its styles); without a VM host, the refusal in the API\'s words', async () => {
+    await page.goto(`${server.url}/console/vms/${vmId}`);
+    // "Open terminal" asks the API for a ticket first: its refusal shows on the VM page.
+    await page.locator('#terminal').getByRole('button', { name: 'Open terminal' }).click();
+    await page.locator('.problem', { hasText: 'no VM host is attached to this server' }).waitFor();
+    assert.equal(await page.locator('.problem-code').textContent(), 'unavailable');
+    // The page itself (a reload, a bookmark): its script asks for a ticket and says why there is none.
+    const res = await page.goto(`${server.url}/console/vms/${vmId}/terminal`);
+    const csp = res!.headers()['content-security-policy'];
+    const nonce = /style-src 'self' 'nonce-([A-Za-z0-9+/=]+)'/.exec(csp)?.[1];
+    assert.ok(nonce && nonce.length >= 22, `a style nonce in ${csp}`);
+    assert.match(csp, /script-src 'self';/);
+    assert.doesNotMatch(csp, /unsafe-inline|unsafe-eval/);
+    assert.ok(!(await page.content()).includes(nonce!), 'the nonce is not readable from the markup');
+    const again = await fetch(`${server.url}/console/vms/${vmId}/terminal`, { headers: { cookie: `avm_session=${(await context.cookies()).find((c) => c.name === 'avm_session')!.value}` } });
+    assert.notEqual(/'nonce-([^']+)'/.exec(again.headers.get('content-security-policy')!)?.[1], nonce, 'a nonce per response');
+    await page.locator('#terminal-status[data-state="failed"]').waitFor();
+    assert.match(await page.locator('#terminal-status').textContent() ?? '', /no VM host is attached to this server \(unavailable\)/);
+    // xterm.js rendered, its three <style> elements applied with the nonce.
+    await page.locator('#terminal-screen .xterm-screen').waitFor();
+    assert.deepEqual(await page.evaluate(() => [...document.querySelectorAll('#terminal-screen style')].map((s) => (s as HTMLStyleElement).sheet !== null)), [true, true, true]);
+    assert.match(await page.locator('#terminal-size').textContent() ?? '', /^\d+ × \d+$/);
+    assert.equal(await page.getByRole('button', { name: 'Reconnect' }).isVisible(), true);
+    assert.equal(await page.getByRole('button', { name: 'Disconnect' }).isVisible(), false);
+    // Other pages keep the plain policy and never load the terminal's script.
+    const vmRes = await fetch(`${server.url}/console/vms/${vmId}`, { headers: { cookie: `avm_session=${(await context.cookies()).find((c) => c.name === 'avm_session')!.value}` } });
+    assert.match(vmRes.headers.get('content-security-policy')!, /style-src 'self';/);
+    assert.doesNotMatch(await vmRes.text(), /xterm|terminal\.js/);
+    await axeCheck(page, 'terminal, not connected');
+    await screenshots(page, 'terminal-no-host');
+    assert.deepEqual(seen.errors, [], 'no script errors and no Content-Security-Policy refusals');
   });
 
   test('idle stop and expiry are saved from the VM page; bad input changes nothing', async () => {
@@ -608,7 +647,7 @@ describe('web console with a real VM', { skip: noBrowser || (imageDir ? false : 
     await server.services.billing.setCard(t.tenant_id, { brand: 'visa', last4: '4242' });
     const codeFromLog = (e: string) => /login code is (\d{6})/.exec(logs.filter((l) => l.includes(`"to":"${e}"`)).at(-1) ?? '')![1];
     const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
-    const seen = watch(page);
+    const seen = await watch(page);
     await signIn(page, { url: server.url, codeFromLog }, email);
     await page.getByLabel('Agent harness').selectOption('echo');
     await page.getByRole('button', { name: 'Review and create' }).click();
@@ -670,7 +709,82 @@ describe('web console with a real VM', { skip: noBrowser || (imageDir ? false : 
     await screenshots(page, 'vm-files');
     await page.locator('#files').getByRole('link', { name: '/persist/workspace' }).click();
     await page.locator('#file-rows').getByRole('link', { name: 'data.bin' }).waitFor();
+
+    // The terminal: "Open terminal" gets a ticket from the shell operation, the page joins xterm.js to the socket.
+    const rows = () => page.evaluate(() => [...document.querySelectorAll('#terminal-screen .xterm-rows > div')].map((r) => (r.textContent ?? '').replace(/\u00a0/g, ' ').trimEnd()));
+    const lineAppears = async (line: string | RegExp, timeout = 30_000) => {
+      const deadline = Date.now() + timeout;
+      for (;;) {
+        const now = await rows();
+        if (now.some((l) => (typeof line === 'string' ? l === line : line.test(l)))) return now;
+        if (Date.now() > deadline) assert.fail(`no line ${line} in the terminal:\n${now.filter(Boolean).join('\n')}`);
+        await page.waitForTimeout(100);
+      }
+    };
+    const type = async (text: string) => {
+      await page.keyboard.type(text);
+      await page.keyboard.press('Enter');
+    };
+    await page.goto(`${server.url}/console/vms/${vmId}`);
+    await page.locator('#terminal').getByRole('button', { name: 'Open terminal' }).click();
+    await page.waitForURL(/\/terminal$/);
+    await page.locator('#terminal-status[data-state="connected"]').waitFor({ timeout: 30_000 });
+    assert.equal(await page.evaluate(() => document.activeElement?.classList.contains('xterm-helper-textarea')), true, 'the keyboard is in the terminal');
+    await type('echo $((6*7))');
+    await lineAppears('42');
+    // 24-bit colour (a style attribute in xterm's renderer) under the CSP: set through the CSSOM, it applies.
+    await type(`printf '\\033[38;2;255;0;0mRED\\033[0m\\n'`);
+    await lineAppears('RED');
+    assert.equal(await page.locator('#terminal-screen .xterm-rows span', { hasText: /^RED$/ }).first().evaluate((el) => getComputedStyle(el).color), 'rgb(255, 0, 0)');
+    // The shell follows the window: narrow, the terminal fits 375 px and the shell is told the new size.
+    const size1280 = await page.locator('#terminal-size').textContent();
+    await page.setViewportSize({ width: 375, height: 812 });
+    await page.waitForFunction((before) => document.getElementById('terminal-size')?.textContent !== before, size1280);
+    const [cols, rows375] = (await page.locator('#terminal-size').textContent())!.split(' × ').map(Number);
+    assert.ok(cols < 50, `${cols} columns at 375 px`);
+    // The guest sets a terminal's size a moment after the frame (a process of its own, slow in an emulated VM).
+    for (let tries = 0; ; tries++) {
+      await type('stty size');
+      try {
+        await lineAppears(`${rows375} ${cols}`, 3000);
+        break;
+      } catch (err) {
+        if (tries === 10) throw err;
+      }
+    }
+    assert.ok((await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth)) <= 1, 'the terminal fits the width');
+    await page.setViewportSize({ width: 1280, height: 900 });
+    await page.waitForFunction((before) => document.getElementById('terminal-size')?.textContent === before, size1280);
+    await axeCheck(page, 'terminal');
+    await screenshots(page, 'terminal');
+    // Keyboard only: Tab is the shell's; Esc then Tab leaves; Disconnect, then Reconnect (a fresh ticket).
+    await page.keyboard.press('Escape');
+    await page.keyboard.press('Tab');
+    assert.equal(await page.evaluate(() => document.activeElement?.id), 'terminal-screen-reader', 'Esc then Tab moved on to the next control');
+    // Screen reader mode: xterm.js's own accessible copy of the screen, which passes axe-core too.
+    await page.keyboard.press('Space');
+    await page.locator('#terminal-screen .xterm-accessibility-tree').waitFor({ state: 'attached' });
+    assert.match(await page.locator('#terminal-screen .xterm-accessibility-tree').textContent() ?? '', /42/);
+    await axeCheck(page, 'terminal, screen reader mode');
+    await page.keyboard.press('Space');
+    await page.getByRole('button', { name: 'Disconnect' }).click();
+    await page.locator('#terminal-status[data-state="closed"]', { hasText: 'You disconnected.' }).waitFor();
+    assert.equal(await page.evaluate(() => document.activeElement?.id), 'terminal-reconnect');
+    await page.keyboard.press('Enter');
+    await page.locator('#terminal-status[data-state="connected"]').waitFor({ timeout: 30_000 });
+    await type('exit 3');
+    await page.locator('#terminal-status[data-state="closed"]', { hasText: 'The shell ended (exit 3).' }).waitFor({ timeout: 30_000 });
+    // A reload asks for a new ticket (the first one was used once) and connects again.
+    await page.reload();
+    await page.locator('#terminal-status[data-state="connected"]').waitFor({ timeout: 30_000 });
+    await type('echo again-$((1+1))');
+    await lineAppears('again-2');
+    // The VM stops under the shell: the socket closes with 4409 and the page says so.
+    const stop = await fetch(`${server.url}/v1/api/vms/${vmId}/stop`, { method: 'POST', headers: { authorization: `Bearer ${t.api_key}` } });
+    assert.ok(stop.status < 300, `stop: ${stop.status}`);
+    await page.locator('#terminal-status[data-state="closed"]', { hasText: 'The VM stopped' }).waitFor({ timeout: 120_000 });
+    assert.equal(await page.getByRole('button', { name: 'Reconnect' }).isVisible(), true);
     assert.deepEqual(seen.dialogs, []);
-    assert.deepEqual(seen.errors, []);
+    assert.deepEqual(seen.errors, [], 'no script errors and no Content-Security-Policy refusals');
   });
 });

@@ -1,7 +1,7 @@
 import type { Child } from 'hono/jsx';
 import type { Context } from 'hono';
-import { assetUrl, PAGE_SCRIPTS, type PageKind } from './assets.ts';
-import { CSRF_FIELD, SECURITY_HEADERS } from './security.ts';
+import { assetUrl, MODULE_SCRIPTS, PAGE_SCRIPTS, PAGE_STYLES, PRELOADED_MODULES, type PageKind } from './assets.ts';
+import { contentSecurityPolicy, CSRF_FIELD, SECURITY_HEADERS } from './security.ts';
 import type { ConsoleSession } from '../domain/sessions.ts';
 import type { ClientError } from './api.ts';
 
@@ -39,6 +39,10 @@ export interface PageOptions {
   status?: number;
   /** A page of one small form (sign-in): centred. */
   centered?: boolean;
+  /** This response's CSP nonce for `<style>` elements that the page's script makes (the terminal's). */
+  styleNonce?: string;
+  /** A class on <main> (a page laid out its own way). */
+  mainClass?: string;
 }
 
 /** The hidden field every form that changes something carries. */
@@ -66,10 +70,18 @@ function Shell(props: PageOptions & { children: Child }) {
         <title>{`${props.title} · agentvm`}</title>
         <meta name="htmx-config" content={HTMX_CONFIG} />
         <link rel="stylesheet" href={assetUrl('console.css')} />
-        {props.kind === 'billing' ? <link rel="stylesheet" href={assetUrl('uPlot.min.css')} /> : null}
-        {scripts.map((s) => (
-          <script src={assetUrl(s)} defer></script>
+        {(PAGE_STYLES[props.kind ?? 'base'] ?? []).map((s) => (
+          <link rel="stylesheet" href={assetUrl(s)} />
         ))}
+        {scripts.map((s) =>
+          PRELOADED_MODULES.has(s) ? (
+            <link rel="modulepreload" href={assetUrl(s)} />
+          ) : MODULE_SCRIPTS.has(s) ? (
+            <script src={assetUrl(s)} type="module"></script>
+          ) : (
+            <script src={assetUrl(s)} defer></script>
+          ),
+        )}
       </head>
       <body>
         <a class="skip" href="#main">
@@ -100,7 +112,7 @@ function Shell(props: PageOptions & { children: Child }) {
             </>
           ) : null}
         </header>
-        <main id="main" tabindex={-1} class={props.centered ? 'centered' : undefined}>
+        <main id="main" tabindex={-1} class={[props.centered ? 'centered' : '', props.mainClass ?? ''].join(' ').trim() || undefined}>
           {props.crumbs?.length ? (
             <nav class="crumbs" aria-label="Breadcrumb">
               {props.crumbs.map((c) => (
@@ -131,7 +143,9 @@ function Shell(props: PageOptions & { children: Child }) {
 /** Sends a whole page: never cached (it holds the tenant's data), with the console's security headers. */
 export async function page(c: Context, opts: PageOptions, body: Child): Promise<Response> {
   const html = '<!doctype html>' + (await (<Shell {...opts}>{body}</Shell>).toString());
-  return c.html(html, (opts.status ?? 200) as 200, { ...SECURITY_HEADERS, 'Cache-Control': 'no-store' });
+  const headers: Record<string, string> = { ...SECURITY_HEADERS, 'Cache-Control': 'no-store' };
+  if (opts.styleNonce) headers['Content-Security-Policy'] = contentSecurityPolicy({ styleNonce: opts.styleNonce });
+  return c.html(html, (opts.status ?? 200) as 200, headers);
 }
 
 /** Sends a piece of a page (an htmx swap). */

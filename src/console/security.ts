@@ -10,19 +10,27 @@ export const CSRF_HEADER = 'x-csrf-token';
 
 /**
  * Scripts only from this origin and no inline script or style (so no inline handler can run, whatever a tenant
- * typed), no framing, forms only back here.
+ * typed), no framing, forms only back here. `connect-src 'self'` covers the terminal's WebSocket too: in CSP 3
+ * 'self' matches ws: and wss: on this host and port.
+ *
+ * `styleNonce`: one page (the terminal) lets `<style>` elements that carry this response's nonce apply. xterm.js
+ * creates three of them as it opens (its renderer's sizes and colours); the page's script gives them the nonce.
+ * A nonce is random per response, so markup that a tenant typed can never carry it.
  */
-export const CONTENT_SECURITY_POLICY = [
-  "default-src 'none'",
-  "script-src 'self'",
-  "style-src 'self'",
-  "img-src 'self' data:",
-  "font-src 'self'",
-  "connect-src 'self'",
-  "form-action 'self'",
-  "frame-ancestors 'none'",
-  "base-uri 'none'",
-].join('; ');
+export function contentSecurityPolicy(opts: { styleNonce?: string } = {}): string {
+  return [
+    "default-src 'none'",
+    "script-src 'self'",
+    opts.styleNonce ? `style-src 'self' 'nonce-${opts.styleNonce}'` : "style-src 'self'",
+    "img-src 'self' data:",
+    "font-src 'self'",
+    "connect-src 'self'",
+    "form-action 'self'",
+    "frame-ancestors 'none'",
+    "base-uri 'none'",
+  ].join('; ');
+}
+export const CONTENT_SECURITY_POLICY = contentSecurityPolicy();
 
 export const SECURITY_HEADERS: Record<string, string> = {
   'Content-Security-Policy': CONTENT_SECURITY_POLICY,
@@ -43,6 +51,8 @@ export function cookieOptions(c: Context, maxAgeSeconds: number) {
 }
 
 export const newCsrfValue = () => randomBytes(24).toString('base64url');
+/** A CSP nonce for one response: 128 random bits. */
+export const newNonce = () => randomBytes(16).toString('base64');
 
 /** Constant-time comparison of a submitted token with the expected one. */
 export function tokensMatch(submitted: string | undefined, expected: string): boolean {

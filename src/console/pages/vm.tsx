@@ -6,6 +6,7 @@ import { bytes, duration, TRANSITIONAL } from '../format.ts';
 import { Csrf, fragment, page } from '../layout.tsx';
 import type { ConsoleSession } from '../../domain/sessions.ts';
 import { FilesSection, registerFiles } from './files.tsx';
+import { registerTerminal, TerminalSection } from './terminal.tsx';
 
 const RUNS_PAGE = 10;
 const EGRESS_LOG_ROWS = 20;
@@ -278,10 +279,6 @@ function Capture({ vm, session }: { vm: Schemas['VM']; session: ConsoleSession }
   );
 }
 
-/**
- * The sections of a VM's page, in order. Parts that land later (the terminal and files of issue 17) add a
- * section here.
- */
 /** Idle stop and expiry: what they are, and a form to change them (PATCH /v1/api/vms/{id}). */
 function Lifetime({ vm, session }: { vm: Schemas['VM']; session: ConsoleSession }) {
   return (
@@ -313,9 +310,11 @@ function Lifetime({ vm, session }: { vm: Schemas['VM']; session: ConsoleSession 
   );
 }
 
+/** The sections of a VM's page, in order: a part of the page is a section added here. */
 type VmSection = (ctx: { vm: Schemas['VM']; session: ConsoleSession; api: ApiClient; c: ConsoleContext }) => Promise<Child>;
 const VM_SECTIONS: VmSection[] = [
   async ({ vm, session }) => <TaskBox vm={vm} session={session} />,
+  async ({ vm, session }) => <TerminalSection vm={vm} session={session} />,
   async (ctx) => FilesSection(ctx),
   async ({ vm, api, c }) => {
     const offset = Math.max(0, Number.parseInt(c.req.query('runs') ?? '0', 10) || 0);
@@ -356,6 +355,7 @@ export async function vmPage(c: ConsoleContext, id: string, opts: { problem?: Cl
 
 export function registerVm(app: ConsoleApp, deps: ConsoleDeps) {
   registerFiles(app, deps);
+  registerTerminal(app);
   /** Runs a change; on the API's refusal, shows the VM's page with its message and hint. */
   const act = async (c: ConsoleContext, change: () => Promise<string>) => {
     try {
