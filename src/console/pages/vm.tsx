@@ -10,12 +10,13 @@ import { registerTerminal, TerminalSection } from './terminal.tsx';
 
 const RUNS_PAGE = 10;
 const EGRESS_LOG_ROWS = 20;
-const LIFECYCLE = ['stop', 'start', 'restart', 'reprovision'] as const;
+const LIFECYCLE = ['stop', 'start', 'restart', 'reprovision', 'suspend'] as const;
 type Lifecycle = (typeof LIFECYCLE)[number];
 
 /** Which lifecycle buttons make sense in a status (the API accepts them all; these are the useful ones). */
 function lifecycleFor(status: string): Lifecycle[] {
-  if (status === 'running') return ['stop', 'restart', 'reprovision'];
+  if (status === 'running') return ['suspend', 'stop', 'restart', 'reprovision'];
+  if (status === 'suspended') return ['start', 'stop', 'restart', 'reprovision'];
   if (status === 'stopped' || status === 'failed') return ['start', 'restart', 'reprovision'];
   return ['stop'];
 }
