@@ -10,7 +10,9 @@
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
-import { mkdtemp, open, rm, stat } from 'node:fs/promises';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdtemp, open, readFile, rm, stat } from 'node:fs/promises';
 import { Writable } from 'node:stream';
 import os from 'node:os';
 import path from 'node:path';
@@ -85,7 +87,8 @@ describe('suspend with memory on real microVMs', { skip }, () => {
     await untilStatus(vmId, 'running');
     // Memory only: a tmpfs of its own, and a process that sleeps.
     await sh(vmId, 'mkdir -p /mnt/mem && mount -t tmpfs mem /mnt/mem && echo kept-in-memory > /mnt/mem/marker && echo on-disk > /persist/marker && sync');
-    const sleeper = await sh(vmId, 'setsid sleep 7777 >/dev/null 2>&1 < /dev/null & echo $!');
+    const sleeper = await sh(vmId, 'setsid -f sleep 7777 >/dev/null 2>&1 < /dev/null; sleep 0.2; pgrep -x -f "sleep 7777"');
+    assert.match(sleeper, /^\d+$/);
     const bootsBefore = (await server.services.db.query<{ boots: number }>('SELECT boots FROM vms WHERE vm_id = $1', [vmId]))[0].boots;
 
     const lines = Array.from({ length: 15 }, (_, i) => `tick ${i + 1}`);
@@ -229,5 +232,97 @@ describe('suspend with memory on real microVMs', { skip }, () => {
     assert.equal(notFound.body.error, 'not_found');
     assert.equal((await vm(vmId)).status, 'stopped');
     await api('DELETE', `/v1/api/vms/${vmId}`);
+  });
+});
+
+describe('a suspend outlives a kill -9 of its server', { skip }, () => {
+  const BIN = path.resolve('bin/agentvm.js');
+  let dataDir: string;
+  let proc: ChildProcess | null = null;
+  let url = '';
+
+  async function startProcess(): Promise<void> {
+    let out = '';
+    proc = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--data-dir', dataDir], {
+      env: { ...process.env, AGENTVM_ADMIN_TOKEN: ADMIN, AGENTVM_IMAGE_DIR: imageDir!, AGENTVM_IMAGE_BUILD: 'off', AGENTVM_LOG_LEVEL: 'info' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const p = proc;
+    p.stderr!.on('data', (d) => (out += d));
+    url = await new Promise<string>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no listening line in 60 s:\n${out.slice(-2000)}`)), 60_000);
+      p.stdout!.on('data', (d) => {
+        out += d;
+        const line = out.split('\n').find((l) => l.includes('"agentvm is listening"'));
+        if (line) {
+          clearTimeout(timer);
+          resolve(JSON.parse(line).url);
+        }
+      });
+      p.once('exit', (code) => reject(new Error(`exited ${code}:\n${out.slice(-2000)}`)));
+    });
+  }
+
+  before(async () => {
+    dataDir = await mkdtemp(path.join(os.tmpdir(), 'agentvm-suspend-kill-'));
+  });
+
+  after(async () => {
+    if (proc && proc.exitCode === null && proc.signalCode === null) {
+      const gone = new Promise((r) => proc!.once('exit', r));
+      proc.kill('SIGTERM');
+      await gone;
+    }
+    await killQemusUnder(dataDir);
+    await rm(dataDir, { recursive: true, force: true });
+  });
+
+  test('kill -9 of the server in the middle of a suspend: after the restart the VM is suspended whole (or runs on), and its run ends whole', { timeout: 10 * 60_000 }, async () => {
+    await startProcess();
+    const base = () => url;
+    const call = (key: string): Call => (method, p, body, headers) => client(base(), key)(method, p, body, headers);
+    const admin = call(ADMIN);
+    await until('ready', async () => (await fetch(`${url}/readyz`)).status === 200);
+    const tenant = (await admin('POST', '/v1/admin/tenants', { email: 'suspend-kill@example.com' })).body;
+    await admin('PUT', `/v1/admin/tenants/${tenant.tenant_id}/card`, { brand: 'visa', last4: '4242' });
+    const api = call(tenant.api_key);
+    const vmId = (await api('POST', '/v1/api/vms', { harness: 'ticker' })).body.vm_id;
+    await until('running', async () => (await api('GET', `/v1/api/vms/${vmId}`)).body.status === 'running', 5 * 60_000);
+    const dir = path.join(dataDir, 'vms', vmId);
+    const want = Array.from({ length: 12 }, (_, i) => `kept ${i + 1}`);
+    const run = (await api('POST', `/v1/api/vms/${vmId}/run`, { task: want.join('\n') }, { Prefer: 'respond-async' })).body;
+    await until('two lines', async () => ((await api('GET', `/v1/api/vms/${vmId}/runs/${run.run_id}`)).body.stdout ?? '').split('\n').length > 2, 120_000);
+
+    assert.equal((await api('POST', `/v1/api/vms/${vmId}/suspend`)).status, 200);
+    await until('the save under way', async () => existsSync(path.join(dir, 'suspend.state')), 60_000);
+    const gone = new Promise((r) => proc!.once('exit', r));
+    proc!.kill('SIGKILL');
+    await gone;
+    // Whatever the moment, a record on disk names a whole state.
+    const record = await readFile(path.join(dir, 'suspend.json'), 'utf8').then(JSON.parse, () => null);
+    if (record) assert.equal(createHash('sha256').update(await readFile(path.join(dir, 'suspend.state'))).digest('hex'), record.sha256);
+    await startProcess();
+
+    const settled = await until('suspended again (or running on with a reason)', async () => {
+      const v = (await api('GET', `/v1/api/vms/${vmId}`).catch(() => null))?.body;
+      return v && ['suspended', 'running', 'failed'].includes(v.status) && !(v.status === 'running' && !v.status_reason) ? v : undefined;
+    }, 5 * 60_000);
+    if (settled.status === 'suspended') {
+      await api('POST', `/v1/api/vms/${vmId}/start`);
+      await until('running', async () => (await api('GET', `/v1/api/vms/${vmId}`)).body.status === 'running', 5 * 60_000);
+      const done = await until('the run ends', async () => {
+        const r = (await api('GET', `/v1/api/vms/${vmId}/runs/${run.run_id}`)).body;
+        return !['queued', 'running'].includes(r.status) && r;
+      }, 120_000);
+      assert.equal(done.status, 'succeeded', JSON.stringify(done));
+      assert.equal(done.stdout, `${want.join('\n')}\n`);
+    } else {
+      assert.match(settled.status_reason ?? '', /suspend/);
+      const done = await until('the run ends', async () => {
+        const r = (await api('GET', `/v1/api/vms/${vmId}/runs/${run.run_id}`)).body;
+        return !['queued', 'running'].includes(r.status) && r;
+      }, 120_000);
+      assert.ok(['succeeded', 'lost'].includes(done.status), JSON.stringify(done));
+    }
   });
 });

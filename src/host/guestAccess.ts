@@ -145,7 +145,8 @@ export async function pumpUpload(stream: MuxStream, body: AsyncIterable<Uint8Arr
 export class LocalGuestAccess implements GuestAccess {
   constructor(private readonly driver: QemuDriver) {}
 
-  private stream(vmId: string): MuxStream {
+  private async stream(vmId: string): Promise<MuxStream> {
+    await this.driver.dataReady(vmId);
     try {
       return this.driver.dataChannel(vmId).stream();
     } catch {
@@ -165,14 +166,14 @@ export class LocalGuestAccess implements GuestAccess {
   }
 
   async openShell(vmId: string, opts: ShellOptions): Promise<GuestShell> {
-    const stream = this.stream(vmId);
+    const stream = await this.stream(vmId);
     const shell = new StreamShell(stream);
     await this.open(vmId, stream, 'shell_open', { cols: opts.cols, rows: opts.rows, env: opts.env });
     return shell;
   }
 
   async readFile(vmId: string, path: string): Promise<GuestRead> {
-    const stream = this.stream(vmId);
+    const stream = await this.stream(vmId);
     const body = streamBody(stream);
     const r = await this.open<FileReadResult>(vmId, stream, 'file_read', { path });
     if (r.kind === 'dir') {
@@ -183,7 +184,7 @@ export class LocalGuestAccess implements GuestAccess {
   }
 
   async writeFile(vmId: string, path: string, body: AsyncIterable<Uint8Array>, opts: WriteOptions): Promise<{ path: string; size: number }> {
-    const stream = this.stream(vmId);
+    const stream = await this.stream(vmId);
     await this.open(vmId, stream, 'file_write', { path, max_bytes: opts.maxBytes });
     return pumpUpload(stream, body, opts);
   }

@@ -313,6 +313,7 @@ export class Reconciler {
           disks_ms: Math.round(t1 - t0),
           start_ms: Math.round(t2 - t1),
           marked_ms: Math.round(performance.now() - t2),
+          ...driver.phases.get(row.vm_id),
         },
         'VM running',
       );
@@ -340,7 +341,7 @@ export class Reconciler {
       const t0 = performance.now();
       try {
         const saved = await driver.suspend(row.vm_id, { imageId: row.image_id ?? '', vcpus: row.vcpus, memoryMib: row.memory_mib });
-        this.o.log.info({ vm_id: row.vm_id, bytes: saved.bytes, suspend_ms: Math.round(performance.now() - t0) }, 'VM suspended');
+        this.o.log.info({ vm_id: row.vm_id, bytes: saved.bytes, suspend_ms: Math.round(performance.now() - t0), ...driver.phases.get(row.vm_id) }, 'VM suspended');
       } catch (err) {
         const reason = `suspend failed: ${(err as Error).message}`.slice(0, 500);
         this.o.log.warn({ vm_id: row.vm_id, reason }, 'suspending a VM failed');
@@ -389,7 +390,7 @@ export class Reconciler {
       const t0 = performance.now();
       const facts = await driver.resume(spec);
       await this.transition(row.vm_id, (tx) => vmStore.markRunning(tx, row.vm_id, image.id, facts.ipv4 ?? netOfSlot(row.net_slot!).guest, clock.now()));
-      this.o.log.info({ vm_id: row.vm_id, resume_ms: Math.round(performance.now() - t0) }, 'VM resumed from its suspend');
+      this.o.log.info({ vm_id: row.vm_id, resume_ms: Math.round(performance.now() - t0), ...driver.phases.get(row.vm_id) }, 'VM resumed from its suspend');
       return { done: true };
     } catch (err) {
       if (!(err instanceof DamagedState)) {

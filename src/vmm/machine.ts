@@ -185,7 +185,8 @@ export async function spawnMachine(qemu: string, f: MachineFiles, args: string[]
  * Loads a saved machine into one started with `-S -incoming defer`, plugs in `devices` once it is
  * loaded (paused), and runs it.
  */
-export async function resumeIncoming(m: Machine, stateFile: string, devices: object[]): Promise<void> {
+export async function resumeIncoming(m: Machine, stateFile: string, devices: object[], phases: Record<string, number> = {}): Promise<void> {
+  let t = performance.now();
   await m.qmp('migrate-set-capabilities', { capabilities: [{ capability: 'x-ignore-shared', state: true }] });
   await m.qmp('migrate-incoming', { uri: `exec:cat ${shellSafe(stateFile)}` });
   for (;;) {
@@ -195,8 +196,11 @@ export async function resumeIncoming(m: Machine, stateFile: string, devices: obj
     if (Date.now() > m.deadline) throw new Error('the snapshot did not load in time');
     await sleep(5);
   }
+  phases.load_ms = performance.now() - t;
+  t = performance.now();
   for (const d of devices) await m.qmp('device_add', d);
   await m.qmp('cont');
+  phases.plug_ms = performance.now() - t;
 }
 
 function shellSafe(p: string): string {

@@ -116,6 +116,8 @@ interface Handle {
   facts: HelloFacts;
   stopping: boolean;
   exited: Promise<ExitInfo>;
+  /** The data port is in step with the guest (its sync marker seen): streams may be opened. */
+  dataReady: Promise<void>;
 }
 
 /** A host's first word on a VM's data port: the guest marks where this connection's bytes begin (dataChannel.ts). */
@@ -126,6 +128,8 @@ async function syncData(agent: JsonLineChannel, data: DataChannel, timeoutMs: nu
 export class QemuDriver extends EventEmitter {
   private readonly handles = new Map<string, Handle>();
   private readonly disks: DiskMaker;
+  /** How long each part of a VM's last start took (the reconciler logs them). */
+  readonly phases = new Map<string, Record<string, number>>();
   /** VMs whose saved memory is being loaded: their guest's state is neither saved nor running. */
   private readonly resuming = new Set<string>();
 
@@ -205,19 +209,23 @@ export class QemuDriver extends EventEmitter {
     // A resume is quick or broken; a cold boot under emulation takes seconds.
     const timeoutMs = snap ? Math.min(this.opts.bootTimeoutMs, 30_000) : this.opts.bootTimeoutMs;
     await this.opts.gateway?.port.attach(spec.vmId, f.egress);
+    const t0 = performance.now();
     const m = await spawnMachine(this.opts.qemu, f, args, timeoutMs);
+    const phases: Record<string, number> = { spawn_ms: performance.now() - t0 };
     try {
       if (snap) {
         // The incoming state loads while paused (-S); then run, with the VM's own disks plugged in.
-        await resumeIncoming(m, snap.state, ownDiskHotplugArgs());
+        await resumeIncoming(m, snap.state, ownDiskHotplugArgs(), phases);
       } else if (!(await this.awaitHello(m.agent, m.deadline, () => m.exited))) {
         throw new Error(m.exited ? 'the guest stopped during boot' : `the guest agent did not answer within ${timeoutMs / 1000} s`);
       }
       // The assume program answers with everything the host needs; the agent, resumed alongside,
       // answers its first request when one comes.
+      let t = performance.now();
       const out = await m.assume(assumeLine(this.assumeArgs(spec)));
+      phases.assume_ms = performance.now() - t;
       if (out.error) throw new Error(`the guest could not take its identity: ${out.error}`);
-      await syncData(m.agent, m.data, Math.max(5000, m.deadline - Date.now()));
+      this.phases.set(spec.vmId, Object.fromEntries(Object.entries(phases).map(([k, v]) => [k, Math.round(v)])));
       const facts = factsFromAssumed(out);
       if (!facts.persist.mounted) this.opts.log?.('the persist disk is not mounted', { vm_id: spec.vmId, err: facts.persist.error });
       this.track(spec.vmId, snap ? 'snapshot' : 'cold', m.pid, m.qmpCh, m.agent, m.data, facts, m.exit);
@@ -269,6 +277,11 @@ export class QemuDriver extends EventEmitter {
       facts,
       stopping: false,
       exited: machineEnded(pid, qmpCh, exitReason).then((reason) => ({ expected: handle.stopping, reason })),
+      // Off a start's path: the first shell or file of the VM waits for it, not the VM's `running`.
+      dataReady: syncData(agent, data, 30_000).catch((err: Error) => {
+        this.opts.log?.('the data port did not come in step; shells and files of this VM are unavailable', { vm_id: vmId, err: err.message });
+        data.close({ error: 'unavailable', message: 'the VM data port is not in step with its guest' });
+      }),
     };
     this.handles.set(vmId, handle);
     // The guest's notifications (lines with `event`): a run's output and end, for the host's recorder.
@@ -311,20 +324,28 @@ export class QemuDriver extends EventEmitter {
     if (!h || h.stopping) throw new Error(`${vmId} is not running`);
     const f = this.files(vmId);
     // What the guest has not written yet reaches the disks: they are whole even if the memory is lost.
+    let t = performance.now();
+    const phases: Record<string, number> = {};
     await agentRequest(h.agent, 'sync', undefined, 10_000).catch(() => undefined);
+    phases.sync_ms = performance.now() - t;
+    t = performance.now();
     const cmdline = await readFile(`/proc/${h.pid}/cmdline`, 'utf8').catch(() => '');
     const record = await save(
       (command, args) => qmp(h.qmp, command, args, 30_000),
       suspendFiles(f.dir),
-      { named_ram: cmdline.includes('memory-backend=mem'), image_id: machine.imageId, vcpus: machine.vcpus, memory_mib: machine.memoryMib },
+      { named_ram: cmdline.includes('memory-backend=mem'), image_id: machine.imageId, vcpus: machine.vcpus, memory_mib: machine.memoryMib, facts: h.facts },
       120_000,
     );
+    phases.save_ms = performance.now() - t;
+    t = performance.now();
     h.stopping = true;
     await qmp(h.qmp, 'quit', undefined, 2000).catch(() => undefined);
     if (!(await Promise.race([h.exited.then(() => true), sleep(5000).then(() => false)]))) {
       await killMachine(f, h.pid);
       await h.exited;
     }
+    phases.quit_ms = performance.now() - t;
+    this.phases.set(vmId, Object.fromEntries(Object.entries(phases).map(([k, v]) => [k, Math.round(v)])));
     return record;
   }
 
@@ -346,20 +367,31 @@ export class QemuDriver extends EventEmitter {
     try {
       const args = await this.commandLine(spec, { mode: 'resume', namedRam: record.named_ram });
       await this.opts.gateway?.port.attach(spec.vmId, f.egress);
+      let t = performance.now();
+      const phases: Record<string, number> = {};
       const m = await spawnMachine(this.opts.qemu, f, args, Math.min(this.opts.bootTimeoutMs, 60_000));
+      phases.spawn_ms = performance.now() - t;
       let ran = false;
       try {
+        t = performance.now();
         await load(m.qmp, sf, record, () => m.exited, m.deadline);
+        phases.load_ms = performance.now() - t;
         // From here the saved memory is stale: it is forgotten before the guest runs on.
+        t = performance.now();
         await discard(sf);
+        phases.discard_ms = performance.now() - t;
         ran = true;
+        t = performance.now();
         await m.qmp('cont');
-        const facts = await agentRequest<HelloFacts>(m.agent, 'hello', undefined, Math.max(5000, m.deadline - Date.now()));
-        await syncData(m.agent, m.data, Math.max(5000, m.deadline - Date.now()));
-        // The guest's clock stood still while it was saved.
-        await agentRequest(m.agent, 'set_clock', { time_ms: Date.now() }, 5000).catch((err: Error) =>
-          this.opts.log?.("setting a resumed guest's clock failed", { vm_id: spec.vmId, err: err.message }),
+        // The guest's clock stood still while it was saved: its first word is that (its agent answers).
+        const clockSet = await agentRequest(m.agent, 'set_clock', { time_ms: Date.now() }, Math.max(5000, m.deadline - Date.now())).then(
+          () => true,
+          (err: Error) => (this.opts.log?.("setting a resumed guest's clock failed", { vm_id: spec.vmId, err: err.message }), false),
         );
+        phases.clock_ms = performance.now() - t;
+        // An agent that could not set the clock (an older one) still has to answer.
+        const facts = clockSet && record.facts ? (record.facts as HelloFacts) : await agentRequest<HelloFacts>(m.agent, 'hello', undefined, 10_000);
+        this.phases.set(spec.vmId, Object.fromEntries(Object.entries(phases).map(([k, v]) => [k, Math.round(v)])));
         this.track(spec.vmId, 'suspended', m.pid, m.qmpCh, m.agent, m.data, facts, m.exit);
         return facts;
       } catch (err) {
@@ -408,7 +440,6 @@ export class QemuDriver extends EventEmitter {
       });
       // Stopped between resuming and taking its identity: not a VM yet; it boots again.
       if (!facts.assumed) throw new Error('the guest had not taken its identity');
-      await syncData(agent, data, 10_000);
       await this.opts.gateway?.port.attach(vmId, f.egress);
       this.track(vmId, 'cold', pid, qmpCh, agent, data, facts, new Promise<string>(() => undefined));
       return facts;
@@ -431,7 +462,12 @@ export class QemuDriver extends EventEmitter {
     return agentRequest<T>(h.agent, op, args, timeoutMs);
   }
 
-  /** The VM's data port (byte streams to its guest agent); throws when the VM is not running here. */
+  /** Resolves once the VM's data port is in step with its guest (see dataChannel). */
+  async dataReady(vmId: string): Promise<void> {
+    await this.handles.get(vmId)?.dataReady;
+  }
+
+  /** The VM's data port (byte streams to its guest agent; await dataReady first); throws when the VM is not running here. */
   dataChannel(vmId: string): DataChannel {
     const h = this.handles.get(vmId);
     if (!h || h.stopping) throw new Error(`${vmId} is not running`);
@@ -471,6 +507,7 @@ export class QemuDriver extends EventEmitter {
   /** Stops the VM and removes its directory with every disk. */
   async destroy(vmId: string): Promise<void> {
     await this.stop(vmId, { graceful: false });
+    this.phases.delete(vmId);
     this.opts.gateway?.port.detach(vmId);
     await rm(this.vmDir(vmId), { recursive: true, force: true });
   }

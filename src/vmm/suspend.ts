@@ -4,9 +4,9 @@
  * bytes go to `suspend.state` and through SHA-256 on the way. Only once the file is complete and
  * on disk does `suspend.json` (its size, hash and the machine it fits) appear, by rename: a state
  * without its record is never loaded, so a suspend cut short at any moment leaves nothing a start
- * would trust. A start streams the file back into a QEMU waiting with `-incoming` and paused, hashing
- * it again, and lets the guest run only when the hash matches (a damaged file: the VM boots fresh from
- * its disks instead). The record is removed before the guest runs on: the memory is then stale.
+ * would trust. A start has a QEMU waiting with `-incoming` and paused read the file, hashes it beside,
+ * and lets the guest run only when the hash matches (a damaged file: the VM boots fresh from its disks
+ * instead). The record is removed before the guest runs on: the memory is then stale.
  */
 import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream, existsSync } from 'node:fs';
@@ -14,7 +14,7 @@ import { open, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import { Transform } from 'node:stream';
+import { Transform, Writable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 const FORMAT = 1;
@@ -29,6 +29,8 @@ export interface SuspendRecord {
   image_id: string;
   vcpus: number;
   memory_mib: number;
+  /** What the guest said of itself when it was last started (a resume answers them without asking). */
+  facts: unknown;
   saved_at: string;
   save_ms: number;
 }
@@ -125,6 +127,8 @@ export async function save(qmp: Qmp, f: SuspendFiles, machine: Omit<SuspendRecor
   try {
     // Stopped first, so the stream is one pass over memory that no longer changes.
     await qmp('migrate-set-capabilities', { capabilities: [{ capability: 'x-ignore-shared', state: false }] });
+    // QEMU throttles a migration to 128 MiB/s by default: this one goes to a local file, as fast as it can.
+    await qmp('migrate-set-parameters', { 'max-bandwidth': 64 * 1024 ** 3, 'downtime-limit': 100_000 });
     await qmp('stop');
     paused = true;
     await qmp('migrate', { uri: `unix:${f.socket}` });
@@ -159,44 +163,31 @@ export async function save(qmp: Qmp, f: SuspendFiles, machine: Omit<SuspendRecor
 export class DamagedState extends Error {}
 
 /**
- * Loads a saved state into a machine started with `-S -incoming defer` (it stays paused), checking the
- * bytes against the record on the way. Throws DamagedState when they do not match or QEMU refuses them.
+ * Loads a saved state into a machine started with `-S -incoming defer` (it stays paused): QEMU reads the
+ * file itself while this process hashes it beside, and the load counts only when the bytes match the
+ * record. Throws DamagedState when they do not or QEMU refuses them.
  */
 export async function load(qmp: Qmp, f: SuspendFiles, record: SuspendRecord, exited: () => boolean, deadline: number): Promise<void> {
-  await rm(f.socket, { force: true });
-  await qmp('migrate-incoming', { uri: `unix:${f.socket}` });
-  const sock = await connectWhenListening(f.socket, deadline, exited);
-  const hasher = new Hasher();
-  try {
-    await pipeline(createReadStream(f.state, { highWaterMark: 1 << 20 }), hasher, sock);
-  } catch (err) {
-    throw new DamagedState(`the saved memory could not be read back: ${(err as Error).message}`);
-  } finally {
-    void rm(f.socket, { force: true });
-  }
-  const sha256 = hasher.hash.digest('hex');
-  if (hasher.bytes !== record.bytes || sha256 !== record.sha256) {
-    throw new DamagedState(`the saved memory is damaged (${hasher.bytes} bytes, expected ${record.bytes}; its checksum does not match)`);
-  }
+  if (!/^[A-Za-z0-9_./-]+$/.test(f.state)) throw new Error(`the path ${f.state} holds characters a state cannot be loaded from`);
+  const hashed = (async () => {
+    const hasher = new Hasher();
+    await pipeline(createReadStream(f.state, { highWaterMark: 1 << 20 }), hasher, new Writable({ write: (_c, _e, cb) => cb() }));
+    return { bytes: hasher.bytes, sha256: hasher.hash.digest('hex') };
+  })();
+  hashed.catch(() => undefined);
+  await qmp('migrate-incoming', { uri: `exec:cat ${f.state}` });
   for (;;) {
     if (exited()) throw new DamagedState('QEMU refused the saved memory');
     const st = await qmp<{ status: string }>('query-status').catch(() => ({ status: 'gone' }));
-    if (st.status === 'paused' || st.status === 'postmigrate' || st.status === 'prelaunch') return;
+    if (st.status === 'paused' || st.status === 'postmigrate' || st.status === 'prelaunch') break;
     if (st.status !== 'inmigrate') throw new DamagedState(`the saved memory did not load (status ${st.status})`);
     if (Date.now() > deadline) throw new Error('the saved memory did not load in time');
     await sleep(5);
   }
-}
-
-async function connectWhenListening(socket: string, deadline: number, exited: () => boolean): Promise<net.Socket> {
-  for (;;) {
-    const sock = await new Promise<net.Socket | null>((resolve) => {
-      const s = net.connect(socket, () => resolve(s));
-      s.once('error', () => resolve(null));
-    });
-    if (sock) return sock;
-    if (exited()) throw new DamagedState('QEMU ended before it took the saved memory');
-    if (Date.now() > deadline) throw new Error('QEMU did not listen for the saved memory in time');
-    await sleep(5);
+  const got = await hashed.catch((err: Error) => {
+    throw new DamagedState(`the saved memory could not be read back: ${err.message}`);
+  });
+  if (got.bytes !== record.bytes || got.sha256 !== record.sha256) {
+    throw new DamagedState(`the saved memory is damaged (${got.bytes} bytes, expected ${record.bytes}; its checksum does not match)`);
   }
 }
