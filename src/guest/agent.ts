@@ -329,6 +329,18 @@ async function handle(req: AgentRequest): Promise<unknown> {
     case 'sync':
       await run('sync', []);
       return { synced: true };
+    case 'stats': {
+      // The host's metrics sampler, every few seconds: read here, no process started.
+      await readAssumed();
+      const meminfo = await fsp.readFile('/proc/meminfo', 'utf8');
+      const kib = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(meminfo)?.[1] ?? NaN);
+      const fs = persist.mounted ? await fsp.statfs(PERSIST_MOUNT).catch(() => null) : null;
+      return {
+        mem_total_kib: kib('MemTotal'),
+        mem_available_kib: kib('MemAvailable'),
+        disk_used_bytes: fs ? (fs.blocks - fs.bfree) * fs.bsize : null,
+      };
+    }
     case 'set_clock':
       // A VM resumed from its suspend wakes with the time it was saved at.
       await setClock(Number((req.args as { time_ms: number })?.time_ms));

@@ -5,9 +5,10 @@
  * - CPU: utime + stime of the VM's QEMU process (/proc/<pid>/stat) over the wall time since the last
  *   sample, as a percent of the VM's vCPUs together (100: every vCPU busy). The first sample of a
  *   QEMU covers its life so far.
- * - Memory: MemTotal − MemAvailable of the guest (/proc/meminfo through the guest agent); when the
- *   guest does not answer, the QEMU process's proportional set size (/proc/<pid>/smaps_rollup).
- * - Disk: `df -P -B1 /persist` in the guest; when the guest does not answer, the last value is kept.
+ * - Memory: MemTotal − MemAvailable of the guest (/proc/meminfo, read by the guest agent's `stats`);
+ *   when the guest does not answer, the QEMU process's proportional set size (/proc/<pid>/smaps_rollup).
+ * - Disk: used blocks of /persist (statfs in the guest, as `df` counts them); when the guest does not
+ *   answer, the last value is kept. An agent without `stats` is asked through a shell script instead.
  * - Egress: summed from the VM's egress log when the sample is written.
  */
 import { readFile } from 'node:fs/promises';
@@ -83,9 +84,20 @@ export class MetricsSampler extends PeriodicJob {
     const { driver } = this.o;
     const pid = driver.pidOf(vmId);
     if (!pid) return;
+    // The agent reads its figures without starting a process (a process a VM every few seconds costs a
+    // guest under emulation real CPU and memory); an older agent runs the script.
     const guest = driver
-      .exec(vmId, { argv: ['sh', '-c', GUEST_SCRIPT], timeout_ms: 3000, max_output_bytes: 16_384 }, 4000)
-      .then((r) => parseGuestReport(r.stdout), () => ({ memoryUsedMib: null, diskUsedBytes: null }));
+      .request<{ mem_total_kib: number; mem_available_kib: number; disk_used_bytes: number | null }>(vmId, 'stats', undefined, 4000)
+      .then(
+        (r) => ({
+          memoryUsedMib: Number.isFinite(r.mem_total_kib) && Number.isFinite(r.mem_available_kib) ? Math.round((r.mem_total_kib - r.mem_available_kib) / 1024) : null,
+          diskUsedBytes: r.disk_used_bytes,
+        }),
+        () =>
+          driver
+            .exec(vmId, { argv: ['sh', '-c', GUEST_SCRIPT], timeout_ms: 3000, max_output_bytes: 16_384 }, 4000)
+            .then((r) => parseGuestReport(r.stdout), () => ({ memoryUsedMib: null, diskUsedBytes: null })),
+      );
     const times = await processTimes(pid);
     const nowMs = Date.now();
     const prev = this.last.get(vmId);

@@ -72,9 +72,28 @@ describe('the QEMU command line', () => {
     assert.ok(!valuesOf(cold, '-M')[0].includes('memory-backend'));
   });
 
-  test('only a clone waits for incoming state, paused', () => {
+  test('only a clone and a resume wait for incoming state, paused', () => {
     assert.deepEqual(clone.slice(-3), ['-S', '-incoming', 'defer']);
+    assert.deepEqual(line({ mode: 'resume', namedRam: true }).slice(-3), ['-S', '-incoming', 'defer']);
     for (const args of [cold, golden]) assert.ok(!args.includes('-incoming') && !args.includes('-S'));
+  });
+
+  test("a suspended VM's machine: its disks in place, its RAM its own and named as the suspended machine's was", () => {
+    const fromClone = line({ mode: 'resume', namedRam: true });
+    const fromCold = line({ mode: 'resume', namedRam: false });
+    // The devices a clone had once its disks were plugged in: what its saved state names.
+    assert.deepEqual(valuesOf(fromClone, '-device'), valuesOf(cold, '-device'));
+    assert.deepEqual(valuesOf(fromClone, '-object'), ['memory-backend-ram,id=mem,size=1024M']);
+    assert.ok(valuesOf(fromClone, '-M')[0].endsWith(',memory-backend=mem'));
+    assert.deepEqual(valuesOf(fromCold, '-object'), []);
+    assert.deepEqual(valuesOf(fromCold, '-M'), valuesOf(cold, '-M'));
+    assert.ok(!fromClone.some((a) => a.includes('/snap/mem')), 'no golden snapshot needed');
+  });
+
+  test('a resumed guest gets a smaller translation cache than a boot', () => {
+    assert.deepEqual(valuesOf(clone, '-accel'), ['tcg,tb-size=32']);
+    assert.deepEqual(valuesOf(line({ mode: 'resume', namedRam: true }), '-accel'), ['tcg,tb-size=32']);
+    assert.deepEqual(valuesOf(golden, '-accel'), ['tcg,tb-size=128']);
   });
 
   test("the network is always restricted: its one way out is the forward to the VM's egress gateway socket", () => {

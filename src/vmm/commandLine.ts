@@ -98,10 +98,16 @@ function kernelCommandLine(accel: Accel, tscKhz: number): string {
   return ['console=ttyS0', 'quiet', 'panic=-1', 'pci=off', 'reboot=t', ...(accel === 'tcg' ? [`tsc_early_khz=${tscKhz}`] : [])].join(' ');
 }
 
+/** The translation cache of a resumed guest under TCG, in MiB (AGENTVM_TCG_TB_MIB; the density benchmark weighs it). */
+const TB_MIB_RESUMED = Math.max(8, Number(process.env.AGENTVM_TCG_TB_MIB ?? 32) || 32);
+
 /** The arguments of `qemu-system-x86_64` for a machine. */
 export function qemuCommandLine(m: MachineConfig): string[] {
   const { spec, start, files: f } = m;
-  const accel = m.accel === 'kvm' ? ['-accel', 'kvm', '-cpu', 'host,-arch-capabilities'] : ['-accel', 'tcg,tb-size=128', '-cpu', 'max'];
+  // Under TCG, translated code is private memory of each VM's QEMU: a boot translates much (128 MiB);
+  // a resumed guest runs what its golden VM warmed up, and 32 MiB is most of its idle memory's worth.
+  const tbMib = start.mode === 'clone' || start.mode === 'resume' ? TB_MIB_RESUMED : 128;
+  const accel = m.accel === 'kvm' ? ['-accel', 'kvm', '-cpu', 'host,-arch-capabilities'] : ['-accel', `tcg,tb-size=${tbMib}`, '-cpu', 'max'];
   const namedRam = start.mode === 'resume' ? start.namedRam : start.mode !== 'cold';
   const memory =
     start.mode === 'cold' || start.mode === 'resume'
