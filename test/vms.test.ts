@@ -175,6 +175,31 @@ for (const backend of backends()) {
       assert.deepEqual(preempted, [{ status: 'stopping', status_reason: 'preempted', desired_state: 'stopped' }]);
     });
 
+    test('a suspended VM holds disk, not memory or CPU: its host takes another VM; suspend of a VM not running is 409', async () => {
+      await t.services.hosts.register({ ...host, memory_mib_total: 0, vcpus_total: 0 }); // full
+      // One starter VM's CPU and memory; disk for two and one saved memory (10 + 10 + 1 GiB).
+      await t.services.hosts.register({ ...host, host_id: 'host_one', vcpus_total: 1, memory_mib_total: 1024, disk_gib_total: 21 });
+      const tenant = await t.tenant({ card: '4242' });
+      const first = await t.request('POST', '/v1/api/vms', { key: tenant.key, body: {} });
+      assert.equal(first.status, 201);
+      assert.equal((await t.request('POST', '/v1/api/vms', { key: tenant.key, body: {} })).status, 503);
+      const refused = await t.request('POST', `/v1/api/vms/${first.body.vm_id}/suspend`, { key: tenant.key });
+      assert.equal(refused.status, 409);
+      assert.equal(refused.body.error, 'vm_not_running');
+      assert.equal((await t.request('GET', `/v1/api/vms/${first.body.vm_id}`, { key: tenant.key })).body.status, 'provisioning');
+      await t.db.query(`UPDATE vms SET status = 'running' WHERE vm_id = $1`, [first.body.vm_id]);
+      const suspending = await t.request('POST', `/v1/api/vms/${first.body.vm_id}/suspend`, { key: tenant.key });
+      assert.equal(suspending.status, 200);
+      assert.equal(suspending.body.status, 'suspending');
+      const second = await t.request('POST', '/v1/api/vms', { key: tenant.key, body: {} });
+      assert.equal(second.status, 201, JSON.stringify(second.body));
+      assert.equal((await t.db.query<{ host_id: string }>('SELECT host_id FROM vms WHERE vm_id = $1', [second.body.vm_id]))[0].host_id, 'host_one');
+      // Its saved memory counts on the disk: no room for a third VM's disk.
+      await t.db.query(`UPDATE vms SET status = 'running' WHERE vm_id = $1`, [second.body.vm_id]);
+      assert.equal((await t.request('POST', `/v1/api/vms/${second.body.vm_id}/stop`, { key: tenant.key })).status, 200);
+      assert.equal((await t.request('POST', '/v1/api/vms', { key: tenant.key, body: {} })).status, 503);
+    });
+
     test('a tier VM draws credits for its running time; at zero credits its tenant\'s tier VMs stop; destroy draws the last part-cent', async () => {
       const tenant = await t.tenant({ credits: 24 });
       const a = await t.request('POST', '/v1/api/vms', { key: tenant.key, body: { tier: 'ondemand' } });

@@ -45,6 +45,8 @@ export class HostService {
       const used = { vcpus: 0, memory_mib: 0, disk_gib: 0 };
       for (const v of vms) {
         used.disk_gib += v.disk_gib;
+        // A suspended VM holds its saved memory on the host's disk, not in its memory.
+        if (v.suspended) used.disk_gib += v.memory_mib / 1024;
         if (v.running) {
           used.vcpus += v.vcpus;
           used.memory_mib += v.memory_mib;

@@ -282,13 +282,16 @@ export async function stopTierVmsOfTenant(q: Queryable, tenantId: string, now: D
 
 // ---- placement on a host (call with the host locked) ----
 
-/** The VMs that hold room on a host (disk while they exist, CPU and memory while wanted running), newest first. */
+/**
+ * The VMs that hold room on a host (disk while they exist, CPU and memory while wanted running; a
+ * suspended one's saved memory is on disk), newest first.
+ */
 export function listHoldingRoom(
   q: Queryable,
   hostId: string,
-): Promise<Array<{ vm_id: string; vcpus: number; memory_mib: number; disk_gib: number; running: boolean; spot: boolean }>> {
+): Promise<Array<{ vm_id: string; vcpus: number; memory_mib: number; disk_gib: number; running: boolean; suspended: boolean; spot: boolean }>> {
   return q.query(
-    `SELECT vm_id, vcpus, memory_mib, disk_gib, desired_state = 'running' AS running, tier = 'spot' AS spot
+    `SELECT vm_id, vcpus, memory_mib, disk_gib, desired_state = 'running' AS running, desired_state = 'suspended' AS suspended, tier = 'spot' AS spot
      FROM vms WHERE host_id = $1 AND disks_removed_at IS NULL AND desired_state <> 'deleted'
      ORDER BY created_at DESC`,
     [hostId],
