@@ -38,8 +38,10 @@ export interface ReconcilerOptions {
   /** How often the host writes its heartbeat (well under the staleness the API replicas use). */
   heartbeatMs?: number;
   leaseMs?: number;
-  /** Boots at once; more wait their turn (TCG boots are CPU-bound). */
+  /** Cold boots at once; more wait their turn (TCG boots are CPU-bound). */
   maxConcurrentBoots?: number;
+  /** Starts from a saved machine (a golden snapshot, a suspend) at once: each is a fraction of a boot. */
+  maxConcurrentResumes?: number;
 }
 
 const PLATFORM_REASONS = new Set<string>(vmStore.PLATFORM_STOP_REASONS);
@@ -72,8 +74,7 @@ export class Reconciler {
   private scheduled?: NodeJS.Immediate;
   /** VMs that could not proceed: not taken again before `at`, unless their generation changes. */
   private readonly waits = new Map<string, { at: number; attempts: number; generation: string; waitingFor: string }>();
-  private boots = 0;
-  private readonly bootQueue: Array<() => void> = [];
+  private readonly slots = { boot: { busy: 0, queue: [] as Array<() => void> }, resume: { busy: 0, queue: [] as Array<() => void> } };
 
   constructor(private readonly o: ReconcilerOptions) {
     this.owner = `${o.hostId}:${process.pid}:${randomBase62(6)}`;
@@ -292,7 +293,7 @@ export class Reconciler {
     }
     await driver.discardSuspended(row.vm_id);
     const spec = await this.specOf(row, image);
-    await this.acquireBootSlot();
+    const release = await this.acquireBootSlot((await driver.willResume(spec)) ? 'resume' : 'boot');
     try {
       const t0 = performance.now();
       await driver.prepareDisks(spec, reprovision || restart);
@@ -325,7 +326,7 @@ export class Reconciler {
       this.o.log.warn({ vm_id: row.vm_id, reason }, 'VM failed to boot');
       return DONE;
     } finally {
-      this.releaseBootSlot();
+      release();
     }
   }
 
@@ -385,7 +386,7 @@ export class Reconciler {
     const image = await this.o.image(row.image_id);
     if (!image) return { done: false, reason: 'its saved memory was lost: the image it ran on is gone from its host; booted fresh from its disks' };
     const spec = await this.specOf(row, image);
-    await this.acquireBootSlot();
+    const release = await this.acquireBootSlot('resume');
     try {
       const t0 = performance.now();
       const facts = await driver.resume(spec);
@@ -403,21 +404,23 @@ export class Reconciler {
       this.o.log.warn({ vm_id: row.vm_id, err: err.message }, 'the saved memory could not be used; booting fresh');
       return { done: false, reason: `its saved memory could not be restored (${err.message})`.slice(0, 400) + '; booted fresh from its disks' };
     } finally {
-      this.releaseBootSlot();
+      release();
     }
   }
 
-  private acquireBootSlot(): Promise<void> {
-    if (this.boots < (this.o.maxConcurrentBoots ?? 4)) {
-      this.boots++;
-      return Promise.resolve();
+  /** Waits for a turn to start a VM: cold boots and resumes each have their own number at once. */
+  private acquireBootSlot(kind: 'boot' | 'resume'): Promise<() => void> {
+    const pool = this.slots[kind];
+    const limit = kind === 'boot' ? (this.o.maxConcurrentBoots ?? 4) : (this.o.maxConcurrentResumes ?? 8);
+    const release = () => {
+      pool.busy--;
+      pool.queue.shift()?.();
+    };
+    if (pool.busy < limit) {
+      pool.busy++;
+      return Promise.resolve(release);
     }
-    return new Promise((resolve) => this.bootQueue.push(() => (this.boots++, resolve())));
-  }
-
-  private releaseBootSlot(): void {
-    this.boots--;
-    this.bootQueue.shift()?.();
+    return new Promise((resolve) => pool.queue.push(() => (pool.busy++, resolve(release))));
   }
 
   /** A QEMU ended without being asked to: the VM says so, and its metering stops. */

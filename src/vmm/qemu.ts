@@ -53,6 +53,8 @@ export interface SnapshotFiles {
 /** Finds snapshots for a VM's shape and learns of ones that fail (implemented by SnapshotStore). */
 export interface SnapshotSource {
   find(spec: VmSpec): Promise<SnapshotFiles | null>;
+  /** Whether a start of this shape would find its snapshot now (nothing is built for asking). */
+  has(spec: VmSpec): Promise<boolean>;
   failed(snap: SnapshotFiles, err: Error): void;
 }
 
@@ -183,6 +185,11 @@ export class QemuDriver extends EventEmitter {
   /** The last lines the guest printed on its console: what a failed boot reports. */
   consoleTail(vmId: string, lines = 5): Promise<string> {
     return consoleTail(this.files(vmId), lines);
+  }
+
+  /** Whether a start of this VM would resume its shape's snapshot (a fraction of a cold boot's work). */
+  async willResume(spec: VmSpec): Promise<boolean> {
+    return (await this.opts.snapshots?.has(spec)) ?? false;
   }
 
   /**

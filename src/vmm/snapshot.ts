@@ -138,6 +138,7 @@ export class SnapshotStore implements SnapshotSource {
 
   /** Whether the shape's snapshot is ready now. */
   async has(spec: VmSpec): Promise<boolean> {
+    if (!this.initialized || this.coldStarts) return false;
     return this.ready.has(await this.keyOf(spec));
   }
 
