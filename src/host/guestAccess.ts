@@ -6,7 +6,7 @@
 import { ApiError, invalid } from '../domain/errors.ts';
 import { tooLarge, type GuestAccess, type GuestRead, type GuestShell, type ShellEnd, type ShellOptions, type WriteOptions } from '../domain/guestAccess.ts';
 import { decodeFault, type FileReadResult } from '../guest/protocol.ts';
-import { faultError, type MuxStream, type StreamFault } from '../guest/streams.ts';
+import { faultError, FILE_STREAM_WINDOW, type MuxStream, type StreamFault } from '../guest/streams.ts';
 import type { QemuDriver } from '../vmm/qemu.ts';
 
 /** How long the guest may take to open a shell or a file (a shell's start is a process or two under emulation). */
@@ -145,9 +145,9 @@ export async function pumpUpload(stream: MuxStream, body: AsyncIterable<Uint8Arr
 export class LocalGuestAccess implements GuestAccess {
   constructor(private readonly driver: QemuDriver) {}
 
-  private stream(vmId: string): MuxStream {
+  private stream(vmId: string, window?: number): MuxStream {
     try {
-      return this.driver.dataChannel(vmId).stream();
+      return this.driver.dataChannel(vmId).stream(window);
     } catch {
       throw vmGone();
     }
@@ -172,9 +172,9 @@ export class LocalGuestAccess implements GuestAccess {
   }
 
   async readFile(vmId: string, path: string): Promise<GuestRead> {
-    const stream = this.stream(vmId);
+    const stream = this.stream(vmId, FILE_STREAM_WINDOW);
     const body = streamBody(stream);
-    const r = await this.open<FileReadResult>(vmId, stream, 'file_read', { path });
+    const r = await this.open<FileReadResult>(vmId, stream, 'file_read', { path, window: stream.window });
     if (r.kind === 'dir') {
       stream.release();
       return r;
@@ -183,8 +183,8 @@ export class LocalGuestAccess implements GuestAccess {
   }
 
   async writeFile(vmId: string, path: string, body: AsyncIterable<Uint8Array>, opts: WriteOptions): Promise<{ path: string; size: number }> {
-    const stream = this.stream(vmId);
-    await this.open(vmId, stream, 'file_write', { path, max_bytes: opts.maxBytes });
+    const stream = this.stream(vmId, FILE_STREAM_WINDOW);
+    await this.open(vmId, stream, 'file_write', { path, max_bytes: opts.maxBytes, window: stream.window });
     return pumpUpload(stream, body, opts);
   }
 }
