@@ -85,11 +85,14 @@ export function streamBody(stream: MuxStream): ReadableStream<Uint8Array> {
         while (!queue.length && !ended && !fault) await new Promise<void>((r) => (wake = r));
         wake = null;
         if (queue.length) {
-          // Everything that has come goes out as one chunk: the port hands it over in small pieces.
-          const parts = queue.splice(0);
-          const b = parts.length === 1 ? parts[0] : Buffer.concat(parts);
-          controller.enqueue(new Uint8Array(b.buffer, b.byteOffset, b.byteLength));
-          stream.consumed(b.length);
+          // Everything that has come goes on, as the pieces the port handed over (views of what the
+          // socket read: no copy, and no new buffer for the collector to chase).
+          let n = 0;
+          for (const b of queue.splice(0)) {
+            controller.enqueue(new Uint8Array(b.buffer, b.byteOffset, b.byteLength));
+            n += b.length;
+          }
+          stream.consumed(n);
         } else if (fault) {
           controller.error(faultError(fault));
         } else {
