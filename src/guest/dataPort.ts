@@ -2,17 +2,15 @@
  * The guest's end of the data port, opened once, here. A `cat` reads the port into a pipe that Node
  * reads evented, in whatever sizes have gathered: reading the port itself would cost a thread-pool
  * round for each page it hands out (4 KiB), which halves what comes in. Writes go straight to the
- * port, one at a time (measured: through a second `cat` they went slower). A host that goes away
- * (the port's reads end) cuts every stream. Node built-ins only: bundled into the guest agent.
+ * port, one writev of many pieces at a time (measured: through a second `cat` they went slower). A
+ * host that goes away (the port's reads end) cuts every stream. Node built-ins only: bundled into
+ * the guest agent.
  */
 import { spawn } from 'node:child_process';
-import { promises as fsp, openSync, write } from 'node:fs';
+import { promises as fsp, openSync, writev } from 'node:fs';
 import path from 'node:path';
 import { DATA_PORT_NAME } from './protocol.ts';
 import { StreamMux, syncMarker } from './streams.ts';
-
-/** Frames queued while a port write is under way go down together, up to this much (the kernel takes 32 KiB a write: the writer loops). */
-const COALESCE_BYTES = 256 * 1024;
 
 async function findPort(name: string): Promise<string> {
   for (;;) {
@@ -44,15 +42,82 @@ function log(msg: string): void {
   process.stderr.write(`agentvm-agent: data port: ${msg}\n`);
 }
 
+/** The kernel takes at most this much of one write on the port (and of each piece of a writev). */
+const PORT_WRITE = 32 * 1024;
+/** Bytes handed to one writev: its pieces go on the port one after another in one system call. */
+const BATCH_BYTES = 1024 * 1024;
+/** Queued pieces smaller than this are copied together (a frame header, a keystroke's echo, a credit). */
+const SMALL = 4096;
+
+/** Bytes queued for the port, and who waits for the port to be done with them. */
+interface Queued {
+  bytes: Buffer;
+  written?: () => void;
+}
+
+/**
+ * The pieces of one port write: up to BATCH_BYTES of `queue` (taken off it), views that lie end to
+ * end in memory (the frames of one file read) joined, small ones copied together, and everything
+ * cut at PORT_WRITE so that each piece is one write the kernel takes whole.
+ */
+export function takeBatch(queue: Queued[]): { pieces: Buffer[]; written: (() => void)[] } {
+  const joined: Buffer[] = [];
+  const written: (() => void)[] = [];
+  let bytes = 0;
+  while (queue.length && bytes < BATCH_BYTES) {
+    const { bytes: b, written: w } = queue.shift()!;
+    if (w) written.push(w);
+    bytes += b.length;
+    const last = joined[joined.length - 1];
+    if (last && last.buffer === b.buffer && last.byteOffset + last.length === b.byteOffset) {
+      joined[joined.length - 1] = Buffer.from(b.buffer, last.byteOffset, last.length + b.length);
+    } else joined.push(b);
+  }
+  const pieces: Buffer[] = [];
+  let small: Buffer[] = [];
+  let smallBytes = 0;
+  const gather = () => {
+    if (small.length) pieces.push(small.length === 1 ? small[0] : Buffer.concat(small, smallBytes));
+    small = [];
+    smallBytes = 0;
+  };
+  for (const b of joined) {
+    if (b.length < SMALL) {
+      if (smallBytes + b.length > PORT_WRITE) gather();
+      small.push(b);
+      smallBytes += b.length;
+      continue;
+    }
+    gather();
+    for (let at = 0; at < b.length; at += PORT_WRITE) pieces.push(b.subarray(at, at + PORT_WRITE));
+  }
+  gather();
+  return { pieces, written };
+}
+
+/** `pieces` without their first `n` bytes (what a short writev left). */
+export function skip(pieces: Buffer[], n: number): Buffer[] {
+  let i = 0;
+  while (i < pieces.length && n >= pieces[i].length) n -= pieces[i++].length;
+  const rest = pieces.slice(i);
+  if (n && rest.length) rest[0] = rest[0].subarray(n);
+  return rest;
+}
+
 function serve(device: string): DataPort {
   const fd = openSync(device, 'r+');
-  // The writer: one write on the port at a time, in order (writes of one descriptor from the thread
-  // pool could land out of order); frames queued meanwhile go down together.
-  const queue: Buffer[] = [];
+  // The writer: one writev on the port at a time, in order (writes of one descriptor from the thread
+  // pool could land out of order), each of many pieces: a round through the thread pool costs the
+  // guest about as much as the kernel's taking 32 KiB, so what is queued meanwhile goes down together.
+  const queue: Queued[] = [];
   let writing = false;
   /** Counts the hosts: what was queued for one that went is not written for the next. */
   let generation = 0;
   const drained: (() => void)[] = [];
+  /** Drops what is queued (its host is gone): its buffers are free again. */
+  const drop = () => {
+    for (const q of queue.splice(0)) q.written?.();
+  };
   const flush = () => {
     if (writing) return;
     if (queue.length === 0) {
@@ -60,27 +125,25 @@ function serve(device: string): DataPort {
       return;
     }
     writing = true;
-    let batch = queue.shift()!;
-    if (queue.length && batch.length < COALESCE_BYTES) {
-      const parts = [batch];
-      let n = batch.length;
-      while (queue.length && n < COALESCE_BYTES) n += (parts.push(queue.shift()!), parts[parts.length - 1].length);
-      batch = Buffer.concat(parts, n);
-    }
     const gen = generation;
-    const writeAll = (buf: Buffer) =>
-      write(fd, buf, 0, buf.length, null, (err, n) => {
-        if (err?.code === 'EAGAIN') return setTimeout(() => writeAll(buf), 5);
-        if (err) queue.length = 0; // no host on the port: what was queued is lost with its streams
+    const batch = takeBatch(queue);
+    const writeAll = (pieces: Buffer[]) =>
+      writev(fd, pieces, null, (err, n) => {
+        if (err?.code === 'EAGAIN') return setTimeout(() => writeAll(pieces), 5);
+        if (err) drop(); // no host on the port: what was queued is lost with its streams
         // The rest of a batch for a host that has gone since is dropped (the next host syncs past it).
-        else if (n < buf.length && gen === generation) return writeAll(buf.subarray(n));
+        else if (gen === generation) {
+          const rest = skip(pieces, n);
+          if (rest.length) return writeAll(rest);
+        }
         writing = false;
+        for (const w of batch.written) w();
         flush();
       });
-    writeAll(batch);
+    writeAll(batch.pieces);
   };
-  const send = (bytes: Buffer) => {
-    queue.push(bytes);
+  const send = (bytes: Buffer, written?: () => void) => {
+    queue.push({ bytes, written });
     flush();
   };
   const mux = new StreamMux(send);
@@ -108,7 +171,7 @@ function serve(device: string): DataPort {
       mux.closeAll({ error: 'host_gone', message: 'the host closed the data port' });
       // What was queued for that host is not written for the next.
       generation++;
-      queue.length = 0;
+      drop();
       idle = got ? 10 : Math.min(idle ? idle * 2 : 10, 1000);
       setTimeout(startReader, idle);
     });
@@ -120,15 +183,15 @@ function serve(device: string): DataPort {
     sync: (token: string) => {
       // A host that connects asks for this first: whatever an earlier host left half-written comes
       // before the marker, and the host reads on from the marker.
-      queue.length = 0;
+      drop();
       send(syncMarker(token));
     },
     writeRaw: async (bytes: number) => {
-      const zeros = Buffer.alloc(Math.min(bytes, COALESCE_BYTES));
+      const zeros = Buffer.alloc(Math.min(bytes, 256 * 1024));
       for (let left = bytes; left > 0; left -= zeros.length) {
         send(zeros.subarray(0, Math.min(left, zeros.length)));
-        // Keep a few writes queued, no more.
-        if (queue.length > 4) await new Promise<void>((r) => drained.push(r));
+        // Keep a few batches' worth queued, no more.
+        if (queue.length > 8) await new Promise<void>((r) => drained.push(r));
       }
       await new Promise<void>((r) => (drained.push(r), flush()));
     },

@@ -21,9 +21,12 @@ import {
   type FileWriteArgs,
   type GuestFaultCode,
 } from './protocol.ts';
-import type { MuxStream } from './streams.ts';
+import { FRAME_HEADER_BYTES, MAX_DATA_FRAME, MAX_WINDOW, MIN_WINDOW, type MuxStream } from './streams.ts';
 
-const READ_CHUNK = 256 * 1024;
+/** A file is read a block at a time, four whole frames (1 MiB), payloads read in place. */
+const READ_BLOCK = 4 * MAX_DATA_FRAME;
+const READ_BYTES = 4 * (MAX_DATA_FRAME - FRAME_HEADER_BYTES);
+
 /** Directory listings stop here: a directory of more is listed in part (the answer says so by its length). */
 const MAX_ENTRIES = 10_000;
 
@@ -51,6 +54,13 @@ async function realInside(shown: string, p: string): Promise<string> {
   return real;
 }
 
+/** A stream window the host asked for, checked before anything is opened for it. */
+function checkWindow(w: number | undefined): void {
+  if (w !== undefined && (!Number.isInteger(w) || w < MIN_WINDOW || w > MAX_WINDOW)) {
+    throw new Error(`window must be an integer from ${MIN_WINDOW} to ${MAX_WINDOW}`);
+  }
+}
+
 export async function readFile(args: FileReadArgs): Promise<FileReadResult> {
   const shown = lexical(args.path);
   const real = await realInside(shown, shown);
@@ -71,25 +81,48 @@ export async function readFile(args: FileReadArgs): Promise<FileReadResult> {
     return { kind: 'dir', path: shown, entries };
   }
   if (!st.isFile()) throw fault('path', `${shown} is not a regular file or a directory`);
+  checkWindow(args.window);
   const { mux } = await dataPort();
   if (mux.has(args.stream)) throw new Error(`stream ${args.stream} is in use`);
   const fh = await fsp.open(real, constants.O_RDONLY | constants.O_NOFOLLOW);
   const size = (await fh.stat()).size;
-  const stream = mux.open(args.stream);
+  const stream = mux.open(args.stream, args.window);
   void sendFile(fh, size, stream);
   return { kind: 'file', path: shown, size };
 }
 
-/** Sends `size` bytes of the file (its size when it was opened), then ends the stream; a cut stream stops it. */
+/**
+ * Sends `size` bytes of the file (its size when it was opened), then ends the stream; a cut stream
+ * stops it. Each read (one readv, a round through the thread pool) fills the payloads of several
+ * whole frames in place, and the frames go to the port as they are: under emulation the guest's
+ * every copy and every round counts.
+ */
 async function sendFile(fh: fsp.FileHandle, size: number, stream: MuxStream): Promise<void> {
   let sent = 0;
+  // Blocks the port is done with are filled again: fresh memory costs a page fault a page, and
+  // under emulation those cost more than the reads.
+  const free: Buffer[] = [];
+  /** No more blocks than a window's worth are ever in flight (the next waits for credit). */
+  const kept = Math.ceil(stream.window / READ_BLOCK) + 1;
   try {
     while (sent < size && !stream.closed) {
-      const buf = Buffer.allocUnsafe(Math.min(READ_CHUNK, size - sent));
-      const { bytesRead } = await fh.read(buf, 0, buf.length, sent);
+      const want = Math.min(READ_BYTES, size - sent);
+      const block = free.pop() ?? Buffer.allocUnsafeSlow(READ_BLOCK);
+      const { frames, payloads } = stream.framesFor(want, block);
+      const { bytesRead } = await fh.readv(payloads, sent);
       if (bytesRead === 0) throw new Error('the file got shorter while it was read');
+      if (bytesRead === want) await stream.writeFrames(frames, () => free.length < kept && free.push(block));
+      else {
+        // A short read (the file shrank): what came goes in ordinary frames.
+        let left = bytesRead;
+        for (const p of payloads) {
+          if (left === 0) break;
+          const n = Math.min(left, p.length);
+          await stream.write(p.subarray(0, n));
+          left -= n;
+        }
+      }
       sent += bytesRead;
-      await stream.write(buf.subarray(0, bytesRead));
     }
     stream.end({ size: sent });
   } catch (err) {
@@ -132,6 +165,7 @@ async function makeParents(shownDir: string): Promise<string> {
 export async function writeFile(args: FileWriteArgs): Promise<{ ready: true; path: string }> {
   const shown = lexical(args.path);
   if (!Number.isInteger(args.max_bytes) || args.max_bytes < 0) throw new Error('max_bytes must be a non-negative integer');
+  checkWindow(args.window);
   const { mux } = await dataPort();
   if (mux.has(args.stream)) throw new Error(`stream ${args.stream} is in use`);
   const dir = await makeParents(path.dirname(shown));
@@ -148,7 +182,7 @@ export async function writeFile(args: FileWriteArgs): Promise<{ ready: true; pat
   const twin = path.join(path.dirname(target), `.${path.basename(target)}.agentvm-upload-${randomBytes(6).toString('hex')}`);
   const fh = await fsp.open(twin, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644);
   await fh.chown(HARNESS_USER.uid, HARNESS_USER.gid);
-  const stream = mux.open(args.stream);
+  const stream = mux.open(args.stream, args.window);
   void receiveFile(fh, twin, target, shown, args.max_bytes, stream);
   return { ready: true, path: shown };
 }

@@ -286,6 +286,8 @@ export interface ShellOpenArgs {
 export interface FileReadArgs {
   stream: number;
   path: string;
+  /** The stream's window (streams.ts); STREAM_WINDOW when absent. */
+  window?: number;
 }
 
 export interface DirEntry {
@@ -306,6 +308,8 @@ export interface FileWriteArgs {
   stream: number;
   path: string;
   max_bytes: number;
+  /** The stream's window (streams.ts); STREAM_WINDOW when absent. */
+  window?: number;
 }
 
 /** What a file request can fail with besides the unexpected: its code and message, as the error's text. */

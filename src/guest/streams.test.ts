@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { STREAM_WINDOW, StreamMux, type MuxStream } from './streams.ts';
 import { filesPath } from './protocol.ts';
+import { skip, takeBatch } from './dataPort.ts';
 
 /** Two muxes joined back to back; what one sends reaches the other cut into pieces of `cut` bytes, later. */
 function pair(cut: number) {
@@ -109,5 +110,89 @@ describe('file paths by their letters', () => {
     for (const bad of ['', '../x', 'a/../b', '/etc/passwd', '/persistent', '/persist/.agentvm/secrets.json', '/persist/.agentvm', 'a\0b', 'x'.repeat(5000)]) {
       assert.ok('problem' in filesPath(bad), JSON.stringify(bad.slice(0, 40)));
     }
+  });
+});
+
+describe('bulk frames and the port writer', () => {
+  test('frames made in place go out whole, as views of their one buffer, each once the window has room for it', async () => {
+    const sent: Buffer[] = [];
+    const written: string[] = [];
+    const a = new StreamMux((b, w) => (sent.push(b), w?.()));
+    const b = new StreamMux(() => undefined);
+    const tx = a.open(4, 512 * 1024);
+    const rx = b.open(4, 512 * 1024);
+    const got: Buffer[] = [];
+    rx.on('data', (c: Buffer) => got.push(Buffer.from(c)));
+    const data = randomBytes(700_000);
+    const block = Buffer.alloc(1024 * 1024);
+    const { frames, payloads } = tx.framesFor(data.length, block);
+    let at = 0;
+    for (const p of payloads) at += data.copy(p, 0, at);
+    assert.equal(at, data.length);
+    assert.ok(frames.every((f) => f.buffer === block.buffer && f.length <= a.maxData));
+    let done = false;
+    void tx.writeFrames(frames, () => written.push('block')).then(() => (done = true));
+    for (let i = 0; i < 10; i++) await new Promise((r) => setImmediate(r));
+    // 512 KiB of window: two frames of just under 256 KiB fit, the last (the rest) waits.
+    assert.equal(sent.length, 2);
+    assert.equal(done, false);
+    assert.deepEqual(written, []);
+    for (const f of sent) b.feed(f);
+    rx.consumed(sent.reduce((n, f) => n + f.length - 9, 0));
+    // b's credit frame, back to a.
+    const credit = Buffer.alloc(13);
+    credit.writeUInt32BE(4, 0);
+    credit.writeUInt8(2, 4);
+    credit.writeUInt32BE(4, 5);
+    credit.writeUInt32BE(2 * (a.maxData - 9), 9);
+    a.feed(credit);
+    for (let i = 0; i < 10; i++) await new Promise((r) => setImmediate(r));
+    assert.equal(done, true);
+    assert.equal(sent.length, 3);
+    assert.deepEqual(written, ['block'], 'told once, after the last frame');
+    b.feed(sent[2]);
+    assert.ok(Buffer.concat(got).equals(data));
+  });
+
+  test("a stream's window is its own: a wide one lets that much out, and grants come a quarter of it at a time", async () => {
+    const { a, b, pump, wire } = pair(65536);
+    const wide = 8 * 1024 * 1024;
+    const rx = b.open(2, wide);
+    const held: Buffer[] = [];
+    rx.on('data', (c: Buffer) => held.push(c));
+    const tx = a.open(2, wide);
+    void tx.write(Buffer.alloc(2 * wide));
+    for (let i = 0; i < 20; i++) (pump(), await new Promise((r) => setImmediate(r)));
+    assert.equal(held.reduce((n, c) => n + c.length, 0), wide);
+    rx.consumed(wide / 4 - 1);
+    assert.equal(wire.ba.length, 0, 'no grant below a quarter of the window');
+    rx.consumed(1);
+    assert.equal(wire.ba.length, 1);
+    for (let i = 0; i < 20; i++) (pump(), await new Promise((r) => setImmediate(r)));
+    assert.equal(held.reduce((n, c) => n + c.length, 0), wide + wide / 4);
+    assert.throws(() => a.open(3, 1000), /bad stream window/);
+  });
+
+  test('the port writer takes frames of one buffer as one run, gathers small ones, and cuts at what the kernel takes a write', () => {
+    const block = randomBytes(600_000);
+    const small = [Buffer.from('abc'), Buffer.from('defg')];
+    const calls: string[] = [];
+    const queue = [
+      { bytes: small[0] },
+      { bytes: block.subarray(0, 250_000) },
+      { bytes: block.subarray(250_000, 600_000), written: () => calls.push('block') },
+      { bytes: small[1], written: () => calls.push('small') },
+    ];
+    const all = Buffer.concat(queue.map((q) => q.bytes));
+    const { pieces, written } = takeBatch(queue);
+    assert.equal(queue.length, 0);
+    assert.ok(Buffer.concat(pieces).equals(all), 'every byte, in order');
+    assert.ok(pieces.every((p) => p.length <= 32 * 1024));
+    assert.equal(pieces.length, 2 + Math.ceil(600_000 / 32768), 'the two runs of the block are one');
+    written.forEach((w) => w());
+    assert.deepEqual(calls, ['block', 'small']);
+    const rest = skip(pieces, 40_000);
+    assert.ok(Buffer.concat(rest).equals(all.subarray(40_000)));
+    assert.deepEqual(skip(pieces, all.length), []);
   });
 });

@@ -15,6 +15,16 @@ type FrameType = (typeof FRAME)[keyof typeof FRAME];
 
 /** Bytes a sender may have in flight on one stream before its reader grants more. */
 export const STREAM_WINDOW = 2 * 1024 * 1024;
+/**
+ * The window of a file's stream: under emulation every grant costs the guest wakeups, and a writer
+ * out of credit waits a round trip through both sides, so bulk bytes get a wider window (a file's
+ * reader on either side only holds it in memory; a shell keeps the narrow one, so that what its
+ * program floods out is never far ahead of the terminal).
+ */
+export const FILE_STREAM_WINDOW = 8 * 1024 * 1024;
+/** The narrowest and widest windows a stream may have. */
+export const MIN_WINDOW = 512 * 1024;
+export const MAX_WINDOW = 64 * 1024 * 1024;
 /** The largest data payload of one frame. */
 export const MAX_DATA_FRAME = 256 * 1024;
 /** The bytes of one frame header. */
@@ -43,18 +53,26 @@ export function frameHeader(stream: number, type: FrameType, length: number): Bu
  * `control` (JSON). After `end` or `abort` from both sides, or an abort from either, it is gone.
  */
 export class MuxStream extends EventEmitter {
-  private credit = STREAM_WINDOW;
+  private credit: number;
   private unacked = 0;
   private creditWaiters: (() => void)[] = [];
   /** Set once the stream is over (aborted by either side, or ended both ways). */
   fault: StreamFault | null = null;
   ended = { local: false, remote: false };
 
+  /**
+   * `window`: the bytes a writer may have in flight; both sides must use the same (the opener names
+   * it in its request). The reader grants credit back in batches of a quarter of it (each grant is a
+   * frame and, in the guest, a wakeup or two: under emulation they add up).
+   */
   constructor(
     readonly id: number,
     private readonly mux: StreamMux,
+    readonly window: number = STREAM_WINDOW,
   ) {
     super();
+    if (!Number.isInteger(window) || window < MIN_WINDOW || window > MAX_WINDOW) throw new Error(`bad stream window ${window}`);
+    this.credit = window;
   }
 
   get closed(): boolean {
@@ -89,6 +107,60 @@ export class MuxStream extends EventEmitter {
     }
   }
 
+  /**
+   * Room for `bytes` bytes of data as whole frames laid end to end in one buffer, each frame, header
+   * included, at most the mux's maxData (256 KiB: a whole number of port writes). The caller fills
+   * `payloads` in place (a file read straight into them), then hands `frames` to writeFrames, and the
+   * bytes go to the port with no copy on the way. `into`: a buffer to lay them in (one the port is
+   * done with), instead of a new one.
+   */
+  framesFor(bytes: number, into?: Buffer): { frames: Buffer[]; payloads: Buffer[] } {
+    const per = this.mux.maxData - HEADER_BYTES;
+    const count = Math.max(1, Math.ceil(bytes / per));
+    const need = bytes + count * HEADER_BYTES;
+    if (into && into.length < need) throw new Error(`${need} bytes of frames do not fit in ${into.length}`);
+    const block = into ?? Buffer.allocUnsafeSlow(need);
+    const frames: Buffer[] = [];
+    const payloads: Buffer[] = [];
+    for (let i = 0, at = 0; i < count; i++) {
+      const n = Math.min(per, bytes - i * per);
+      const frame = block.subarray(at, at + HEADER_BYTES + n);
+      frame.writeUInt32BE(this.id, 0);
+      frame.writeUInt8(FRAME.data, 4);
+      frame.writeUInt32BE(n, 5);
+      frames.push(frame);
+      payloads.push(frame.subarray(HEADER_BYTES));
+      at += frame.length;
+    }
+    return { frames, payloads };
+  }
+
+  /**
+   * Sends data frames made by framesFor, whole and as they are, each once the window has room for
+   * all of its payload; rejects once the stream is cut. In order with write(). `written` is called
+   * once the port is done with the last of them (their buffer may be filled again), when the port
+   * tells (the guest's does): never for frames of a stream cut before they were sent.
+   */
+  writeFrames(frames: Buffer[], written?: () => void): Promise<void> {
+    const next = this.tail.then(() => this.sendFrames(frames, written));
+    this.tail = next.catch(() => undefined);
+    return next;
+  }
+
+  private async sendFrames(frames: Buffer[], written?: () => void): Promise<void> {
+    for (const [i, frame] of frames.entries()) {
+      const n = frame.length - HEADER_BYTES;
+      for (;;) {
+        if (this.fault) throw faultError(this.fault);
+        if (this.ended.local) throw new Error('write after end');
+        if (this.credit >= n) break;
+        await new Promise<void>((resolve) => this.creditWaiters.push(resolve));
+      }
+      this.credit -= n;
+      this.mux.sendWhole(frame, i === frames.length - 1 ? written : undefined);
+    }
+  }
+
   /** Whether a write of this many bytes would go out without waiting. */
   get writable(): number {
     return this.credit;
@@ -98,7 +170,7 @@ export class MuxStream extends EventEmitter {
   consumed(n: number): void {
     if (this.closed) return;
     this.unacked += n;
-    if (this.unacked >= STREAM_WINDOW / 8) {
+    if (this.unacked >= this.window / 4) {
       const b = Buffer.allocUnsafe(4);
       b.writeUInt32BE(this.unacked, 0);
       this.unacked = 0;
@@ -183,7 +255,8 @@ function parseJson(b: Buffer): Record<string, unknown> | null {
 
 /**
  * The streams of one port. `send` puts bytes on the port in call order (the host's socket, the
- * guest's sequential writer); `feed` takes whatever the port delivered, however it is cut.
+ * guest's sequential writer), and may call `written` once it is done with them; `feed` takes
+ * whatever the port delivered, however it is cut.
  * While `raw` is set, bytes are counted, not parsed (the benchmark's measure of the bare channel).
  */
 export class StreamMux {
@@ -194,21 +267,28 @@ export class StreamMux {
   private raw: { left: number; done: () => void } | null = null;
 
   /**
-   * `maxData`: the largest data payload this side sends in a frame. The guest sends frames that fit
-   * one port write (32 KiB): a write is taken whole or not at all, so a host that goes away never
-   * leaves half a frame in the port for the next one.
+   * `maxData`: the largest data payload this side sends in a frame (frames made by framesFor are at
+   * most this long header included). Half a frame left in the port by a host that went away is
+   * skipped by the next host's sync (see DataChannel).
    */
   constructor(
-    private readonly send: (bytes: Buffer) => void,
+    private readonly send: (bytes: Buffer, written?: () => void) => void,
     readonly maxData: number = MAX_DATA_FRAME,
-  ) {}
+  ) {
+    // A frame sent whole waits for credit for all of its payload: the window must always come back
+    // to that much (the reader holds back less than a batch, a quarter of the window, of its grants).
+    if (maxData > (MIN_WINDOW * 3) / 4) throw new Error('frames larger than the smallest window allows');
+  }
 
-  /** A stream by id, made when absent (the host opens; the guest takes the id the host's request names). */
-  open(id: number): MuxStream {
+  /**
+   * A stream by id, made when absent (the host opens; the guest takes the id, and the window, the
+   * host's request names).
+   */
+  open(id: number, window: number = STREAM_WINDOW): MuxStream {
     if (!Number.isInteger(id) || id <= 0 || id > 0xffffffff) throw new Error(`bad stream id ${id}`);
     let s = this.streams.get(id);
     if (!s) {
-      s = new MuxStream(id, this);
+      s = new MuxStream(id, this, window);
       this.streams.set(id, s);
     }
     return s;
@@ -225,6 +305,11 @@ export class StreamMux {
   /** @internal */
   forget(id: number): void {
     this.streams.delete(id);
+  }
+
+  /** @internal a frame already whole (header and payload in one buffer). */
+  sendWhole(frame: Buffer, written?: () => void): void {
+    this.send(frame, written);
   }
 
   /** @internal */

@@ -6,7 +6,7 @@
 import { ApiError, invalid } from '../domain/errors.ts';
 import { tooLarge, type GuestAccess, type GuestRead, type GuestShell, type ShellEnd, type ShellOptions, type WriteOptions } from '../domain/guestAccess.ts';
 import { decodeFault, type FileReadResult } from '../guest/protocol.ts';
-import { faultError, type MuxStream, type StreamFault } from '../guest/streams.ts';
+import { faultError, FILE_STREAM_WINDOW, type MuxStream, type StreamFault } from '../guest/streams.ts';
 import type { QemuDriver } from '../vmm/qemu.ts';
 
 /** How long the guest may take to open a shell or a file (a shell's start is a process or two under emulation). */
@@ -85,11 +85,14 @@ export function streamBody(stream: MuxStream): ReadableStream<Uint8Array> {
         while (!queue.length && !ended && !fault) await new Promise<void>((r) => (wake = r));
         wake = null;
         if (queue.length) {
-          // Everything that has come goes out as one chunk: the port hands it over in small pieces.
-          const parts = queue.splice(0);
-          const b = parts.length === 1 ? parts[0] : Buffer.concat(parts);
-          controller.enqueue(new Uint8Array(b.buffer, b.byteOffset, b.byteLength));
-          stream.consumed(b.length);
+          // Everything that has come goes on, as the pieces the port handed over (views of what the
+          // socket read: no copy, and no new buffer for the collector to chase).
+          let n = 0;
+          for (const b of queue.splice(0)) {
+            controller.enqueue(new Uint8Array(b.buffer, b.byteOffset, b.byteLength));
+            n += b.length;
+          }
+          stream.consumed(n);
         } else if (fault) {
           controller.error(faultError(fault));
         } else {
@@ -145,10 +148,10 @@ export async function pumpUpload(stream: MuxStream, body: AsyncIterable<Uint8Arr
 export class LocalGuestAccess implements GuestAccess {
   constructor(private readonly driver: QemuDriver) {}
 
-  private async stream(vmId: string): Promise<MuxStream> {
+  private async stream(vmId: string, window?: number): Promise<MuxStream> {
     await this.driver.dataReady(vmId);
     try {
-      return this.driver.dataChannel(vmId).stream();
+      return this.driver.dataChannel(vmId).stream(window);
     } catch {
       throw vmGone();
     }
@@ -173,9 +176,9 @@ export class LocalGuestAccess implements GuestAccess {
   }
 
   async readFile(vmId: string, path: string): Promise<GuestRead> {
-    const stream = await this.stream(vmId);
+    const stream = await this.stream(vmId, FILE_STREAM_WINDOW);
     const body = streamBody(stream);
-    const r = await this.open<FileReadResult>(vmId, stream, 'file_read', { path });
+    const r = await this.open<FileReadResult>(vmId, stream, 'file_read', { path, window: stream.window });
     if (r.kind === 'dir') {
       stream.release();
       return r;
@@ -184,8 +187,8 @@ export class LocalGuestAccess implements GuestAccess {
   }
 
   async writeFile(vmId: string, path: string, body: AsyncIterable<Uint8Array>, opts: WriteOptions): Promise<{ path: string; size: number }> {
-    const stream = await this.stream(vmId);
-    await this.open(vmId, stream, 'file_write', { path, max_bytes: opts.maxBytes });
+    const stream = await this.stream(vmId, FILE_STREAM_WINDOW);
+    await this.open(vmId, stream, 'file_write', { path, max_bytes: opts.maxBytes, window: stream.window });
     return pumpUpload(stream, body, opts);
   }
 }

@@ -82,11 +82,11 @@ export class DataChannel {
     return this.closedWith !== null;
   }
 
-  /** A new stream; the guest learns of it from the request that names its id. */
-  stream(): MuxStream {
+  /** A new stream; the guest learns of it (and of its window) from the request that names its id. */
+  stream(window?: number): MuxStream {
     if (this.closedWith) throw Object.assign(new Error(this.closedWith.message), { code: this.closedWith.error });
     const id = this.nextId++;
-    return this.mux.open(id);
+    return this.mux.open(id, window);
   }
 
   /** How many streams are open (shells, transfers). */
