@@ -15,7 +15,7 @@ const root = path.resolve(here, '..');
 const BENCHES = [
   { id: 'api', file: 'api.bench.ts', what: 'API throughput: whoami, listHarnesses vs a bare route' },
   { id: 'gallery', file: 'gallery.bench.ts', what: 'listTemplates with q over 100,000 templates on PostgreSQL' },
-  { id: 'lifecycle', file: 'vm.bench.ts', what: 'create → running from snapshots vs cold boots; idle memory; 20 at once' },
+  { id: 'lifecycle', file: 'vm.bench.ts', what: 'create → running from snapshots vs cold boots; create → first echo; suspend and resume; idle memory; 20 at once' },
   { id: 'fork', file: 'fork.bench.ts', what: 'fork of a 1 GiB template vs an empty one' },
   { id: 'run', file: 'run.bench.ts', what: 'echo run through the API vs the guest agent directly' },
   { id: 'runs', file: 'runs.bench.ts', what: 'a run live: first line at a watcher vs the guest; 50 watchers of one run' },
