@@ -411,7 +411,7 @@ export class Reconciler {
   /** Waits for a turn to start a VM: cold boots and resumes each have their own number at once. */
   private acquireBootSlot(kind: 'boot' | 'resume'): Promise<() => void> {
     const pool = this.slots[kind];
-    const limit = kind === 'boot' ? (this.o.maxConcurrentBoots ?? 4) : (this.o.maxConcurrentResumes ?? 8);
+    const limit = kind === 'boot' ? (this.o.maxConcurrentBoots ?? 4) : (this.o.maxConcurrentResumes ?? 4);
     const release = () => {
       pool.busy--;
       pool.queue.shift()?.();

@@ -99,13 +99,14 @@ function kernelCommandLine(accel: Accel, tscKhz: number): string {
 }
 
 /** The translation cache of a resumed guest under TCG, in MiB (AGENTVM_TCG_TB_MIB; the density benchmark weighs it). */
-const TB_MIB_RESUMED = Math.max(8, Number(process.env.AGENTVM_TCG_TB_MIB ?? 32) || 32);
+const TB_MIB_RESUMED = Math.max(8, Number(process.env.AGENTVM_TCG_TB_MIB ?? 128) || 128);
 
 /** The arguments of `qemu-system-x86_64` for a machine. */
 export function qemuCommandLine(m: MachineConfig): string[] {
   const { spec, start, files: f } = m;
-  // Under TCG, translated code is private memory of each VM's QEMU: a boot translates much (128 MiB);
-  // a resumed guest runs what its golden VM warmed up, and 32 MiB is most of its idle memory's worth.
+  // Under TCG, translated code is private memory of each VM's QEMU, up to its cache size: 128 MiB for a
+  // boot; a resumed guest's is AGENTVM_TCG_TB_MIB (128 too unless set: 32 saved little idle memory and
+  // cost retranslation under load, measured in the lifecycle benchmark).
   const tbMib = start.mode === 'clone' || start.mode === 'resume' ? TB_MIB_RESUMED : 128;
   const accel = m.accel === 'kvm' ? ['-accel', 'kvm', '-cpu', 'host,-arch-capabilities'] : ['-accel', `tcg,tb-size=${tbMib}`, '-cpu', 'max'];
   const namedRam = start.mode === 'resume' ? start.namedRam : start.mode !== 'cold';

@@ -194,6 +194,10 @@ export class SnapshotStore implements SnapshotSource {
         facts = await agentRequest<HelloFacts>(m.agent, 'hello', undefined, 500).catch(() => new Promise<null>((r) => setTimeout(() => r(null), 50)));
       }
       await agentRequest(m.agent, 'warm', undefined, 60_000);
+      // What a clone's host asks first, once, so the clones resume with it compiled too: the data
+      // port's sync and the metrics sampler's figures.
+      await agentRequest(m.agent, 'data_sync', { token: m.data.startSync() }, 60_000);
+      await agentRequest(m.agent, 'stats', undefined, 60_000).catch(() => undefined);
       await m.qmp('migrate-set-capabilities', { capabilities: [{ capability: 'x-ignore-shared', state: true }] });
       await m.qmp('migrate', { uri: `exec:cat > ${snap.state}` });
       for (;;) {
