@@ -1,4 +1,6 @@
 import { readdir, readFile } from 'node:fs/promises';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { Writable } from 'node:stream';
 import net from 'node:net';
 import pg from 'pg';
@@ -339,3 +341,55 @@ export const freePort = () =>
       s.close(() => resolve(port));
     });
   });
+
+/** A JSON call to the API with a bearer key: status, parsed body (undefined when empty) and headers. */
+export type ApiCall = (method: string, p: string, body?: unknown, headers?: Record<string, string>) => Promise<{ status: number; body: any; headers: Headers }>;
+
+/** Calls on `base` (or on what `base()` answers now: a server that restarts on another port) with `key`. */
+export function apiClient(base: string | (() => string), key: string): ApiCall {
+  return async (method, p, body, headers = {}) => {
+    const res = await fetch(`${typeof base === 'string' ? base : base()}${p}`, {
+      method,
+      headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await res.text();
+    return { status: res.status, body: text ? JSON.parse(text) : undefined, headers: res.headers };
+  };
+}
+
+const SERVER_BIN = fileURLToPath(new URL('../bin/agentvm.js', import.meta.url));
+
+/**
+ * Starts `agentvm serve` as a process of its own on a free port, with `env` over this process's
+ * environment; answers it and its URL once it logs that it listens (a kill -9 test kills it).
+ */
+export async function spawnServer(dataDir: string, env: Record<string, string>): Promise<{ proc: ChildProcess; url: string }> {
+  let out = '';
+  const proc = spawn(process.execPath, [SERVER_BIN, 'serve', '--port', '0', '--data-dir', dataDir], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  proc.stderr!.on('data', (d) => (out += d));
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no listening line in 60 s:\n${out.slice(-2000)}`)), 60_000);
+    proc.stdout!.on('data', (d) => {
+      out += d;
+      const line = out.split('\n').find((l) => l.includes('"agentvm is listening"'));
+      if (line) {
+        clearTimeout(timer);
+        resolve(JSON.parse(line).url);
+      }
+    });
+    proc.once('exit', (code) => reject(new Error(`exited ${code}:\n${out.slice(-2000)}`)));
+  });
+  return { proc, url };
+}
+
+/** Ends a server process (SIGTERM) if it still runs, and waits for it. */
+export async function endServer(proc: ChildProcess | null): Promise<void> {
+  if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
+  const gone = new Promise((r) => proc.once('exit', r));
+  proc.kill('SIGTERM');
+  await gone;
+}

@@ -16,22 +16,12 @@ import path from 'node:path';
 import { loadConfig } from '../src/config.ts';
 import { startServer, type RunningServer } from '../src/server.ts';
 import { createLogger } from '../src/log.ts';
-import { killQemusUnder, until } from './helpers.ts';
+import { apiClient, killQemusUnder, until } from './helpers.ts';
 
 const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;
 const skip = imageDir ? false : 'set AGENTVM_TEST_IMAGE_DIR to a built image dir (npm run test:all does)';
 const ADMIN = 'avm_admin_test_token_lifecycle_0123456789ab';
 
-type Call = (method: string, p: string, body?: unknown, headers?: Record<string, string>) => Promise<{ status: number; body: any }>;
-const client = (base: string, key: string): Call => async (method, p, body, headers = {}) => {
-  const res = await fetch(`${base}${p}`, {
-    method,
-    headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : undefined };
-};
 
 describe('idle stop and expiry on real microVMs', { skip }, () => {
   let dataDir: string;
@@ -73,10 +63,10 @@ describe('idle stop and expiry on real microVMs', { skip }, () => {
   });
 
   test('a VM set to stop after 60 idle seconds stays up through an 80-second run, then stops (idle) and a signed vm.stopped arrives', { timeout: 10 * 60_000 }, async () => {
-    const admin = client(server.url, ADMIN);
+    const admin = apiClient(server.url, ADMIN);
     const tenant = (await admin('POST', '/v1/admin/tenants', { email: 'idle@example.com' })).body;
     await admin('PUT', `/v1/admin/tenants/${tenant.tenant_id}/card`, { brand: 'visa', last4: '4242' });
-    const api = client(server.url, tenant.api_key);
+    const api = apiClient(server.url, tenant.api_key);
     const hook = (await api('POST', '/v1/api/webhooks', { url: hookUrl, events: ['vm.stopped'] })).body;
     const vmId = (await api('POST', '/v1/api/vms', { harness: 'ticker', auto_stop_after_s: 60 })).body.vm_id;
     await until('running', async () => (await api('GET', `/v1/api/vms/${vmId}`)).body.status === 'running', 5 * 60_000);
@@ -108,10 +98,10 @@ describe('idle stop and expiry on real microVMs', { skip }, () => {
   });
 
   test('a tier VM past its expiry is destroyed: disks removed, drawn for its running time, then nothing more', { timeout: 10 * 60_000 }, async () => {
-    const admin = client(server.url, ADMIN);
+    const admin = apiClient(server.url, ADMIN);
     const tenant = (await admin('POST', '/v1/admin/tenants', { email: 'expiry@example.com' })).body;
     await admin('POST', `/v1/admin/tenants/${tenant.tenant_id}/credits`, { amount_cents: 5000 });
-    const api = client(server.url, tenant.api_key);
+    const api = apiClient(server.url, tenant.api_key);
     const expires = new Date(Date.now() + 120_000).toISOString();
     const vmId = (await api('POST', '/v1/api/vms', { tier: 'ondemand', harness: 'echo', expires_at: expires })).body.vm_id;
     await until('running', async () => (await api('GET', `/v1/api/vms/${vmId}`)).body.status === 'running', 5 * 60_000);

@@ -7,7 +7,7 @@
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { Writable } from 'node:stream';
 import os from 'node:os';
 import path from 'node:path';
@@ -15,26 +15,12 @@ import { loadConfig } from '../src/config.ts';
 import { startServer, type RunningServer } from '../src/server.ts';
 import { createLogger } from '../src/log.ts';
 import { readRunStream, type RunOutput } from '../src/client/runEvents.ts';
-import { killQemusUnder, rawRun, until } from './helpers.ts';
+import { apiClient, endServer, type ApiCall, killQemusUnder, rawRun, spawnServer, until } from './helpers.ts';
 
 const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;
 const skip = imageDir ? false : 'set AGENTVM_TEST_IMAGE_DIR to a built image dir (npm run test:all does)';
 const ADMIN = 'avm_admin_test_token_0123456789abcdefghijkl';
-const BIN = path.resolve('bin/agentvm.js');
 
-type Call = (method: string, p: string, body?: unknown, headers?: Record<string, string>) => Promise<{ status: number; body: any; headers: Headers }>;
-
-function client(base: () => string, key: string): Call {
-  return async (method, p, body, headers = {}) => {
-    const res = await fetch(`${base()}${p}`, {
-      method,
-      headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await res.text();
-    return { status: res.status, body: text ? JSON.parse(text) : undefined, headers: res.headers };
-  };
-}
 
 const lines = (n: number, tag = 'line') => Array.from({ length: n }, (_, i) => `${tag} ${i + 1}`);
 const ASYNC = { Prefer: 'respond-async' };
@@ -49,10 +35,10 @@ async function readAll(base: string, key: string, vmId: string, runId: string, a
 describe('runs as records on real microVMs', { skip }, () => {
   let dataDir: string;
   let server: RunningServer;
-  let api: Call;
+  let api: ApiCall;
   let key: string;
   let readKey: string;
-  let other: Call;
+  let other: ApiCall;
   let vmId: string;
 
   before(async () => {
@@ -62,13 +48,13 @@ describe('runs as records on real microVMs', { skip }, () => {
     delete process.env.AGENTVM_ADMIN_TOKEN;
     server = await startServer(config, createLogger('warn', new Writable({ write: (_c, _e, cb) => cb() })));
     await server.host.imageReady;
-    const admin = client(() => server.url, ADMIN);
+    const admin = apiClient(() => server.url, ADMIN);
     const tenant = await admin('POST', '/v1/admin/tenants', { email: 'runs@example.com' });
     await admin('PUT', `/v1/admin/tenants/${tenant.body.tenant_id}/card`, { brand: 'visa', last4: '4242' });
     key = tenant.body.api_key;
-    api = client(() => server.url, key);
+    api = apiClient(() => server.url, key);
     readKey = (await api('POST', '/v1/api/keys', { scope: 'read' })).body.key;
-    other = client(() => server.url, (await admin('POST', '/v1/admin/tenants', { email: 'runs-other@example.com' })).body.api_key);
+    other = apiClient(() => server.url, (await admin('POST', '/v1/admin/tenants', { email: 'runs-other@example.com' })).body.api_key);
     const created = await api('POST', '/v1/api/vms', { harness: 'ticker' });
     assert.equal(created.status, 201, JSON.stringify(created.body));
     vmId = created.body.vm_id;
@@ -187,7 +173,7 @@ describe('runs as records on real microVMs', { skip }, () => {
     const waiting = await start('never');
     await until('the long run prints', async () => (await api('GET', `/v1/api/vms/${vmId}/runs/${long.run_id}`)).body.stdout?.includes('long 1'));
 
-    assert.equal((await client(() => server.url, readKey)('POST', `/v1/api/vms/${vmId}/runs/${long.run_id}/cancel`)).status, 403);
+    assert.equal((await apiClient(() => server.url, readKey)('POST', `/v1/api/vms/${vmId}/runs/${long.run_id}/cancel`)).status, 403);
     const theirs = await other('POST', `/v1/api/vms/${vmId}/runs/${long.run_id}/cancel`);
     const unknown = await api('POST', `/v1/api/vms/${vmId}/runs/run_doesnotexist/cancel`);
     assert.equal(theirs.status, 404);
@@ -248,25 +234,7 @@ describe('a run outlives a kill -9 of its server', { skip }, () => {
   let url = '';
 
   async function startProcess(): Promise<void> {
-    let out = '';
-    proc = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--data-dir', dataDir], {
-      env: { ...process.env, AGENTVM_ADMIN_TOKEN: ADMIN, AGENTVM_IMAGE_DIR: imageDir!, AGENTVM_IMAGE_BUILD: 'off', AGENTVM_LOG_LEVEL: 'info' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    const p = proc;
-    p.stderr!.on('data', (d) => (out += d));
-    url = await new Promise<string>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no listening line in 60 s:\n${out.slice(-2000)}`)), 60_000);
-      p.stdout!.on('data', (d) => {
-        out += d;
-        const line = out.split('\n').find((l) => l.includes('"agentvm is listening"'));
-        if (line) {
-          clearTimeout(timer);
-          resolve(JSON.parse(line).url);
-        }
-      });
-      p.once('exit', (code) => reject(new Error(`exited ${code}:\n${out.slice(-2000)}`)));
-    });
+    ({ proc, url } = await spawnServer(dataDir, { AGENTVM_ADMIN_TOKEN: ADMIN, AGENTVM_IMAGE_DIR: imageDir!, AGENTVM_IMAGE_BUILD: 'off', AGENTVM_LOG_LEVEL: 'info' }));
   }
 
   before(async () => {
@@ -274,22 +242,18 @@ describe('a run outlives a kill -9 of its server', { skip }, () => {
   });
 
   after(async () => {
-    if (proc && proc.exitCode === null && proc.signalCode === null) {
-      const gone = new Promise((r) => proc!.once('exit', r));
-      proc.kill('SIGTERM');
-      await gone;
-    }
+    await endServer(proc);
     await killQemusUnder(dataDir);
     await rm(dataDir, { recursive: true, force: true });
   });
 
   test('kill -9 of the server in the middle of a 20-line ticker run: after the restart it ends succeeded with all 20 lines', { timeout: 10 * 60_000 }, async () => {
     await startProcess();
-    const admin = client(() => url, ADMIN);
+    const admin = apiClient(() => url, ADMIN);
     await until('ready', async () => (await fetch(`${url}/readyz`)).status === 200);
     const tenant = await admin('POST', '/v1/admin/tenants', { email: 'kill@example.com' });
     await admin('PUT', `/v1/admin/tenants/${tenant.body.tenant_id}/card`, { brand: 'visa', last4: '4242' });
-    const api = client(() => url, tenant.body.api_key);
+    const api = apiClient(() => url, tenant.body.api_key);
     const vmId = (await api('POST', '/v1/api/vms', { harness: 'ticker' })).body.vm_id;
     await until('running', async () => (await api('GET', `/v1/api/vms/${vmId}`)).body.status === 'running');
     const want = lines(20, 'kept');

@@ -10,7 +10,7 @@
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtemp, open, readFile, rm, stat } from 'node:fs/promises';
 import { Writable } from 'node:stream';
@@ -19,28 +19,18 @@ import path from 'node:path';
 import { loadConfig } from '../src/config.ts';
 import { startServer, type RunningServer } from '../src/server.ts';
 import { createLogger } from '../src/log.ts';
-import { killQemusUnder, qemuPidsUnder, until } from './helpers.ts';
+import { apiClient, endServer, killQemusUnder, qemuPidsUnder, spawnServer, until, type ApiCall } from './helpers.ts';
 
 const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;
 const skip = imageDir ? false : 'set AGENTVM_TEST_IMAGE_DIR to a built image dir (npm run test:all does)';
 const ADMIN = 'avm_admin_test_token_suspend_0123456789abc';
 
-type Call = (method: string, p: string, body?: unknown, headers?: Record<string, string>) => Promise<{ status: number; body: any }>;
-const client = (base: string, key: string): Call => async (method, p, body, headers = {}) => {
-  const res = await fetch(`${base}${p}`, {
-    method,
-    headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : undefined };
-};
 
 describe('suspend with memory on real microVMs', { skip }, () => {
   let dataDir: string;
   let server: RunningServer;
-  let admin: Call;
-  let api: Call;
+  let admin: ApiCall;
+  let api: ApiCall;
   let tenantId: string;
 
   const vmDir = (vmId: string) => path.join(dataDir, 'vms', vmId);
@@ -68,12 +58,12 @@ describe('suspend with memory on real microVMs', { skip }, () => {
     delete process.env.AGENTVM_ADMIN_TOKEN;
     server = await startServer(config, createLogger('warn', new Writable({ write: (_c, _e, cb) => cb() })));
     await server.host.imageReady;
-    admin = client(server.url, ADMIN);
+    admin = apiClient(server.url, ADMIN);
     const tenant = (await admin('POST', '/v1/admin/tenants', { email: 'suspend@example.com' })).body;
     tenantId = tenant.tenant_id;
     await admin('PUT', `/v1/admin/tenants/${tenantId}/card`, { brand: 'visa', last4: '4242' });
     await admin('POST', `/v1/admin/tenants/${tenantId}/credits`, { amount_cents: 10_000 });
-    api = client(server.url, tenant.api_key);
+    api = apiClient(server.url, tenant.api_key);
   });
 
   after(async () => {
@@ -223,10 +213,10 @@ describe('suspend with memory on real microVMs', { skip }, () => {
     assert.equal((await vm(vmId)).status, 'stopped');
 
     const readKey = (await api('POST', '/v1/api/keys', { label: 'read' })).body.key;
-    const reader = client(server.url, readKey);
+    const reader = apiClient(server.url, readKey);
     assert.equal((await reader('POST', `/v1/api/vms/${vmId}/suspend`)).status, 403);
     const other = (await admin('POST', '/v1/admin/tenants', { email: 'other-suspend@example.com' })).body;
-    const otherApi = client(server.url, other.api_key);
+    const otherApi = apiClient(server.url, other.api_key);
     const notFound = await otherApi('POST', `/v1/api/vms/${vmId}/suspend`);
     assert.equal(notFound.status, 404);
     assert.equal(notFound.body.error, 'not_found');
@@ -236,31 +226,12 @@ describe('suspend with memory on real microVMs', { skip }, () => {
 });
 
 describe('a suspend outlives a kill -9 of its server', { skip }, () => {
-  const BIN = path.resolve('bin/agentvm.js');
   let dataDir: string;
   let proc: ChildProcess | null = null;
   let url = '';
 
   async function startProcess(): Promise<void> {
-    let out = '';
-    proc = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--data-dir', dataDir], {
-      env: { ...process.env, AGENTVM_ADMIN_TOKEN: ADMIN, AGENTVM_IMAGE_DIR: imageDir!, AGENTVM_IMAGE_BUILD: 'off', AGENTVM_LOG_LEVEL: 'info' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    const p = proc;
-    p.stderr!.on('data', (d) => (out += d));
-    url = await new Promise<string>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no listening line in 60 s:\n${out.slice(-2000)}`)), 60_000);
-      p.stdout!.on('data', (d) => {
-        out += d;
-        const line = out.split('\n').find((l) => l.includes('"agentvm is listening"'));
-        if (line) {
-          clearTimeout(timer);
-          resolve(JSON.parse(line).url);
-        }
-      });
-      p.once('exit', (code) => reject(new Error(`exited ${code}:\n${out.slice(-2000)}`)));
-    });
+    ({ proc, url } = await spawnServer(dataDir, { AGENTVM_ADMIN_TOKEN: ADMIN, AGENTVM_IMAGE_DIR: imageDir!, AGENTVM_IMAGE_BUILD: 'off', AGENTVM_LOG_LEVEL: 'info' }));
   }
 
   before(async () => {
@@ -268,19 +239,14 @@ describe('a suspend outlives a kill -9 of its server', { skip }, () => {
   });
 
   after(async () => {
-    if (proc && proc.exitCode === null && proc.signalCode === null) {
-      const gone = new Promise((r) => proc!.once('exit', r));
-      proc.kill('SIGTERM');
-      await gone;
-    }
+    await endServer(proc);
     await killQemusUnder(dataDir);
     await rm(dataDir, { recursive: true, force: true });
   });
 
   test('kill -9 of the server in the middle of a suspend: after the restart the VM is suspended whole (or runs on), and its run ends whole', { timeout: 10 * 60_000 }, async () => {
     await startProcess();
-    const base = () => url;
-    const call = (key: string): Call => (method, p, body, headers) => client(base(), key)(method, p, body, headers);
+    const call = (key: string): ApiCall => apiClient(() => url, key);
     const admin = call(ADMIN);
     await until('ready', async () => (await fetch(`${url}/readyz`)).status === 200);
     const tenant = (await admin('POST', '/v1/admin/tenants', { email: 'suspend-kill@example.com' })).body;

@@ -6,19 +6,18 @@
 import { describe, test, before, after, beforeEach, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
-import { backends, createTestApp, until, type TestApp } from './helpers.ts';
+import { backends, createTestApp, endServer, spawnServer, until, type TestApp } from './helpers.ts';
 import { WebhookSender, retryDelayMs, signatureHeader } from '../src/jobs/webhookSender.ts';
 import { createLogger } from '../src/log.ts';
 import { systemClock } from '../src/domain/clock.ts';
 
 const quiet = createLogger('error', new Writable({ write: (_c, _e, cb) => cb() }));
-const BIN = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../bin/agentvm.js');
 
 interface Hit {
   body: string;
@@ -221,44 +220,23 @@ describe('webhook deliveries survive a kill -9 of the server', () => {
   const ADMIN = 'avm_admin_webhooktestwebhooktestwebhooktest1';
 
   async function startServer(): Promise<string> {
-    let out = '';
-    proc = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--data-dir', dataDir], {
-      env: {
-        ...process.env,
-        AGENTVM_ADMIN_TOKEN: ADMIN,
-        AGENTVM_IMAGE_DIR: path.join(dataDir, 'no-images'),
-        AGENTVM_IMAGE_BUILD: 'off',
-        AGENTVM_WEBHOOK_ALLOW_HOSTS: '127.0.0.1',
-        AGENTVM_WEBHOOK_RETRY_BASE_MS: '300',
-        AGENTVM_LOG_LEVEL: 'info',
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    const p = proc;
-    p.stderr!.on('data', (d) => (out += d));
-    return new Promise<string>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no listening line in 60 s:\n${out.slice(-2000)}`)), 60_000);
-      p.stdout!.on('data', (d) => {
-        out += d;
-        const line = out.split('\n').find((l) => l.includes('"agentvm is listening"'));
-        if (line) {
-          clearTimeout(timer);
-          resolve(JSON.parse(line).url);
-        }
-      });
-      p.once('exit', (code) => reject(new Error(`exited ${code}:\n${out.slice(-2000)}`)));
-    });
+    let url: string;
+    ({ proc, url } = await spawnServer(dataDir, {
+      AGENTVM_ADMIN_TOKEN: ADMIN,
+      AGENTVM_IMAGE_DIR: path.join(dataDir, 'no-images'),
+      AGENTVM_IMAGE_BUILD: 'off',
+      AGENTVM_WEBHOOK_ALLOW_HOSTS: '127.0.0.1',
+      AGENTVM_WEBHOOK_RETRY_BASE_MS: '300',
+      AGENTVM_LOG_LEVEL: 'info',
+    }));
+    return url;
   }
 
   before(async () => {
     dataDir = await mkdtemp(path.join(os.tmpdir(), 'agentvm-webhooks-kill-'));
   });
   after(async () => {
-    if (proc && proc.exitCode === null && proc.signalCode === null) {
-      const gone = new Promise((r) => proc!.once('exit', r));
-      proc.kill('SIGTERM');
-      await gone;
-    }
+    await endServer(proc);
     await rm(dataDir, { recursive: true, force: true });
   });
 
