@@ -236,7 +236,8 @@ describe('a shell and files in a real microVM', { skip }, () => {
   });
 
   test('a 50 MiB file goes in and comes out with its SHA-256; it and its new parents belong to agent', { timeout: 10 * 60_000 }, async () => {
-    const data = randomBytes(50 * MiB);
+    // Not a whole number of disk blocks: the last of a download read past the page cache is partial.
+    const data = randomBytes(50 * MiB + 333);
     const digest = createHash('sha256').update(data).digest('hex');
     const put = await fetch(`${server.url}/v1/api/vms/${vmId}/files?path=${encodeURIComponent('deep/er/blob.bin')}`, {
       method: 'PUT',

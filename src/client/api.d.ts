@@ -623,7 +623,7 @@ export interface paths {
         get: operations["readVMFile"];
         /**
          * Write a file on a running VM's persist disk (extension)
-         * @description The body is the file's bytes (`application/octet-stream`, at most 100 MiB: 413 beyond, with nothing left behind), streamed to the VM as it comes. Missing parent directories are made; the file and they belong to the user `agent`. An existing file is replaced whole, at once, when the last byte has come: an upload cut short leaves the old file (or none), never a part. Paths live on the persist disk: a relative path is under `/persist/workspace`, an absolute one must be under `/persist` (`/persist/.agentvm` is the platform's own). A path with `..` or NUL, or whose symbolic links lead off the disk, is 400 naming `path`.
+         * @description The body is the file's bytes (`application/octet-stream`, at most 100 MiB: 413 beyond, with nothing left behind), streamed to the VM as it comes. Missing parent directories are made; the file and they belong to the user `agent`. An existing file is replaced whole, at once, when the last byte has come: an upload cut short leaves the old file (or none), never a part. The 201 comes once the bytes are on the VM's disk (fsynced): a VM that dies a moment later keeps the file. Paths live on the persist disk: a relative path is under `/persist/workspace`, an absolute one must be under `/persist` (`/persist/.agentvm` is the platform's own). A path with `..` or NUL, or whose symbolic links lead off the disk, is 400 naming `path`.
          */
         put: operations["writeVMFile"];
         post?: never;

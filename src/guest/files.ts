@@ -21,11 +21,15 @@ import {
   type FileWriteArgs,
   type GuestFaultCode,
 } from './protocol.ts';
-import { FRAME_HEADER_BYTES, MAX_DATA_FRAME, MAX_WINDOW, MIN_WINDOW, type MuxStream } from './streams.ts';
+import { DIRECT_BLOCK, framePayload, MAX_DATA_FRAME, MAX_WINDOW, MIN_WINDOW, type MuxStream } from './streams.ts';
 
-/** A file is read a block at a time, four whole frames (1 MiB), payloads read in place. */
-const READ_BLOCK = 4 * MAX_DATA_FRAME;
-const READ_BYTES = 4 * (MAX_DATA_FRAME - FRAME_HEADER_BYTES);
+/**
+ * A file is read a block at a time, four whole frames (1 MiB), payloads read in place, and past the
+ * page cache (O_DIRECT): the virtual disk puts the bytes straight into them, where a read through the
+ * cache has the guest copy each byte, and under emulation that copy costs as much as the port's own.
+ */
+const FRAMES_A_READ = 4;
+const READ_BLOCK = FRAMES_A_READ * MAX_DATA_FRAME;
 
 /** Directory listings stop here: a directory of more is listed in part (the answer says so by its length). */
 const MAX_ENTRIES = 10_000;
@@ -84,36 +88,45 @@ export async function readFile(args: FileReadArgs): Promise<FileReadResult> {
   checkWindow(args.window);
   const { mux } = await dataPort();
   if (mux.has(args.stream)) throw new Error(`stream ${args.stream} is in use`);
-  const fh = await fsp.open(real, constants.O_RDONLY | constants.O_NOFOLLOW);
+  // A file system that cannot read past its cache (none under /persist) is read through it.
+  const flags = constants.O_RDONLY | constants.O_NOFOLLOW;
+  let direct = true;
+  const fh = await fsp.open(real, flags | constants.O_DIRECT).catch((err) => {
+    if (!isCode(err, 'EINVAL')) throw err;
+    direct = false;
+    return fsp.open(real, flags);
+  });
   const size = (await fh.stat()).size;
   const stream = mux.open(args.stream, args.window);
-  void sendFile(fh, size, stream);
+  void sendFile(fh, size, stream, direct);
   return { kind: 'file', path: shown, size };
 }
 
 /**
  * Sends `size` bytes of the file (its size when it was opened), then ends the stream; a cut stream
  * stops it. Each read (one readv, a round through the thread pool) fills the payloads of several
- * whole frames in place, and the frames go to the port as they are: under emulation the guest's
- * every copy and every round counts.
+ * whole frames in place, from the disk when `direct`, and the frames go to the port as they are:
+ * under emulation the guest's every copy and every round counts.
  */
-async function sendFile(fh: fsp.FileHandle, size: number, stream: MuxStream): Promise<void> {
+async function sendFile(fh: fsp.FileHandle, size: number, stream: MuxStream, direct: boolean): Promise<void> {
   let sent = 0;
   // Blocks the port is done with are filled again: fresh memory costs a page fault a page, and
   // under emulation those cost more than the reads.
   const free: Buffer[] = [];
   /** No more blocks than a window's worth are ever in flight (the next waits for credit). */
   const kept = Math.ceil(stream.window / READ_BLOCK) + 1;
+  const readBytes = FRAMES_A_READ * framePayload(MAX_DATA_FRAME, direct);
   try {
     while (sent < size && !stream.closed) {
-      const want = Math.min(READ_BYTES, size - sent);
+      const want = Math.min(readBytes, size - sent);
       const block = free.pop() ?? Buffer.allocUnsafeSlow(READ_BLOCK);
-      const { frames, payloads } = stream.framesFor(want, block);
-      const { bytesRead } = await fh.readv(payloads, sent);
+      const { frames, payloads } = stream.framesFor(want, block, direct);
+      // A whole last block may bring bytes of a file that grew since: only its size at opening goes.
+      const bytesRead = Math.min(want, (await fh.readv(direct ? wholeBlocks(payloads) : payloads, sent)).bytesRead);
       if (bytesRead === 0) throw new Error('the file got shorter while it was read');
       if (bytesRead === want) await stream.writeFrames(frames, () => free.length < kept && free.push(block));
       else {
-        // A short read (the file shrank): what came goes in ordinary frames.
+        // A short read (the file shrank): what came goes in ordinary frames, and that is the end.
         let left = bytesRead;
         for (const p of payloads) {
           if (left === 0) break;
@@ -121,6 +134,7 @@ async function sendFile(fh: fsp.FileHandle, size: number, stream: MuxStream): Pr
           await stream.write(p.subarray(0, n));
           left -= n;
         }
+        throw new Error('the file got shorter while it was read');
       }
       sent += bytesRead;
     }
@@ -130,6 +144,13 @@ async function sendFile(fh: fsp.FileHandle, size: number, stream: MuxStream): Pr
   } finally {
     await fh.close().catch(() => undefined);
   }
+}
+
+/** The last payload read up to a whole DIRECT_BLOCK (the end of the file comes first; framesFor left room). */
+function wholeBlocks(payloads: Buffer[]): Buffer[] {
+  const last = payloads[payloads.length - 1];
+  const round = Math.ceil(last.length / DIRECT_BLOCK) * DIRECT_BLOCK;
+  return [...payloads.slice(0, -1), Buffer.from(last.buffer, last.byteOffset, round)];
 }
 
 /** Makes the missing directories of `dir` (the harness user's), refusing links that lead off the disk; answers its real path. */
@@ -201,6 +222,9 @@ async function receiveFile(fh: fsp.FileHandle, twin: string, target: string, sho
   const finish = async () => {
     if (failed) return discard();
     try {
+      // On the disk before it has its name and the host says 201: a VM that dies a moment later
+      // keeps the file (and a download past the page cache has nothing to wait for).
+      await fh.datasync();
       await fh.close();
       await fsp.rename(twin, target);
       stream.end({ path: shown, size });

@@ -1,7 +1,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { STREAM_WINDOW, StreamMux, type MuxStream } from './streams.ts';
+import { DIRECT_BLOCK, framePayload, STREAM_WINDOW, StreamMux, type MuxStream } from './streams.ts';
 import { filesPath } from './protocol.ts';
 import { skip, takeBatch } from './dataPort.ts';
 
@@ -152,6 +152,26 @@ describe('bulk frames and the port writer', () => {
     assert.deepEqual(written, ['block'], 'told once, after the last frame');
     b.feed(sent[2]);
     assert.ok(Buffer.concat(got).equals(data));
+  });
+
+  test('frames laid out for a read past the page cache: payloads 4-byte aligned, whole blocks but the last, room to round it up', () => {
+    const mux = new StreamMux(() => undefined);
+    const tx = mux.open(7, 512 * 1024);
+    const per = framePayload(mux.maxData, true);
+    assert.equal(per % DIRECT_BLOCK, 0);
+    const bytes = 3 * per + 1000;
+    const block = Buffer.alloc(4 * mux.maxData);
+    const { frames, payloads } = tx.framesFor(bytes, block, true);
+    assert.deepEqual(payloads.map((p) => p.length), [per, per, per, 1000]);
+    for (const [i, p] of payloads.entries()) {
+      assert.equal((p.byteOffset - block.byteOffset) % 4, 0, `payload ${i} starts 4-byte aligned`);
+      assert.equal(frames[i].length, p.length + 9);
+      assert.ok(frames[i].length <= mux.maxData);
+      assert.equal(frames[i].readUInt32BE(5), p.length);
+    }
+    const last = payloads[3];
+    assert.ok(last.byteOffset - block.byteOffset + DIRECT_BLOCK * 2 <= block.length, 'the last read can go on to a whole block');
+    assert.throws(() => tx.framesFor(4 * per, Buffer.alloc(4 * per)), /do not fit/);
   });
 
   test("a stream's window is its own: a wide one lets that much out, and grants come a quarter of it at a time", async () => {

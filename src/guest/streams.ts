@@ -29,6 +29,14 @@ export const MAX_WINDOW = 64 * 1024 * 1024;
 export const MAX_DATA_FRAME = 256 * 1024;
 /** The bytes of one frame header. */
 export const FRAME_HEADER_BYTES = 9;
+/** What a read that bypasses the page cache takes whole: the disk's logical block. */
+export const DIRECT_BLOCK = 512;
+
+/** The payload of a whole data frame made by framesFor (`direct`: a whole number of DIRECT_BLOCK). */
+export function framePayload(maxData: number, direct: boolean): number {
+  const per = maxData - FRAME_HEADER_BYTES;
+  return direct ? per - (per % DIRECT_BLOCK) : per;
+}
 const HEADER_BYTES = FRAME_HEADER_BYTES;
 /** Control, end and abort payloads are small JSON: a peer sending more is broken. */
 const MAX_SMALL_FRAME = 64 * 1024;
@@ -108,22 +116,28 @@ export class MuxStream extends EventEmitter {
   }
 
   /**
-   * Room for `bytes` bytes of data as whole frames laid end to end in one buffer, each frame, header
+   * Room for `bytes` bytes of data as whole frames laid out in one buffer, each frame, header
    * included, at most the mux's maxData (256 KiB: a whole number of port writes). The caller fills
    * `payloads` in place (a file read straight into them), then hands `frames` to writeFrames, and the
    * bytes go to the port with no copy on the way. `into`: a buffer to lay them in (one the port is
-   * done with), instead of a new one.
+   * done with), instead of a new one. `direct`: laid out for a read that bypasses the page cache
+   * (O_DIRECT): every payload starts at a multiple of 4 bytes from the buffer's start, and all but
+   * the last are a whole number of DIRECT_BLOCK; the buffer has room to read the last one up to a
+   * whole block too. Otherwise the frames lie end to end.
    */
-  framesFor(bytes: number, into?: Buffer): { frames: Buffer[]; payloads: Buffer[] } {
-    const per = this.mux.maxData - HEADER_BYTES;
+  framesFor(bytes: number, into?: Buffer, direct = false): { frames: Buffer[]; payloads: Buffer[] } {
+    const per = framePayload(this.mux.maxData, direct);
+    // Direct: 3 bytes before each header put its payload at 12 bytes into the frame's slot.
+    const lead = direct ? 3 : 0;
     const count = Math.max(1, Math.ceil(bytes / per));
-    const need = bytes + count * HEADER_BYTES;
+    const need = bytes + count * (lead + HEADER_BYTES) + (direct ? DIRECT_BLOCK : 0);
     if (into && into.length < need) throw new Error(`${need} bytes of frames do not fit in ${into.length}`);
     const block = into ?? Buffer.allocUnsafeSlow(need);
     const frames: Buffer[] = [];
     const payloads: Buffer[] = [];
     for (let i = 0, at = 0; i < count; i++) {
       const n = Math.min(per, bytes - i * per);
+      at += lead;
       const frame = block.subarray(at, at + HEADER_BYTES + n);
       frame.writeUInt32BE(this.id, 0);
       frame.writeUInt8(FRAME.data, 4);

@@ -40,6 +40,7 @@ export const writeVMFile = defineOperation({
     `The body is the file's bytes (\`application/octet-stream\`, at most ${MAX_FILE_BYTES / 1024 / 1024} MiB: 413 beyond, with nothing left behind), streamed ` +
     'to the VM as it comes. Missing parent directories are made; the file and they belong to the user `agent`. An existing file is ' +
     'replaced whole, at once, when the last byte has come: an upload cut short leaves the old file (or none), never a part. ' +
+      'The 201 comes once the bytes are on the VM\'s disk (fsynced): a VM that dies a moment later keeps the file. ' +
     PATHS,
   tag: 'VMs',
   audience: 'customer',
