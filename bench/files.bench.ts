@@ -27,6 +27,7 @@ try {
   const driver = server.host.driver!;
 
   // 1. The bare data port, both ways: the same number of bytes, no frames, no files.
+  await driver.dataReady(vmId);
   const ch = driver.dataChannel(vmId);
   await driver.request(vmId, 'raw_sink', { bytes: BYTES }, 10_000);
   let t = performance.now();

@@ -118,8 +118,12 @@ interface Handle {
   facts: HelloFacts;
   stopping: boolean;
   exited: Promise<ExitInfo>;
-  /** The data port is in step with the guest (its sync marker seen): streams may be opened. */
-  dataReady: Promise<void>;
+  /**
+   * The data port is in step with the guest (its sync marker seen): streams may be opened. Started by
+   * the VM's first shell or file (dataReady), not by its start: under emulation a guest's first use of
+   * a code path costs it a translation, and a start's CPU is what many starts at once share.
+   */
+  dataSynced: Promise<void> | null;
 }
 
 /** A host's first word on a VM's data port: the guest marks where this connection's bytes begin (dataChannel.ts). */
@@ -284,11 +288,7 @@ export class QemuDriver extends EventEmitter {
       facts,
       stopping: false,
       exited: machineEnded(pid, qmpCh, exitReason).then((reason) => ({ expected: handle.stopping, reason })),
-      // Off a start's path: the first shell or file of the VM waits for it, not the VM's `running`.
-      dataReady: syncData(agent, data, 30_000).catch((err: Error) => {
-        this.opts.log?.('the data port did not come in step; shells and files of this VM are unavailable', { vm_id: vmId, err: err.message });
-        data.close({ error: 'unavailable', message: 'the VM data port is not in step with its guest' });
-      }),
+      dataSynced: null,
     };
     this.handles.set(vmId, handle);
     // The guest's notifications (lines with `event`): a run's output and end, for the host's recorder.
@@ -471,7 +471,13 @@ export class QemuDriver extends EventEmitter {
 
   /** Resolves once the VM's data port is in step with its guest (see dataChannel). */
   async dataReady(vmId: string): Promise<void> {
-    await this.handles.get(vmId)?.dataReady;
+    const h = this.handles.get(vmId);
+    if (!h) return;
+    h.dataSynced ??= syncData(h.agent, h.data, 30_000).catch((err: Error) => {
+      this.opts.log?.('the data port did not come in step; shells and files of this VM are unavailable', { vm_id: vmId, err: err.message });
+      h.data.close({ error: 'unavailable', message: 'the VM data port is not in step with its guest' });
+    });
+    await h.dataSynced;
   }
 
   /** The VM's data port (byte streams to its guest agent; await dataReady first); throws when the VM is not running here. */
