@@ -39,6 +39,12 @@ chomp $line;
 my %a = map { split /=/, $_, 2 } split / /, $line;
 my @out;
 sub say_ { push @out, "$_[0]=$_[1]\n"; }
+# Where the time goes: the monotonic clock (clock_gettime, CLOCK_MONOTONIC) after each step, answered
+# as `steps_ms=name:ms,...` (each step's own milliseconds), for the host's log of a start's phases.
+sub mono { my $ts = pack('q q', 0, 0); syscall(228, 1, $ts); my ($s, $ns) = unpack('q q', $ts); return $s * 1000 + $ns / 1e6; }
+my $mark = mono();
+my @steps;
+sub step { my $now = mono(); push @steps, sprintf('%s:%d', $_[0], $now - $mark + 0.5); $mark = $now; }
 eval {
 my %SYS = (clock_settime => 227, mount => 165, umount2 => 166, pivot_root => 155);
 my ($MS_NOATIME, $MS_MOVE, $MNT_DETACH) = (1024, 8192, 2);
@@ -59,12 +65,15 @@ sub ensure_fs {
 sub sin4 { pack('S n C4 x8', 2, 0, split(/\./, $_[0])) }
 
 syscall($SYS{clock_settime}, 0, pack('q q', $a{sec}, $a{nsec})) == 0 or die "clock_settime: $!\n";
+step('clock');
 open(my $rnd, '+<', '/dev/random') or die "/dev/random: $!\n";
 my $ent = pack('H*', $a{entropy});
 ioctl($rnd, 0x40085203, pack('i i', length($ent) * 8, length($ent)) . $ent) or die "RNDADDENTROPY: $!\n";
 ioctl($rnd, 0x5207, 0) or die "RNDRESEEDCRNG: $!\n";
 close($rnd);
+step('random');
 put('/proc/sys/kernel/hostname', $a{hostname});
+step('hostname');
 
 socket(my $s, 2, 2, 0) or die "socket: $!\n";
 my ($ip, $prefix) = split m{/}, $a{ipv4};
@@ -82,6 +91,7 @@ my $dev = 'eth0';
 my $rt = pack('Q a16 a16 a16 S s x4 Q Q s x6 p Q Q S x6', 0, sin4($a{egress}), sin4('0.0.0.0'), sin4('255.255.255.255'), 5, 0, 0, 0, 0, $dev, 0, 0, 0);
 ioctl($s, 0x890B, $rt) or $!{EEXIST} or die "SIOCADDRT: $!\n";
 close($s);
+step('network');
 
 # The VM's disks: on a clone they are plugged in as it resumes, and appear while the above ran.
 sub disk {
@@ -101,6 +111,7 @@ sub disk {
 $a{upper} = disk($a{upper_model}) or die "no $a{upper_model} disk appeared\n";
 $a{persist} = disk($a{persist_model});
 say_('persist_device', $a{persist});
+step('disks');
 ensure_fs($a{upper}, 'root');
 mnt('agentvm', '/mnt', 'tmpfs', 0, 'mode=0755');
 mkdir $_ for '/mnt/upper', '/mnt/root';
@@ -114,6 +125,7 @@ syscall($SYS{pivot_root}, $new, $old) == 0 or die "pivot_root: $!\n";
 chdir('/');
 my $gone = '/mnt';
 syscall($SYS{umount2}, $gone, $MNT_DETACH) == 0 or die "umount /mnt: $!\n";
+step('root');
 
 put('/etc/hostname', "$a{hostname}\n");
 put('/etc/machine-id', "$a{machine_id}\n");
@@ -142,12 +154,15 @@ if (!$a{persist}) {
   };
   if ($@) { my $e = $@; $e =~ s/\s+$//; say_('persist_error', $e); } else { say_('persist_mounted', 1); say_('persist_formatted', $formatted); }
 }
+step('persist');
 say_('instance_id', $a{instance_id});
 say_('hostname', $a{hostname});
 say_('ipv4', $ip);
 if (open(my $u, '<', '/proc/uptime')) { my ($up) = split / /, scalar <$u>; say_('uptime_s', $up); }
 # What the agent knew when it started (image facts); the host needs nothing more from it now.
 if (open(my $st, '<', '/run/agentvm/static')) { push @out, grep { /=/ } <$st>; }
+step('facts');
+say_('steps_ms', join(',', @steps));
 put('/run/agentvm/assumed', join('', @out));
 };
 if ($@) { my $e = $@; $e =~ s/\s+$//; $e =~ s/\n/ /g; @out = ("error=$e\n"); }

@@ -235,6 +235,8 @@ export class QemuDriver extends EventEmitter {
       let t = performance.now();
       const out = await m.assume(assumeLine(this.assumeArgs(spec)));
       phases.assume_ms = performance.now() - t;
+      // The assume program's own steps (assume.pl: `name:ms,...`).
+      for (const [name, ms] of (out.steps_ms ?? '').split(',').map((p) => p.split(':'))) if (name && Number.isFinite(Number(ms))) phases[`assume_${name}_ms`] = Number(ms);
       if (out.error) throw new Error(`the guest could not take its identity: ${out.error}`);
       this.phases.set(spec.vmId, Object.fromEntries(Object.entries(phases).map(([k, v]) => [k, Math.round(v)])));
       const facts = factsFromAssumed(out);
