@@ -31,15 +31,15 @@ export const MAX_DATA_FRAME = 256 * 1024;
 export const FRAME_HEADER_BYTES = 9;
 /** What a read that bypasses the page cache takes whole: the disk's logical block. */
 export const DIRECT_BLOCK = 512;
+const HEADER_BYTES = FRAME_HEADER_BYTES;
+/** Control, end and abort payloads are small JSON: a peer sending more is broken. */
+const MAX_SMALL_FRAME = 64 * 1024;
 
 /** The payload of a whole data frame made by framesFor (`direct`: a whole number of DIRECT_BLOCK). */
 export function framePayload(maxData: number, direct: boolean): number {
   const per = maxData - FRAME_HEADER_BYTES;
   return direct ? per - (per % DIRECT_BLOCK) : per;
 }
-const HEADER_BYTES = FRAME_HEADER_BYTES;
-/** Control, end and abort payloads are small JSON: a peer sending more is broken. */
-const MAX_SMALL_FRAME = 64 * 1024;
 
 /** Why a stream was cut, as the side that cut it says it. */
 export interface StreamFault {
