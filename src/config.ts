@@ -26,6 +26,8 @@ export interface Config {
   imageAutoBuild: boolean;
   /** Start VMs from golden snapshots (off: every start is a cold boot). */
   snapshots: boolean;
+  /** Standby VMs kept of the starter shape, so a new VM starts by taking one (0: none; needs snapshots). */
+  standbyVms: number;
   /** `all`: API and VM host in one process; `api`: a stateless API replica; `host`: a VM host. */
   role: 'all' | 'api' | 'host';
   /** The secret API replicas and VM hosts share for the hosts' internal endpoint. */
@@ -110,6 +112,7 @@ export function loadConfig(flags: { host?: string; port?: string | number; dataD
     templateDir: path.resolve(process.env.AGENTVM_TEMPLATE_DIR || path.join(dataDir, 'templates')),
     hostStaleMs: intFromEnv('AGENTVM_HOST_STALE_S', 30) * 1000,
     snapshots: process.env.AGENTVM_SNAPSHOTS === undefined || process.env.AGENTVM_SNAPSHOTS === '' ? true : boolFromEnv('AGENTVM_SNAPSHOTS'),
+    standbyVms: intFromEnv('AGENTVM_STANDBY_VMS', 2),
     bootTimeoutMs: intFromEnv('AGENTVM_BOOT_TIMEOUT_S', 180) * 1000,
     meterIntervalMs: intFromEnv('AGENTVM_METER_INTERVAL_S', 10) * 1000,
     runTimeoutMs: intFromEnv('AGENTVM_RUN_TIMEOUT_S', 1800) * 1000,

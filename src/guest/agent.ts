@@ -100,10 +100,15 @@ async function setClock(ms: number): Promise<void> {
   if (answer !== 'ok') throw new Error(`setting the clock failed: ${answer}`);
 }
 
+/** When ASSUMED_FILE was last read: a standby's assume program writes it again as it becomes its VM. */
+let assumedMtime = 0;
+
 async function readAssumed(): Promise<void> {
-  if (assumed) return;
+  const st = await fsp.stat(ASSUMED_FILE).catch(() => null);
+  if (!st || st.mtimeMs === assumedMtime) return;
   const text = await fsp.readFile(ASSUMED_FILE, 'utf8').catch(() => null);
   if (!text) return;
+  assumedMtime = st.mtimeMs;
   assumed = parseKeyValues(text);
   persist = factsFromAssumed(assumed).persist;
 }

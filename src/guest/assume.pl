@@ -15,6 +15,11 @@
 #
 # Input: one line of space-separated key=value pairs (assumeLine in protocol.ts). Output, on the port
 # and in /run/agentvm/assumed (ASSUMED_FILE): key=value lines, then `end`; `error=...` when it could not.
+#
+# A standby VM (`standby=1`: made ahead of need, its disks fresh, see the driver's standby pool) does
+# all of the above for a provisional identity, answers, and waits for a second line: the VM it becomes.
+# Then only what names a VM changes (clock, RNG reseeded again, hostname, machine id, /etc, instance),
+# on code paths this guest has run once already, so under emulation they cost little.
 use strict;
 my $port;
 until ($port) {
@@ -28,15 +33,19 @@ until ($port) {
   select(undef, undef, undef, 0.05) unless $port;
 }
 open(my $io, '+<', $port) or die "$port: $!\n";
-my $line = '';
-until ($line =~ /\n/) {
-  my $n = sysread($io, my $buf, 4096);
-  # Nothing while no host is on the other end: look again shortly.
-  if (!$n) { select(undef, undef, undef, 0.02); next; }
-  $line .= $buf;
+# One line of key=value pairs from the host.
+sub read_args {
+  my $line = '';
+  until ($line =~ /\n/) {
+    my $n = sysread($io, my $buf, 4096);
+    # Nothing while no host is on the other end: look again shortly.
+    if (!$n) { select(undef, undef, undef, 0.02); next; }
+    $line .= $buf;
+  }
+  chomp $line;
+  return map { split /=/, $_, 2 } split / /, $line;
 }
-chomp $line;
-my %a = map { split /=/, $_, 2 } split / /, $line;
+my %a = read_args();
 my @out;
 sub say_ { push @out, "$_[0]=$_[1]\n"; }
 # Where the time goes: the monotonic clock (clock_gettime, CLOCK_MONOTONIC) after each step, answered
@@ -45,9 +54,11 @@ sub mono { my $ts = pack('q q', 0, 0); syscall(228, 1, $ts); my ($s, $ns) = unpa
 my $mark = mono();
 my @steps;
 sub step { my $now = mono(); push @steps, sprintf('%s:%d', $_[0], $now - $mark + 0.5); $mark = $now; }
-eval {
 my %SYS = (clock_settime => 227, mount => 165, umount2 => 166, pivot_root => 155);
 my ($MS_NOATIME, $MS_MOVE, $MNT_DETACH) = (1024, 8192, 2);
+my $ip;
+# The persist disk's lines of the answer (a standby's second answer repeats them).
+my @persist_out;
 
 sub put { my ($f, $v) = @_; open(my $h, '>', $f) or die "$f: $!\n"; print $h $v; close($h) or die "$f: $!\n"; }
 sub mnt {
@@ -64,19 +75,55 @@ sub ensure_fs {
 }
 sub sin4 { pack('S n C4 x8', 2, 0, split(/\./, $_[0])) }
 
-syscall($SYS{clock_settime}, 0, pack('q q', $a{sec}, $a{nsec})) == 0 or die "clock_settime: $!\n";
-step('clock');
-open(my $rnd, '+<', '/dev/random') or die "/dev/random: $!\n";
-my $ent = pack('H*', $a{entropy});
-ioctl($rnd, 0x40085203, pack('i i', length($ent) * 8, length($ent)) . $ent) or die "RNDADDENTROPY: $!\n";
-ioctl($rnd, 0x5207, 0) or die "RNDRESEEDCRNG: $!\n";
-close($rnd);
-step('random');
-put('/proc/sys/kernel/hostname', $a{hostname});
-step('hostname');
+# The clock, the RNG and the kernel's hostname: what names a VM in memory.
+sub clock_random_hostname {
+  syscall($SYS{clock_settime}, 0, pack('q q', $a{sec}, $a{nsec})) == 0 or die "clock_settime: $!\n";
+  step('clock');
+  open(my $rnd, '+<', '/dev/random') or die "/dev/random: $!\n";
+  my $ent = pack('H*', $a{entropy});
+  ioctl($rnd, 0x40085203, pack('i i', length($ent) * 8, length($ent)) . $ent) or die "RNDADDENTROPY: $!\n";
+  ioctl($rnd, 0x5207, 0) or die "RNDRESEEDCRNG: $!\n";
+  close($rnd);
+  step('random');
+  put('/proc/sys/kernel/hostname', $a{hostname});
+  step('hostname');
+}
+
+# What names a VM on its root: /etc and the instance.
+sub etc_files {
+  put('/etc/hostname', "$a{hostname}\n");
+  put('/etc/machine-id', "$a{machine_id}\n");
+  put('/etc/hosts', "127.0.0.1\tlocalhost\n$ip\t$a{hostname}\n$a{egress}\t$a{egress_name}\n");
+  put('/etc/resolv.conf', "nameserver $a{dns}\n");
+  mkdir '/run/agentvm';
+  put('/run/agentvm/instance', "$a{instance_id}\n");
+}
+
+# The answer's facts, also left in /run/agentvm/assumed for the agent.
+sub facts {
+  push @out, @persist_out;
+  say_('instance_id', $a{instance_id});
+  say_('hostname', $a{hostname});
+  say_('ipv4', $ip);
+  if (open(my $u, '<', '/proc/uptime')) { my ($up) = split / /, scalar <$u>; say_('uptime_s', $up); }
+  # What the agent knew when it started (image facts); the host needs nothing more from it now.
+  if (open(my $st, '<', '/run/agentvm/static')) { push @out, grep { /=/ } <$st>; }
+  step('facts');
+  say_('steps_ms', join(',', @steps));
+  put('/run/agentvm/assumed', join('', @out));
+}
+
+sub answer {
+  if ($@) { my $e = $@; $e =~ s/\s+$//; $e =~ s/\n/ /g; @out = ("error=$e\n"); }
+  syswrite($io, join('', @out) . "end\n");
+}
+
+eval {
+clock_random_hostname();
 
 socket(my $s, 2, 2, 0) or die "socket: $!\n";
-my ($ip, $prefix) = split m{/}, $a{ipv4};
+my $prefix;
+($ip, $prefix) = split m{/}, $a{ipv4};
 my $mask = join('.', unpack('C4', pack('N', $prefix ? (0xffffffff << (32 - $prefix)) & 0xffffffff : 0)));
 ioctl($s, 0x8916, pack('a16 a16 x8', 'eth0', sin4($ip))) or die "SIOCSIFADDR: $!\n";
 ioctl($s, 0x891c, pack('a16 a16 x8', 'eth0', sin4($mask))) or die "SIOCSIFNETMASK: $!\n";
@@ -127,12 +174,7 @@ my $gone = '/mnt';
 syscall($SYS{umount2}, $gone, $MNT_DETACH) == 0 or die "umount /mnt: $!\n";
 step('root');
 
-put('/etc/hostname', "$a{hostname}\n");
-put('/etc/machine-id', "$a{machine_id}\n");
-put('/etc/hosts', "127.0.0.1\tlocalhost\n$ip\t$a{hostname}\n$a{egress}\t$a{egress_name}\n");
-put('/etc/resolv.conf', "nameserver $a{dns}\n");
-mkdir '/run/agentvm';
-put('/run/agentvm/instance', "$a{instance_id}\n");
+etc_files();
 
 if (!$a{persist}) {
   say_('persist_error', 'no persist disk attached');
@@ -155,15 +197,23 @@ if (!$a{persist}) {
   if ($@) { my $e = $@; $e =~ s/\s+$//; say_('persist_error', $e); } else { say_('persist_mounted', 1); say_('persist_formatted', $formatted); }
 }
 step('persist');
-say_('instance_id', $a{instance_id});
-say_('hostname', $a{hostname});
-say_('ipv4', $ip);
-if (open(my $u, '<', '/proc/uptime')) { my ($up) = split / /, scalar <$u>; say_('uptime_s', $up); }
-# What the agent knew when it started (image facts); the host needs nothing more from it now.
-if (open(my $st, '<', '/run/agentvm/static')) { push @out, grep { /=/ } <$st>; }
-step('facts');
-say_('steps_ms', join(',', @steps));
-put('/run/agentvm/assumed', join('', @out));
+@persist_out = @out;
+@out = ();
+facts();
 };
-if ($@) { my $e = $@; $e =~ s/\s+$//; $e =~ s/\n/ /g; @out = ("error=$e\n"); }
-syswrite($io, join('', @out) . "end\n");
+answer();
+
+# A standby: the second line names the VM it becomes; its network, root and disks stay as they are.
+if ($a{standby} && !$@) {
+  my %b = read_args();
+  $a{$_} = $b{$_} for qw(sec nsec entropy hostname machine_id instance_id);
+  (@out, @steps) = ();
+  $mark = mono();
+  eval {
+    clock_random_hostname();
+    etc_files();
+    step('etc');
+    facts();
+  };
+  answer();
+}

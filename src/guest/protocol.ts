@@ -100,6 +100,8 @@ export interface AssumeArgs {
   entropy_hex: string;
   /** How long to wait for the two disks to appear (a clone's are plugged as it resumes). */
   disk_wait_ms: number;
+  /** A standby VM: after this identity (provisional), the program waits for a second line, the VM it becomes. */
+  standby?: boolean;
 }
 
 /** The line the host writes to the assume port: space-separated key=value pairs. */
@@ -124,6 +126,7 @@ export function assumeLine(args: AssumeArgs): string {
     secrets_dir: SECRETS_FILE.slice(0, SECRETS_FILE.lastIndexOf('/')),
     uid: String(HARNESS_USER.uid),
     gid: String(HARNESS_USER.gid),
+    ...(args.standby ? { standby: '1' } : {}),
   };
   const bad = Object.entries(kv).find(([, v]) => !/^[A-Za-z0-9./:_-]+$/.test(v));
   if (bad || !/^[0-9a-f]{32}$/.test(args.machine_id) || !/^[0-9a-f]+$/.test(args.entropy_hex)) {

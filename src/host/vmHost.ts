@@ -180,6 +180,8 @@ export class LocalVmHost implements VmHost {
       blankDir: path.join(config.dataDir, 'blank'),
       snapshots: this.snapshots,
       log: (msg, fields) => log.warn(fields ?? {}, msg),
+      standby: this.snapshots ? config.standbyVms : 0,
+      standbySlotsHeld: () => vmStore.heldStandbySlots(d.db, d.hostId),
     });
     this.reconciler = new Reconciler({
       db: d.db,
@@ -298,7 +300,11 @@ export class LocalVmHost implements VmHost {
       await this.snapshots.init(img.id).catch((err) => log.warn({ err }, 'reading the snapshots failed'));
       const starter = PLANS.starter;
       this.snapshots.want({ vmId: 'golden', vcpus: starter.vcpus, memoryMib: starter.memory_mib, diskGib: starter.disk_gib, image: img, netSlot: 0, hostname: 'agentvm' });
-      void this.snapshots.settled().then(this.resolvePrewarmed);
+      void this.snapshots.settled().then(() => {
+        this.resolvePrewarmed();
+        // New starter VMs take standbys made ahead of need (also the tiers' shape).
+        if (!this.closing) this.driver.keepStandby({ image: img, vcpus: starter.vcpus, memoryMib: starter.memory_mib, diskGib: starter.disk_gib });
+      });
     } else {
       this.resolvePrewarmed();
     }
@@ -330,6 +336,7 @@ export class LocalVmHost implements VmHost {
 
   async close(opts?: { stopVms?: boolean }): Promise<void> {
     this.closing = true;
+    await this.driver.dropStandbys();
     await this.snapshots?.close();
     await this.capturer.settled();
     await this.runs.stop();

@@ -7,6 +7,7 @@ import type { Queryable } from './db.ts';
 import type { VmStateFields, VmStatus } from '../domain/vmState.ts';
 import type { Cycle, PlanId, TierId } from '../domain/plans.ts';
 import type { EgressPolicy } from '../domain/egress.ts';
+import { STANDBY_SLOTS } from '../vmm/commandLine.ts';
 
 /** A VM as the customer sees it. */
 export interface VmRow extends VmStateFields {
@@ -78,8 +79,11 @@ export interface NewVm {
 export type PlatformStopReason = 'preempted' | 'credits_exhausted' | 'idle';
 export const PLATFORM_STOP_REASONS: readonly PlatformStopReason[] = ['preempted', 'credits_exhausted', 'idle'];
 
-/** Network slots per host: 10.128.0.0/9 in /24s. */
-const NET_SLOTS = 0x7fff;
+/**
+ * The last network slot placement hands out (10.128.0.0/9 in /24s): the slots above it are standby
+ * VMs' (STANDBY_SLOTS), and a VM that takes a standby takes its slot (setNetSlot).
+ */
+const NET_SLOTS = STANDBY_SLOTS.first - 1;
 
 // ---- what the customer reads and asks for (tenant id in every WHERE) ----
 
@@ -307,6 +311,20 @@ export async function freeNetSlots(q: Queryable, hostId: string, count: number):
     [hostId, count],
   );
   return rows.map((r) => r.s);
+}
+
+/** Network slots of the standby range held by VMs of a host (they took standbys). */
+export async function heldStandbySlots(q: Queryable, hostId: string): Promise<Set<number>> {
+  const rows = await q.query<{ s: number }>(
+    `SELECT net_slot AS s FROM vms WHERE host_id = $1 AND disks_removed_at IS NULL AND net_slot >= $2`,
+    [hostId, STANDBY_SLOTS.first],
+  );
+  return new Set(rows.map((r) => r.s));
+}
+
+/** The VM took a standby, and with it the standby's network slot. */
+export async function setNetSlot(q: Queryable, vmId: string, slot: number): Promise<void> {
+  await q.query('UPDATE vms SET net_slot = $2 WHERE vm_id = $1', [vmId, slot]);
 }
 
 // ---- what the VM's host reads and records ----

@@ -28,6 +28,12 @@ export function netOfSlot(slot: number): GuestNet {
   return { net: `${prefix}.0/24`, guest: `${prefix}.15`, gateway: `${prefix}.2`, dns: `${prefix}.3`, egress: `${prefix}.4` };
 }
 
+/**
+ * Network slots of standby VMs (made ahead of need, before any VM is theirs): the upper quarter of the
+ * range. A VM that takes a standby takes its slot too; the placement of new VMs hands out the rest.
+ */
+export const STANDBY_SLOTS = { first: 0x6000, last: 0x7fff } as const;
+
 /** How a guest's connections to the egress address reach the host's gateway: one socat per connection, to the VM's socket. */
 export interface EgressForward {
   socat: string;

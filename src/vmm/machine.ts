@@ -5,7 +5,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, existsSync, openSync } from 'node:fs';
-import { readFile, rm, writeFile } from 'node:fs/promises';
+import { readFile, realpath, rm, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -56,8 +56,11 @@ export interface Machine {
   exit: Promise<string>;
   exitText(): string;
   qmp<T = unknown>(command: string, args?: object): Promise<T>;
-  /** Writes the assume line to its port and answers the program's key=value lines (once: then the port is closed). */
-  assume(line: string): Promise<Record<string, string>>;
+  /**
+   * Writes the assume line to its port and answers the program's key=value lines. The port is closed
+   * after, unless `more` (a standby: its second line, the VM it becomes, comes later).
+   */
+  assume(line: string, opts?: { more?: boolean; timeoutMs?: number }): Promise<Record<string, string>>;
   kill(): Promise<void>;
 }
 
@@ -153,20 +156,22 @@ export async function spawnMachine(qemu: string, f: MachineFiles, args: string[]
     exit: childExit.then(() => describeExit(exitInfo!)),
     exitText: () => (exitInfo ? describeExit(exitInfo) : ''),
     qmp: <T,>(command: string, args?: object) => qmp<T>(q, command, args, Math.max(1000, deadline - Date.now())),
-    assume: (line: string) =>
+    assume: (line: string, opts?: { more?: boolean; timeoutMs?: number }) =>
       new Promise<Record<string, string>>((resolve, reject) => {
         const check = () => {
           if (!/(^|\n)end\n/.test(assumeOut)) return false;
           as.off('data', check);
           clearTimeout(timer);
-          as.end();
-          resolve(parseKeyValues(assumeOut));
+          if (!opts?.more) as.end();
+          const answer = parseKeyValues(assumeOut);
+          assumeOut = '';
+          resolve(answer);
           return true;
         };
         const timer = setTimeout(() => {
           as.off('data', check);
           reject(new Error(exitInfo ? `qemu ${describeExit(exitInfo)}` : 'the guest did not take its identity in time'));
-        }, Math.max(1000, deadline - Date.now()));
+        }, opts?.timeoutMs ?? Math.max(1000, deadline - Date.now()));
         as.on('data', check);
         as.write(line);
         check();
@@ -227,13 +232,16 @@ function pidAlive(pid: number): boolean {
 
 /**
  * The pid in the machine's pid file, if that process is alive and is this machine's QEMU: its command
- * line names the machine's directory (a recycled pid is never taken for it).
+ * line names the machine's directory (a recycled pid is never taken for it), by that name or, for a VM
+ * that started as a standby (its directory a link to the standby's), by the standby's.
  */
 export async function machinePid(f: MachineFiles): Promise<number | null> {
   const pid = Number((await readFile(f.pid, 'utf8').catch(() => '')).trim());
   if (!pid || !pidAlive(pid)) return null;
   const cmdline = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
-  return cmdline.includes(f.dir + path.sep) ? pid : null;
+  if (cmdline.includes(f.dir + path.sep)) return pid;
+  const real = await realpath(f.dir).catch(() => f.dir);
+  return real !== f.dir && cmdline.includes(real + path.sep) ? pid : null;
 }
 
 /** Kills the machine's QEMU if `pid` still is it, and waits (up to 5 s) for it to be gone. */

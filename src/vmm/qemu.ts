@@ -10,17 +10,17 @@
  */
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import { readdir, readFile, rm, stat } from 'node:fs/promises';
+import { lstat, readdir, readFile, readlink, rm, stat, symlink } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { agentRequest, qmp, type JsonLineChannel } from './channel.ts';
 import type { DataChannel } from './dataChannel.ts';
-import { netOfSlot, ownDiskHotplugArgs, qemuCommandLine, type MachineStart } from './commandLine.ts';
+import { netOfSlot, ownDiskHotplugArgs, qemuCommandLine, STANDBY_SLOTS, type MachineStart } from './commandLine.ts';
 import { DiskMaker } from './disks.ts';
-import { connectMachine, consoleTail, killMachine, machineEnded, machineFiles, machinePid, resumeIncoming, spawnMachine, type MachineFiles } from './machine.ts';
+import { connectMachine, consoleTail, killMachine, machineEnded, machineFiles, machinePid, resumeIncoming, spawnMachine, type Machine, type MachineFiles } from './machine.ts';
 import { hostTscKhz, type Accel } from './probe.ts';
 import { DamagedState, discard, hasRecord, load, readRecord, save, suspendFiles, type SuspendRecord } from './suspend.ts';
-import { assumeLine, factsFromAssumed, type AssumeArgs, type ExecArgs, type ExecResult, type HelloFacts } from '../guest/protocol.ts';
+import { assumeLine, factsFromAssumed, HARNESS_HOME, type AssumeArgs, type ExecArgs, type ExecResult, type HelloFacts } from '../guest/protocol.ts';
 import type { Image } from '../image/build.ts';
 
 export interface VmSpec {
@@ -58,8 +58,38 @@ export interface SnapshotSource {
   failed(snap: SnapshotFiles, err: Error): void;
 }
 
-/** How the running VM came up: resumed from its shape's golden snapshot, booted cold, or resumed from its own suspend. */
-export type StartedFrom = 'snapshot' | 'cold' | 'suspended';
+/**
+ * How the running VM came up: resumed from its shape's golden snapshot, booted cold, resumed from its
+ * own suspend, or a standby it took over (a clone made ahead of need).
+ */
+export type StartedFrom = 'snapshot' | 'cold' | 'suspended' | 'standby';
+
+/** The shape the driver keeps standby VMs of: a new VM of exactly this (and no template) takes one. */
+export interface StandbyShape {
+  image: Image;
+  vcpus: number;
+  memoryMib: number;
+  diskGib: number;
+}
+
+/**
+ * A standby: a clone of its shape's golden VM, resumed ahead of need with fresh disks mounted and a
+ * provisional identity, its assume program waiting for the VM it becomes. It lives in a directory of
+ * its own (sb_<hex> under vmsDir); the VM that takes it gets a link of its name to that directory.
+ */
+interface Standby {
+  id: string;
+  key: string;
+  netSlot: number;
+  m: Machine;
+  phases: Record<string, number>;
+}
+
+function standbyKey(s: { image: Image; vcpus: number; memoryMib: number; diskGib: number }): string {
+  return `${s.image.id}/${s.vcpus}/${s.memoryMib}/${s.diskGib}`;
+}
+
+const STANDBY_DIR = /^sb_[0-9a-f]+$/;
 
 /** Where a VM's gateway socket is served (src/host/egress/gateway.ts). */
 export interface GatewayPort {
@@ -83,6 +113,10 @@ export interface DriverOptions extends MachineOptions {
   /** Where starts find snapshots of their shape (SnapshotStore); null: every start is a cold boot. */
   snapshots: SnapshotSource | null;
   log?: (msg: string, fields?: object) => void;
+  /** How many standby VMs to keep of the shape keepStandby names (0: none). */
+  standby?: number;
+  /** Network slots in the standby range held by VMs that were standbys (so not free for a new one). */
+  standbySlotsHeld?: () => Promise<Set<number>>;
 }
 
 /**
@@ -124,6 +158,34 @@ interface Handle {
    * a code path costs it a translation, and a start's CPU is what many starts at once share.
    */
   dataSynced: Promise<void> | null;
+  /** The network slot its machine runs on, when it took a standby's (the standby range). */
+  netSlot?: number;
+}
+
+/**
+ * A standby's first run, before any VM is its: under emulation a guest's first use of a code path
+ * costs a translation in each QEMU, and a VM's first run (the agent's run code, a process of the
+ * harness user, Perl with the modules our programs load) costs several times the next. It leaves no
+ * trace: nothing is written, and the run is forgotten once acknowledged.
+ */
+const WARM_PERL = 'for my $d (@ARGV) { my $f = "$d/.agentvm-warm"; open(my $h, ">", $f) or next; print $h "1\\n"; close($h); rename($f, "$f.1"); unlink("$f.1"); }';
+
+async function warmStandby(m: Machine): Promise<void> {
+  const runId = `run_standby${randomBytes(6).toString('hex')}`;
+  let onMessage: (msg: Record<string, unknown>) => void = () => undefined;
+  const ended = new Promise<void>((resolve) => {
+    onMessage = (msg) => {
+      if (msg.event === 'run_end' && msg.run_id === runId) resolve();
+    };
+    m.agent.on('message', onMessage);
+  });
+  try {
+    await agentRequest(m.agent, 'run_start', { run_id: runId, argv: ['perl', '-Mstrict', '-Mwarnings', '-e', WARM_PERL, HARNESS_HOME, '/var/tmp'], timeout_ms: 30_000, max_output_bytes: 4096 }, 30_000);
+    await Promise.race([ended, sleep(30_000).then(() => Promise.reject(new Error('the warm-up run did not end')))]);
+    await agentRequest(m.agent, 'run_ack', { run_id: runId, seq: 0, done: true }, 30_000);
+  } finally {
+    m.agent.off('message', onMessage);
+  }
 }
 
 /** A host's first word on a VM's data port: the guest marks where this connection's bytes begin (dataChannel.ts). */
@@ -138,6 +200,15 @@ export class QemuDriver extends EventEmitter {
   readonly phases = new Map<string, Record<string, number>>();
   /** VMs whose saved memory is being loaded: their guest's state is neither saved nor running. */
   private readonly resuming = new Set<string>();
+  /** Standby VMs ready to be taken, and the ones being made (their directories are not left over). */
+  private readonly standbys: Standby[] = [];
+  private readonly makingStandby = new Set<string>();
+  private standbyShape: StandbyShape | null = null;
+  private filling: Promise<void> | null = null;
+  private closed = false;
+  /** Starts under way, and when the last one ended: standbys are made when the host is quiet. */
+  private starting = 0;
+  private lastStartEnded = 0;
 
   constructor(readonly opts: DriverOptions) {
     super();
@@ -202,16 +273,182 @@ export class QemuDriver extends EventEmitter {
    */
   async start(spec: VmSpec): Promise<HelloFacts> {
     if (this.handles.has(spec.vmId)) throw new Error(`${spec.vmId} is already running`);
-    const snap = (await this.opts.snapshots?.find(spec)) ?? null;
-    if (snap) {
-      try {
-        return await this.launch(spec, snap);
-      } catch (err) {
-        this.opts.log?.('resuming from the snapshot failed; booting cold', { vm_id: spec.vmId, snapshot: snap.key, err });
-        this.opts.snapshots?.failed(snap, err as Error);
+    this.starting++;
+    try {
+      const snap = (await this.opts.snapshots?.find(spec)) ?? null;
+      if (snap) {
+        try {
+          return await this.launch(spec, snap);
+        } catch (err) {
+          this.opts.log?.('resuming from the snapshot failed; booting cold', { vm_id: spec.vmId, snapshot: snap.key, err });
+          this.opts.snapshots?.failed(snap, err as Error);
+        }
       }
+      return await this.launch(spec, null);
+    } finally {
+      this.starting--;
+      this.lastStartEnded = performance.now();
     }
-    return this.launch(spec, null);
+  }
+
+  /**
+   * Keeps `size` standby VMs of this shape (null: none): a new VM of the shape then starts by taking one,
+   * its second assume line, in place of a clone's whole start. They are made one at a time, when no
+   * start is under way (a start is never slowed down for a standby).
+   */
+  keepStandby(shape: StandbyShape | null): void {
+    this.standbyShape = shape;
+    const key = shape ? standbyKey(shape) : null;
+    for (const s of [...this.standbys]) if (s.key !== key) void this.dropStandby(s);
+    this.fillStandby();
+  }
+
+  /** How many standby VMs are ready now. */
+  standbyCount(): number {
+    return this.standbys.length;
+  }
+
+  private fillStandby(): void {
+    if (this.filling) return;
+    this.filling = (async () => {
+      let failures = 0;
+      for (;;) {
+        const shape = this.standbyShape;
+        if (this.closed || !shape || (this.opts.standby ?? 0) <= this.standbys.length || failures >= 3) return;
+        // The host quiet: no start under way, none for a moment.
+        if (this.starting > 0 || performance.now() - this.lastStartEnded < 500) {
+          await sleep(200);
+          continue;
+        }
+        const probe = { vmId: 'standby', ...shape, netSlot: STANDBY_SLOTS.first, hostname: 'standby' };
+        if (!(await this.opts.snapshots?.has(probe))) return;
+        await this.makeStandby(shape).then(
+          () => (failures = 0),
+          (err: Error) => {
+            failures++;
+            if (!this.closed) this.opts.log?.('making a standby VM failed', { err: err.message });
+          },
+        );
+      }
+    })().finally(() => (this.filling = null));
+  }
+
+  private async freeStandbySlot(): Promise<number> {
+    const held = (await this.opts.standbySlotsHeld?.()) ?? new Set<number>();
+    for (const s of this.standbys) held.add(s.netSlot);
+    for (const h of this.handles.values()) if (h.netSlot !== undefined) held.add(h.netSlot);
+    for (let slot = STANDBY_SLOTS.first; slot <= STANDBY_SLOTS.last; slot++) if (!held.has(slot)) return slot;
+    throw new Error('every standby network slot is taken');
+  }
+
+  private async makeStandby(shape: StandbyShape): Promise<void> {
+    const id = `sb_${randomBytes(8).toString('hex')}`;
+    this.makingStandby.add(id);
+    const f = this.files(id);
+    let m: Machine | null = null;
+    try {
+      const spec: VmSpec = { vmId: id, ...shape, netSlot: await this.freeStandbySlot(), hostname: 'standby', persistBacking: null };
+      const snap = await this.opts.snapshots?.find(spec);
+      if (!snap) throw new Error('its shape has no snapshot');
+      await this.prepareDisks(spec, true);
+      const t0 = performance.now();
+      m = await spawnMachine(this.opts.qemu, f, await this.commandLine(spec, { mode: 'clone', snap }), 30_000);
+      const phases: Record<string, number> = { spawn_ms: performance.now() - t0 };
+      await resumeIncoming(m, snap.state, ownDiskHotplugArgs(), phases);
+      let t = performance.now();
+      const out = await m.assume(assumeLine({ ...this.assumeArgs(spec), standby: true }), { more: true });
+      if (out.error) throw new Error(`the guest could not take its identity: ${out.error}`);
+      phases.assume_ms = performance.now() - t;
+      t = performance.now();
+      await warmStandby(m);
+      phases.warm_ms = performance.now() - t;
+      const standby: Standby = { id, key: standbyKey(shape), netSlot: spec.netSlot, m, phases };
+      if (this.closed || this.standbyShape !== shape) throw new Error('no longer wanted');
+      this.standbys.push(standby);
+      void m.exit.then((reason) => {
+        const i = this.standbys.indexOf(standby);
+        if (i < 0) return;
+        this.standbys.splice(i, 1);
+        this.opts.log?.('a standby VM ended', { standby: id, reason });
+        void rm(f.dir, { recursive: true, force: true });
+      });
+    } catch (err) {
+      await m?.kill();
+      await rm(f.dir, { recursive: true, force: true });
+      throw err;
+    } finally {
+      this.makingStandby.delete(id);
+    }
+  }
+
+  private async dropStandby(s: Standby): Promise<void> {
+    const i = this.standbys.indexOf(s);
+    if (i >= 0) this.standbys.splice(i, 1);
+    await s.m.kill();
+    await rm(this.vmDir(s.id), { recursive: true, force: true });
+  }
+
+  /**
+   * Starts a new VM by taking a standby of its shape, when there is one and the VM has never run (no
+   * directory) nor starts from a template. Answers null otherwise, or when the standby fails (it is
+   * dropped): the VM then starts as usual. The VM's directory becomes a link to the standby's, and the
+   * VM takes the standby's network slot (`netSlot`: the caller records it).
+   */
+  async claimStandby(spec: VmSpec): Promise<{ facts: HelloFacts; netSlot: number } | null> {
+    if (spec.persistBacking || this.handles.has(spec.vmId) || !this.standbyShape) return null;
+    const key = standbyKey(spec);
+    if (!this.standbys.some((s) => s.key === key)) return null;
+    const dir = this.vmDir(spec.vmId);
+    if (await lstat(dir).then(() => true, () => false)) return null;
+    const i = this.standbys.findIndex((s) => s.key === key);
+    if (i < 0) return null;
+    const [s] = this.standbys.splice(i, 1);
+    const t0 = performance.now();
+    try {
+      const out = await s.m.assume(assumeLine(this.assumeArgs({ ...spec, netSlot: s.netSlot })), { timeoutMs: 30_000 });
+      if (out.error) throw new Error(`the guest could not take its identity: ${out.error}`);
+      const phases: Record<string, number> = { standby_assume_ms: performance.now() - t0 };
+      for (const [name, ms] of (out.steps_ms ?? '').split(',').map((p) => p.split(':'))) if (name && Number.isFinite(Number(ms))) phases[`assume_${name}_ms`] = Number(ms);
+      // From here the standby is this VM: its directory is the VM's (a restarted server adopts it by this name).
+      await symlink(s.id, dir);
+      const f = this.files(spec.vmId);
+      await this.opts.gateway?.port.attach(spec.vmId, f.egress);
+      const facts = factsFromAssumed(out);
+      this.phases.set(spec.vmId, Object.fromEntries(Object.entries({ ...s.phases, ...phases }).map(([k, v]) => [k, Math.round(v)])));
+      this.track(spec.vmId, 'standby', s.m.pid, s.m.qmpCh, s.m.agent, s.m.data, facts, s.m.exit, s.netSlot);
+      return { facts, netSlot: s.netSlot };
+    } catch (err) {
+      this.opts.log?.('taking a standby VM failed; starting as usual', { vm_id: spec.vmId, standby: s.id, err: (err as Error).message });
+      await rm(dir, { force: true });
+      await s.m.kill();
+      await rm(this.vmDir(s.id), { recursive: true, force: true });
+      return null;
+    } finally {
+      this.lastStartEnded = performance.now();
+      this.fillStandby();
+    }
+  }
+
+  /**
+   * Removes standby directories no VM took (their QEMU ended with it): an earlier server's standbys.
+   * A directory a VM's link names is that VM's.
+   */
+  async sweepStandbys(): Promise<void> {
+    const names = await readdir(this.opts.vmsDir).catch(() => [] as string[]);
+    const taken = new Set<string>();
+    for (const n of names) {
+      if (!/^vm_/.test(n)) continue;
+      const target = await readlink(path.join(this.opts.vmsDir, n)).catch(() => null);
+      if (target) taken.add(target);
+    }
+    const mine = new Set([...this.standbys.map((s) => s.id), ...this.makingStandby]);
+    for (const n of names) {
+      if (!STANDBY_DIR.test(n) || taken.has(n) || mine.has(n)) continue;
+      const f = this.files(n);
+      const pid = await machinePid(f);
+      if (pid) await killMachine(f, pid);
+      await rm(f.dir, { recursive: true, force: true });
+    }
   }
 
   private async launch(spec: VmSpec, snap: SnapshotFiles | null): Promise<HelloFacts> {
@@ -279,8 +516,19 @@ export class QemuDriver extends EventEmitter {
     return null;
   }
 
-  private track(vmId: string, startedFrom: StartedFrom, pid: number, qmpCh: JsonLineChannel, agent: JsonLineChannel, data: DataChannel, facts: HelloFacts, exitReason: Promise<string>): void {
+  private track(
+    vmId: string,
+    startedFrom: StartedFrom,
+    pid: number,
+    qmpCh: JsonLineChannel,
+    agent: JsonLineChannel,
+    data: DataChannel,
+    facts: HelloFacts,
+    exitReason: Promise<string>,
+    netSlot?: number,
+  ): void {
     const handle: Handle = {
+      netSlot,
       vmId,
       startedFrom,
       pid,
@@ -519,12 +767,15 @@ export class QemuDriver extends EventEmitter {
     await h.exited;
   }
 
-  /** Stops the VM and removes its directory with every disk. */
+  /** Stops the VM and removes its directory with every disk (for a VM that took a standby, the link and the standby's directory). */
   async destroy(vmId: string): Promise<void> {
     await this.stop(vmId, { graceful: false });
     this.phases.delete(vmId);
     this.opts.gateway?.port.detach(vmId);
-    await rm(this.vmDir(vmId), { recursive: true, force: true });
+    const dir = this.vmDir(vmId);
+    const target = await readlink(dir).catch(() => null);
+    if (target && STANDBY_DIR.test(target)) await rm(path.join(this.opts.vmsDir, target), { recursive: true, force: true });
+    await rm(dir, { recursive: true, force: true });
   }
 
   /** Where the VM's persist disk is (a capture copies it). */
@@ -542,7 +793,15 @@ export class QemuDriver extends EventEmitter {
 
   /** Stops every VM this driver tracks (tests and benchmarks; a normal shutdown leaves VMs running). */
   async stopAll(): Promise<void> {
+    await this.dropStandbys();
     await Promise.all([...this.handles.keys()].map((id) => this.stop(id, { graceful: false })));
+  }
+
+  /** Ends the standby VMs and makes no more (the server is stopping; no VM is theirs, so nothing is lost). */
+  async dropStandbys(): Promise<void> {
+    this.closed = true;
+    await this.filling;
+    await Promise.all([...this.standbys].map((s) => this.dropStandby(s)));
   }
 
   /** Lets go of every VM without stopping it (server shutdown: the next server re-adopts them). */
