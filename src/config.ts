@@ -72,6 +72,15 @@ function intFromEnv(name: string, fallback: number): number {
   return value;
 }
 
+/** A count that may be zero (0: none). */
+function countFromEnv(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 0) throw new Error(`${name} must be 0 or a positive integer, not "${raw}"`);
+  return value;
+}
+
 function optionalInt(name: string): number | undefined {
   return process.env[name] ? intFromEnv(name, 0) : undefined;
 }
@@ -112,7 +121,7 @@ export function loadConfig(flags: { host?: string; port?: string | number; dataD
     templateDir: path.resolve(process.env.AGENTVM_TEMPLATE_DIR || path.join(dataDir, 'templates')),
     hostStaleMs: intFromEnv('AGENTVM_HOST_STALE_S', 30) * 1000,
     snapshots: process.env.AGENTVM_SNAPSHOTS === undefined || process.env.AGENTVM_SNAPSHOTS === '' ? true : boolFromEnv('AGENTVM_SNAPSHOTS'),
-    standbyVms: intFromEnv('AGENTVM_STANDBY_VMS', 2),
+    standbyVms: countFromEnv('AGENTVM_STANDBY_VMS', 2),
     bootTimeoutMs: intFromEnv('AGENTVM_BOOT_TIMEOUT_S', 180) * 1000,
     meterIntervalMs: intFromEnv('AGENTVM_METER_INTERVAL_S', 10) * 1000,
     runTimeoutMs: intFromEnv('AGENTVM_RUN_TIMEOUT_S', 1800) * 1000,

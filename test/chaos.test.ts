@@ -11,7 +11,7 @@
 import { describe, test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readlink, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
@@ -429,15 +429,28 @@ for (const form of forms) {
         assert.equal(new Set(m.answers).size <= 1, true, `key ${m.key} answered ${m.answers.join(', ')}; ${chaos.where()}`);
       }
       const made = new Set(chaos.money.flatMap((m) => m.answers));
-      // QEMU processes equal running VMs; no VM directory without a VM.
+      // QEMU processes equal running VMs; no VM directory without a VM. A VM that took a standby VM
+      // is a link to the standby's directory; the other standby directories (sb_*) are the host's
+      // standbys, at most AGENTVM_STANDBY_VMS (2) of them, each with its QEMU, and nothing else runs.
       let qemus = 0;
       const live = new Set(chaos.live());
       for (const h of hosts) {
         const vmsDir = path.join(h.dir, 'vms');
-        qemus += (await qemuPidsUnder(`${vmsDir}${path.sep}`)).length;
-        for (const d of await readdir(vmsDir).catch(() => [] as string[])) {
+        const names = await readdir(vmsDir).catch(() => [] as string[]);
+        const taken = new Set<string>();
+        let vmQemus = 0;
+        for (const d of names.filter((n) => !n.startsWith('sb_'))) {
           assert.ok(live.has(d), `the directory of ${d} on ${h.name} outlived its VM; ${chaos.where()}`);
+          vmQemus += (await qemuPidsUnder(`${path.join(vmsDir, d)}${path.sep}`)).length;
+          const target = await readlink(path.join(vmsDir, d)).catch(() => null);
+          if (target) taken.add(target);
         }
+        const standbys = names.filter((n) => n.startsWith('sb_') && !taken.has(n));
+        assert.ok(standbys.length <= 2, `${standbys.length} standby VMs on ${h.name}; ${chaos.where()}`);
+        let standbyQemus = 0;
+        for (const d of standbys) standbyQemus += (await qemuPidsUnder(`${path.join(vmsDir, d)}${path.sep}`)).length;
+        assert.equal((await qemuPidsUnder(`${vmsDir}${path.sep}`)).length, vmQemus + standbyQemus, `a QEMU of no VM and no standby on ${h.name}; ${chaos.where()}`);
+        qemus += vmQemus;
       }
       assert.equal(qemus, running.length, `${qemus} QEMU processes for ${running.length} running VMs; ${chaos.where()}`);
       assert.deepEqual(chaos.serverErrors, [], `server errors; ${chaos.where()}`);

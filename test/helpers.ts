@@ -1,4 +1,4 @@
-import { readdir, readFile } from 'node:fs/promises';
+import { readdir, readFile, realpath } from 'node:fs/promises';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { Writable } from 'node:stream';
@@ -311,10 +311,12 @@ export async function until<T>(what: string, fn: () => Promise<T | undefined | f
 /** Pids of live QEMU processes whose command line names this directory. */
 export async function qemuPidsUnder(dir: string): Promise<number[]> {
   const pids: number[] = [];
+  // A VM that took a standby: its directory is a link to the standby's, which its QEMU's command line names.
+  const real = await realpath(dir).catch(() => dir);
   for (const entry of await readdir('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     const cmd = await readFile(`/proc/${entry}/cmdline`, 'utf8').catch(() => '');
-    if ((cmd.startsWith('qemu-system') || cmd.includes('/qemu-system')) && cmd.includes(dir)) {
+    if ((cmd.startsWith('qemu-system') || cmd.includes('/qemu-system')) && (cmd.includes(dir) || cmd.includes(real))) {
       const stat = await readFile(`/proc/${entry}/stat`, 'utf8').catch(() => '');
       if (!/\) Z /.test(stat)) pids.push(Number(entry));
     }

@@ -7,13 +7,14 @@
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, realpath, rm, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
-import { loadConfig } from '../src/config.ts';
+import { loadConfig, type Config } from '../src/config.ts';
 import { startServer, type RunningServer } from '../src/server.ts';
 import { createLogger } from '../src/log.ts';
 import { openDb } from '../src/store/db.ts';
@@ -43,10 +44,13 @@ describe('real microVMs', { skip }, () => {
   let admin: ReturnType<typeof client>;
   const logs: string[] = [];
 
+  let config: Config;
+  let apiKey: string;
+
   before(async () => {
     dataDir = await mkdtemp(path.join(os.tmpdir(), 'agentvm-vm-'));
     process.env.AGENTVM_ADMIN_TOKEN = 'avm_admin_test_token_0123456789abcdefghijkl';
-    const config = { ...loadConfig({ host: '127.0.0.1', port: 0, dataDir }), imageDir: imageDir! };
+    config = { ...loadConfig({ host: '127.0.0.1', port: 0, dataDir }), imageDir: imageDir! };
     delete process.env.AGENTVM_ADMIN_TOKEN;
     const sink = new Writable({ write: (c, _e, cb) => (logs.push(c.toString()), cb()) });
     server = await startServer(config, createLogger('info', sink));
@@ -54,7 +58,8 @@ describe('real microVMs', { skip }, () => {
     admin = client(server.url, config.adminToken!);
     const tenant = await admin('POST', '/v1/admin/tenants', { email: 'real@example.com' });
     await admin('PUT', `/v1/admin/tenants/${tenant.body.tenant_id}/card`, { brand: 'visa', last4: '4242' });
-    api = client(server.url, tenant.body.api_key);
+    apiKey = tenant.body.api_key;
+    api = client(server.url, apiKey);
   });
 
   after(async () => {
@@ -71,6 +76,69 @@ describe('real microVMs', { skip }, () => {
     return vm.status === 'running' && server.host.driver!.isRunning(vmId) && vm;
   });
 
+  test('standby VMs: a new VM takes one with its own identity; stop and start, a restarted server, destroy', { timeout: 10 * 60_000 }, async () => {
+    await server.host.prewarmed;
+    await until('two standby VMs', async () => server.host.driver!.standbyCount() >= 2, 120_000);
+    const vms: string[] = [];
+    for (let i = 0; i < 2; i++) vms.push((await api('POST', '/v1/api/vms', { harness: 'echo' })).body.vm_id);
+    const seen = new Map<string, Set<string>>();
+    for (const vmId of vms) {
+      const vm = await runningVm(vmId);
+      assert.equal(server.host.driver!.startedFrom(vmId), 'standby', `${vmId} took a standby`);
+      // The standby range of network slots: 10.224.0.0/11.
+      assert.match(vm.ipv4, /^10\.(22[4-9]|2[34]\d|25[0-5])\.\d+\.15$/);
+      const r = await exec(vmId, ['sh', '-c', 'hostname; cat /etc/machine-id /run/agentvm/instance; ip -4 -o addr show eth0; od -An -N16 -tx1 /dev/urandom; date +%s; grep -c " /persist " /proc/mounts; ls -A /persist/home /var/tmp']);
+      assert.equal(r.exit_code, 0, r.stderr);
+      const [hostname, machineId, instance, addr, random, date, persistMounts, ...files] = r.stdout.trim().split('\n');
+      assert.equal(hostname, vmId.replace(/_/g, '-').toLowerCase());
+      assert.equal(machineId, createHash('sha256').update(`agentvm machine ${vmId}`).digest('hex').slice(0, 32));
+      assert.equal(instance, server.host.driver!.facts(vmId)!.instance_id);
+      assert.match(addr, new RegExp(`inet ${vm.ipv4.replace(/\./g, '\\.')}/32`));
+      assert.ok(Math.abs(Number(date) - Date.now() / 1000) < 60, `guest clock ${date} is the host's`);
+      assert.equal(persistMounts, '1');
+      // The standby's warm-up run left nothing behind.
+      assert.deepEqual(files.filter((f) => f && !f.endsWith(':')), []);
+      for (const [k, v] of Object.entries({ machineId, instance, random, addr })) {
+        if (!seen.has(k)) seen.set(k, new Set());
+        seen.get(k)!.add(v);
+      }
+      // Its first run is its first: the counters on both disks start at one.
+      const run = await api('POST', `/v1/api/vms/${vmId}/run`, { task: 'first' });
+      assert.equal(run.status, 200, JSON.stringify(run.body));
+      assert.deepEqual(JSON.parse(run.body.stdout), { task: 'first', hostname, kernel: JSON.parse(run.body.stdout).kernel, persist_runs: 1, rootfs_runs: 1 });
+    }
+    for (const [k, values] of seen) assert.equal(values.size, 2, `${k} differs between the VMs`);
+
+    // Stop and start: the same address (the VM kept the standby's slot) and persist disk.
+    const [vmId, other] = vms;
+    const { ipv4 } = await status(vmId);
+    await exec(vmId, ['sh', '-c', 'echo kept > /persist/keep.txt && sync']);
+    await api('POST', `/v1/api/vms/${vmId}/stop`);
+    await until('stopped', async () => (await status(vmId)).status === 'stopped');
+    assert.deepEqual(await qemuPidsUnder(path.join(dataDir, 'vms', vmId)), []);
+    await api('POST', `/v1/api/vms/${vmId}/start`);
+    const started = await runningVm(vmId);
+    assert.equal(started.ipv4, ipv4);
+    assert.equal((await exec(vmId, ['cat', '/persist/keep.txt'])).stdout, 'kept\n');
+
+    // A new server process adopts the VM that is still a standby's QEMU, by its VM's name.
+    const pid = server.host.driver!.pidOf(other);
+    await server.close();
+    server = await startServer(config, createLogger('info', new Writable({ write: (c, _e, cb) => (logs.push(c.toString()), cb()) })));
+    api = client(server.url, apiKey);
+    admin = client(server.url, config.adminToken!);
+    await runningVm(other);
+    assert.equal(server.host.driver!.pidOf(other), pid, 'the same QEMU');
+    assert.equal((await exec(other, ['hostname'])).stdout.trim(), other.replace(/_/g, '-').toLowerCase());
+
+    // Destroy: the VM's link, the standby's directory and its QEMU are gone.
+    const standbyDir = await realpath(path.join(dataDir, 'vms', other));
+    assert.match(path.basename(standbyDir), /^sb_/);
+    for (const id of vms) await api('DELETE', `/v1/api/vms/${id}`);
+    await until('disks removed', async () => !existsSync(path.join(dataDir, 'vms', other)) && !existsSync(standbyDir), 20_000);
+    assert.deepEqual(await qemuPidsUnder(standbyDir), []);
+  });
+
   test('snapshot clones: each VM its own identity, disks and randomness; a broken snapshot falls back to a cold boot', { timeout: 10 * 60_000 }, async () => {
     const driver = server.host.driver!;
     await server.host.prewarmed; // the starter shape's golden VM, made when the image was ready
@@ -83,6 +151,9 @@ describe('real microVMs', { skip }, () => {
       if (vm.status === 'failed') throw new Error(`failed: ${vm.status_reason}`);
       return vm.status === 'running' && driver.isRunning(vmId) && vm;
     });
+    // Clones of the golden VM itself: no standby to take meanwhile (the standby test is below).
+    const standbyShape = driver.keptStandbyShape();
+    driver.keepStandby(null);
     const vms: string[] = [];
     for (let i = 0; i < 2; i++) vms.push((await api('POST', '/v1/api/vms', { harness: 'echo' })).body.vm_id);
     const seen = new Map<string, Set<string>>();
@@ -118,6 +189,7 @@ describe('real microVMs', { skip }, () => {
     assert.ok(logs.some((l) => l.includes('resuming from the snapshot failed; booting cold') && l.includes(cold)));
     assert.equal(existsSync(path.join(stateDir, key)), false);
     for (const id of [...vms, cold]) await api('DELETE', `/v1/api/vms/${id}`);
+    driver.keepStandby(standbyShape);
   });
 
   test('create (idempotent), run, restart, stop, start, reprovision, crash, destroy', { timeout: 15 * 60_000 }, async () => {
@@ -431,7 +503,8 @@ describe('a server killed while a VM is provisioning', { skip }, () => {
 
   async function serve(port: number): Promise<ChildProcess> {
     const proc = spawn(process.execPath, [path.join(root, 'bin/agentvm.js'), 'serve', '--port', String(port), '--data-dir', dataDir], {
-      env: { ...process.env, AGENTVM_ADMIN_TOKEN: adminToken, AGENTVM_IMAGE_DIR: imageDir, AGENTVM_LOG_LEVEL: 'warn', DATABASE_URL: '' },
+      // No standby VMs: the VM is killed in the middle of its own start (standbys: the tests above and chaos.test.ts).
+      env: { ...process.env, AGENTVM_ADMIN_TOKEN: adminToken, AGENTVM_IMAGE_DIR: imageDir, AGENTVM_LOG_LEVEL: 'warn', DATABASE_URL: '', AGENTVM_STANDBY_VMS: '0' },
       stdio: ['ignore', 'ignore', 'inherit'],
     });
     await until('the server', async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200, 60_000);

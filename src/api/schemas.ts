@@ -76,7 +76,11 @@ export const Vm = z
     tier: tier.nullable(),
     harness: z.string(),
     harness_display: z.string(),
-    ipv4: z.ipv4().meta({ format: 'ipv4' }).nullable(),
+    ipv4: z.ipv4().meta({
+      format: 'ipv4',
+      description:
+        "The VM's address in its own network on its host (10.128.0.0/9, the guest at .15; a VM that started by taking a standby VM has one of 10.224.0.0/11), kept for the VM's life",
+    }).nullable(),
     template_id: z.string().nullable(),
     vcpus: z.int(),
     memory_mib: z.int(),

@@ -752,7 +752,10 @@ export interface components {
             tier: "ondemand" | "spot" | null;
             harness: string;
             harness_display: string;
-            /** Format: ipv4 */
+            /**
+             * Format: ipv4
+             * @description The VM's address in its own network on its host (10.128.0.0/9, the guest at .15; a VM that started by taking a standby VM has one of 10.224.0.0/11), kept for the VM's life
+             */
             ipv4: string | null;
             template_id: string | null;
             vcpus: number;

@@ -303,6 +303,11 @@ export class QemuDriver extends EventEmitter {
     this.fillStandby();
   }
 
+  /** The shape standby VMs are kept of (null: none). */
+  keptStandbyShape(): StandbyShape | null {
+    return this.standbyShape;
+  }
+
   /** How many standby VMs are ready now. */
   standbyCount(): number {
     return this.standbys.length;
@@ -312,23 +317,33 @@ export class QemuDriver extends EventEmitter {
     if (this.filling) return;
     this.filling = (async () => {
       let failures = 0;
+      // Waits up to `ms`, less when the driver is closing.
+      const pause = async (ms: number) => {
+        for (const end = performance.now() + ms; performance.now() < end && !this.closed; ) await sleep(200);
+      };
       for (;;) {
         const shape = this.standbyShape;
-        if (this.closed || !shape || (this.opts.standby ?? 0) <= this.standbys.length || failures >= 3) return;
+        if (this.closed || !shape || (this.opts.standby ?? 0) <= this.standbys.length) return;
         // The host quiet: no start under way, none for a moment.
         if (this.starting > 0 || performance.now() - this.lastStartEnded < 500) {
-          await sleep(200);
+          await pause(200);
           continue;
         }
+        // No snapshot of the shape yet (being made, or made again after it failed): look again later.
         const probe = { vmId: 'standby', ...shape, netSlot: STANDBY_SLOTS.first, hostname: 'standby' };
-        if (!(await this.opts.snapshots?.has(probe))) return;
-        await this.makeStandby(shape).then(
-          () => (failures = 0),
-          (err: Error) => {
-            failures++;
-            if (!this.closed) this.opts.log?.('making a standby VM failed', { err: err.message });
-          },
-        );
+        if (!(await this.opts.snapshots?.has(probe))) {
+          await pause(5000);
+          continue;
+        }
+        try {
+          await this.makeStandby(shape);
+          failures = 0;
+        } catch (err) {
+          if (this.closed) return;
+          failures++;
+          this.opts.log?.('making a standby VM failed', { err: (err as Error).message, failures });
+          await pause(Math.min(300_000, 5000 * 2 ** failures));
+        }
       }
     })().finally(() => (this.filling = null));
   }
