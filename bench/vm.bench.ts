@@ -145,6 +145,21 @@ try {
   for (const c of ok) await fetch(`${base}/v1/api/vms/${c.vmId}`, { method: 'DELETE', headers: h });
   await server.host.reconciler!.settled();
 
+  // The same burst on a host that keeps as many standbys as the burst (AGENTVM_STANDBY_VMS=20): what
+  // an operator who expects bursts of this size configures.
+  driver.keepStandby(shape, AT_ONCE);
+  const fillT0 = performance.now();
+  for (let i = 0; i < 3000 && driver.standbyCount() < AT_ONCE; i++) await sleep(100);
+  const fillMs = performance.now() - fillT0;
+  const t1 = performance.now();
+  const burst = await Promise.allSettled(Array.from({ length: AT_ONCE }, () => createAndWait()));
+  const burstMs = performance.now() - t1;
+  const burstOk = burst.filter((r): r is PromiseFulfilledResult<{ ms: number; vmId: string }> => r.status === 'fulfilled').map((r) => r.value);
+  const burstStandby = burstOk.filter((c) => driver.startedFrom(c.vmId) === 'standby').length;
+  driver.keepStandby(shape);
+  for (const c of burstOk) await fetch(`${base}/v1/api/vms/${c.vmId}`, { method: 'DELETE', headers: h });
+  await server.host.reconciler!.settled();
+
   const p = (xs: { ms: number }[] | number[], q: number) => pct(xs.map((x) => (typeof x === 'number' ? x : x.ms)), q);
   const mib = (kib: number) => `${(kib / 1024).toFixed(1)} MiB`;
   const r50 = p(standbys, 50) / p(cold, 50);
@@ -162,6 +177,15 @@ try {
     row('density', 'same, resumed from the snapshot', mib(pct(clonePss, 50)), `${mib(pct(coldPss, 50))} cold-booted`, pct(clonePss, 50) / pct(coldPss, 50)),
     row('density', `${AT_ONCE} creates at once: all running`, `${ok.length}/${AT_ONCE} in ${(allMs / 1000).toFixed(1)} s`, `${p(cold, 50).toFixed(0)} ms one cold boot`, ok.length === AT_ONCE ? allMs / p(cold, 50) : null, `all ${AT_ONCE}, ≤ 1.5 s`, ok.length === AT_ONCE && allMs <= 1500),
     row('density', `${AT_ONCE} at once: create → running p50 / p95`, `${p(ok, 50).toFixed(0)} / ${p(ok, 95).toFixed(0)} ms`, `${p(cold, 50).toFixed(0)} ms one cold boot`, p(ok, 50) / p(cold, 50), 'p95 ≤ 1.2 s', p(ok, 95) <= 1200),
+    row(
+      'density',
+      `${AT_ONCE} at once, ${AT_ONCE} standbys kept (made in ${(fillMs / 1000).toFixed(0)} s; ${burstStandby} taken): all running, p50 / p95`,
+      `${burstOk.length}/${AT_ONCE} in ${(burstMs / 1000).toFixed(1)} s, ${p(burstOk, 50).toFixed(0)} / ${p(burstOk, 95).toFixed(0)} ms`,
+      `${(allMs / 1000).toFixed(1)} s with 2 kept`,
+      burstOk.length === AT_ONCE ? burstMs / allMs : null,
+      `all ${AT_ONCE}, ≤ 1.5 s; p95 ≤ 1.2 s`,
+      burstOk.length === AT_ONCE && burstMs <= 1500 && p(burstOk, 95) <= 1200,
+    ),
   ]);
 } finally {
   await close();

@@ -1,4 +1,5 @@
-import { readdir, readFile, realpath } from 'node:fs/promises';
+import { readdir, readFile, readlink, realpath } from 'node:fs/promises';
+import path from 'node:path';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { Writable } from 'node:stream';
@@ -320,6 +321,27 @@ export async function qemuPidsUnder(dir: string): Promise<number[]> {
       const stat = await readFile(`/proc/${entry}/stat`, 'utf8').catch(() => '');
       if (!/\) Z /.test(stat)) pids.push(Number(entry));
     }
+  }
+  return pids;
+}
+
+/**
+ * The QEMU processes under `dir` that run VMs: a host's standby VMs (a vms/sb_* directory that no VM's
+ * link names: made ahead of need, no VM's yet) aside.
+ */
+export async function vmQemuPidsUnder(dir: string): Promise<number[]> {
+  const pids: number[] = [];
+  for (const pid of await qemuPidsUnder(dir)) {
+    const cmd = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
+    const m = /([^\0]*\/vms)\/(sb_[0-9a-f]+)\//.exec(cmd);
+    let standby = false;
+    if (m) {
+      standby = true;
+      for (const n of await readdir(m[1]).catch(() => [] as string[])) {
+        if ((await readlink(path.join(m[1], n)).catch(() => null)) === m[2]) standby = false;
+      }
+    }
+    if (!standby) pids.push(pid);
   }
   return pids;
 }

@@ -14,7 +14,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
 import { randomBase62 } from '../src/domain/ids.ts';
-import { freePort, killQemusUnder, qemuPidsUnder, until } from './helpers.ts';
+import { freePort, killQemusUnder, qemuPidsUnder, until, vmQemuPidsUnder } from './helpers.ts';
 import { readRunStream } from '../src/client/runEvents.ts';
 
 const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;
@@ -278,6 +278,6 @@ describe('several hosts and API replicas on one PostgreSQL', { skip }, () => {
     assert.equal(total[0].n, vms.length + after.length + 3);
 
     for (const vmId of [...vms, tierVm, fork.body.vm_id, ...after, retry.body.vm_id]) await a2('DELETE', `/v1/api/vms/${vmId}`);
-    await until('every QEMU gone', async () => (await qemuPidsUnder(work)).length === 0, 60_000);
+    await until("every VM's QEMU gone", async () => (await vmQemuPidsUnder(work)).length === 0, 60_000);
   });
 });

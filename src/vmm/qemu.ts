@@ -204,6 +204,7 @@ export class QemuDriver extends EventEmitter {
   private readonly standbys: Standby[] = [];
   private readonly makingStandby = new Set<string>();
   private standbyShape: StandbyShape | null = null;
+  private standbyWanted = 0;
   private filling: Promise<void> | null = null;
   private closed = false;
   /** Starts under way, and when the last one ended: standbys are made when the host is quiet. */
@@ -292,14 +293,17 @@ export class QemuDriver extends EventEmitter {
   }
 
   /**
-   * Keeps `size` standby VMs of this shape (null: none): a new VM of the shape then starts by taking one,
-   * its second assume line, in place of a clone's whole start. They are made one at a time, when no
-   * start is under way (a start is never slowed down for a standby).
+   * Keeps `count` standby VMs (the driver's `standby` option unless given) of this shape (null: none):
+   * a new VM of the shape then starts by taking one, its second assume line, in place of a clone's
+   * whole start. They are made one at a time, when no start is under way (a start is never slowed
+   * down for a standby).
    */
-  keepStandby(shape: StandbyShape | null): void {
+  keepStandby(shape: StandbyShape | null, count = this.opts.standby ?? 0): void {
     this.standbyShape = shape;
+    this.standbyWanted = count;
     const key = shape ? standbyKey(shape) : null;
     for (const s of [...this.standbys]) if (s.key !== key) void this.dropStandby(s);
+    for (const s of this.standbys.slice(count)) void this.dropStandby(s);
     this.fillStandby();
   }
 
@@ -323,7 +327,7 @@ export class QemuDriver extends EventEmitter {
       };
       for (;;) {
         const shape = this.standbyShape;
-        if (this.closed || !shape || (this.opts.standby ?? 0) <= this.standbys.length) return;
+        if (this.closed || !shape || this.standbyWanted <= this.standbys.length) return;
         // The host quiet: no start under way, none for a moment.
         if (this.starting > 0 || performance.now() - this.lastStartEnded < 500) {
           await pause(200);
