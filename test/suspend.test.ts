@@ -95,6 +95,13 @@ describe('suspend with memory on real microVMs', { skip }, () => {
     assert.equal(suspended.status_reason, null);
     assert.deepEqual(await qemuPidsUnder(vmDir(vmId)), [], 'its QEMU is gone');
     assert.ok(existsSync(path.join(vmDir(vmId), 'suspend.json')), 'its saved state is recorded');
+    // Resumed from its shape's golden VM, its RAM was that memory mapped copy-on-write: only the pages
+    // it changed are saved, over that memory linked beside them.
+    const record = JSON.parse(await readFile(path.join(vmDir(vmId), 'suspend.json'), 'utf8'));
+    assert.equal(record.base_bytes, 1024 * 1024 * 1024);
+    assert.ok(record.base_pages.dropped > record.base_pages.kept, JSON.stringify(record.base_pages));
+    assert.ok(record.bytes < (record.base_pages.dropped + record.base_pages.kept) * 4096, 'the state is smaller than the pages it describes');
+    assert.equal((await stat(path.join(vmDir(vmId), 'ram.base'))).size, record.base_bytes);
     assert.equal(await meteredUntil(vmId), null, 'not metered while suspended');
     // Suspend of a suspended VM: 200, nothing changes.
     const again = await api('POST', `/v1/api/vms/${vmId}/suspend`);
@@ -130,9 +137,14 @@ describe('suspend with memory on real microVMs', { skip }, () => {
     // Stop of a suspended VM discards its memory; its disk stays.
     await api('POST', `/v1/api/vms/${vmId}/suspend`);
     await untilStatus(vmId, 'suspended');
+    // Its RAM now maps the same base: the second suspend is a difference over it too.
+    const second = JSON.parse(await readFile(path.join(vmDir(vmId), 'suspend.json'), 'utf8'));
+    assert.equal(second.base_bytes, record.base_bytes);
+    assert.ok(second.base_pages.dropped > 0, JSON.stringify(second.base_pages));
     await api('POST', `/v1/api/vms/${vmId}/stop`);
     await untilStatus(vmId, 'stopped');
     assert.ok(!existsSync(path.join(vmDir(vmId), 'suspend.state')), 'stop discards the saved memory');
+    assert.ok(!existsSync(path.join(vmDir(vmId), 'ram.base')), 'and the memory it was over');
     await api('POST', `/v1/api/vms/${vmId}/start`);
     await untilStatus(vmId, 'running');
     assert.equal(server.host.driver!.startedFrom(vmId) === 'suspended', false, 'a stopped VM boots');

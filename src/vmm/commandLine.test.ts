@@ -90,6 +90,14 @@ describe('the QEMU command line', () => {
     assert.ok(!fromClone.some((a) => a.includes('/snap/mem')), 'no golden snapshot needed');
   });
 
+  test('a saved difference resumes over its base memory, mapped copy-on-write', () => {
+    const overBase = line({ mode: 'resume', namedRam: true, ramBase: '/vm/ram.base' });
+    assert.deepEqual(valuesOf(overBase, '-object'), ['memory-backend-file,id=mem,size=1024M,mem-path=/vm/ram.base,share=off']);
+    assert.ok(valuesOf(overBase, '-M')[0].endsWith(',memory-backend=mem'));
+    assert.deepEqual(valuesOf(overBase, '-device'), valuesOf(cold, '-device'));
+    assert.deepEqual(overBase.slice(-3), ['-S', '-incoming', 'defer']);
+  });
+
   test("a resumed guest's translation cache: 128 MiB like a boot's unless AGENTVM_TCG_TB_MIB says otherwise", () => {
     assert.deepEqual(valuesOf(clone, '-accel'), [`tcg,tb-size=${process.env.AGENTVM_TCG_TB_MIB ?? 128}`]);
     assert.deepEqual(valuesOf(line({ mode: 'resume', namedRam: true }), '-accel'), valuesOf(clone, '-accel'));

@@ -62,7 +62,7 @@ export function netdevArgs(net: GuestNet, forward: EgressForward | null): string
  * machine of a suspended VM, its disks in place, waiting for its saved memory and devices. Its RAM is
  * its own (anonymous) and named as the suspended machine's was (`namedRam`: it had started as a clone).
  */
-export type MachineStart = { mode: 'cold' } | { mode: 'golden' | 'clone'; mem: string } | { mode: 'resume'; namedRam: boolean };
+export type MachineStart = { mode: 'cold' } | { mode: 'golden' | 'clone'; mem: string } | { mode: 'resume'; namedRam: boolean; ramBase?: string };
 
 /** What a machine is: a VM's shape (a VmSpec is one) and where it boots from. */
 export interface MachineSpec {
@@ -115,11 +115,13 @@ export function qemuCommandLine(m: MachineConfig): string[] {
   // cost retranslation under load, measured in the lifecycle benchmark).
   const tbMib = start.mode === 'clone' || start.mode === 'resume' ? TB_MIB_RESUMED : 128;
   const accel = m.accel === 'kvm' ? ['-accel', 'kvm', '-cpu', 'host,-arch-capabilities'] : ['-accel', `tcg,tb-size=${tbMib}`, '-cpu', 'max'];
-  const namedRam = start.mode === 'resume' ? start.namedRam : start.mode !== 'cold';
-  const memory =
-    start.mode === 'cold' || start.mode === 'resume'
-      ? namedRam ? ['-object', `memory-backend-ram,id=mem,size=${spec.memoryMib}M`] : []
-      : ['-object', `memory-backend-file,id=mem,size=${spec.memoryMib}M,mem-path=${start.mem},share=${start.mode === 'golden' ? 'on' : 'off'}`];
+  const namedRam = start.mode === 'resume' ? start.namedRam || Boolean(start.ramBase) : start.mode !== 'cold';
+  // A file's memory mapped copy-on-write: a clone's golden memory, or the base a suspended VM's saved
+  // difference loads over (suspend.ts).
+  const fileMem = start.mode === 'golden' || start.mode === 'clone' ? start.mem : start.mode === 'resume' ? start.ramBase : undefined;
+  const memory = fileMem
+    ? ['-object', `memory-backend-file,id=mem,size=${spec.memoryMib}M,mem-path=${fileMem},share=${start.mode === 'golden' ? 'on' : 'off'}`]
+    : namedRam ? ['-object', `memory-backend-ram,id=mem,size=${spec.memoryMib}M`] : [];
   const disksInPlace = start.mode === 'cold' || start.mode === 'resume';
   const ownDrives = ['-drive', `id=upper,file=${f.upper},format=qcow2,if=none,cache=unsafe,discard=unmap,detect-zeroes=unmap`,
     '-drive', `id=persist,file=${f.persist},format=qcow2,if=none,cache=writeback,discard=unmap,detect-zeroes=unmap`];

@@ -91,6 +91,9 @@ function standbyKey(s: { image: Image; vcpus: number; memoryMib: number; diskGib
 
 const STANDBY_DIR = /^sb_[0-9a-f]+$/;
 
+/** The RAM block of the machine's memory backend (id `mem`), as QEMU's migration stream names it. */
+const RAM_BLOCK = 'mem';
+
 /** Where a VM's gateway socket is served (src/host/egress/gateway.ts). */
 export interface GatewayPort {
   attach(vmId: string, socketPath: string): Promise<void>;
@@ -127,7 +130,7 @@ export async function machineCommandLine(
   o: MachineOptions,
   spec: VmSpec,
   files: MachineFiles,
-  how: { mode: 'cold' } | { mode: 'golden' | 'clone'; snap: SnapshotFiles } | { mode: 'resume'; namedRam: boolean },
+  how: { mode: 'cold' } | { mode: 'golden' | 'clone'; snap: SnapshotFiles } | { mode: 'resume'; namedRam: boolean; ramBase?: string },
 ): Promise<string[]> {
   const start: MachineStart = how.mode === 'cold' || how.mode === 'resume' ? how : { mode: how.mode, mem: how.snap.mem };
   return qemuCommandLine({
@@ -254,7 +257,7 @@ export class QemuDriver extends EventEmitter {
   }
 
   /** The QEMU command line of a VM's machine. */
-  commandLine(spec: VmSpec, how: { mode: 'cold' } | { mode: 'clone'; snap: SnapshotFiles } | { mode: 'resume'; namedRam: boolean }): Promise<string[]> {
+  commandLine(spec: VmSpec, how: { mode: 'cold' } | { mode: 'clone'; snap: SnapshotFiles } | { mode: 'resume'; namedRam: boolean; ramBase?: string }): Promise<string[]> {
     return machineCommandLine(this.opts, spec, this.files(spec.vmId), how);
   }
 
@@ -606,11 +609,15 @@ export class QemuDriver extends EventEmitter {
     phases.sync_ms = performance.now() - t;
     t = performance.now();
     const cmdline = await readFile(`/proc/${h.pid}/cmdline`, 'utf8').catch(() => '');
+    // RAM mapped copy-on-write from a file (a clone's golden memory, or the base a resume mapped): only
+    // the pages that differ from it are saved.
+    const mapped = /(?:^|\0)memory-backend-file,id=mem,[^\0]*mem-path=([^,\0]+),share=off/.exec(cmdline)?.[1];
     const record = await save(
       (command, args) => qmp(h.qmp, command, args, 30_000),
       suspendFiles(f.dir),
       { named_ram: cmdline.includes('memory-backend=mem'), image_id: machine.imageId, vcpus: machine.vcpus, memory_mib: machine.memoryMib, facts: h.facts },
       120_000,
+      mapped ? { path: mapped, block: RAM_BLOCK } : null,
     );
     phases.save_ms = performance.now() - t;
     t = performance.now();
@@ -641,7 +648,12 @@ export class QemuDriver extends EventEmitter {
     }
     this.resuming.add(spec.vmId);
     try {
-      const args = await this.commandLine(spec, { mode: 'resume', namedRam: record.named_ram });
+      // A saved difference loads over the memory it was taken against.
+      if (record.base_bytes !== undefined && (await stat(sf.base).then((st) => st.size, () => -1)) !== record.base_bytes) {
+        throw new DamagedState('the memory its saved state is a difference over is missing');
+      }
+      const ramBase = record.base_bytes !== undefined ? sf.base : undefined;
+      const args = await this.commandLine(spec, { mode: 'resume', namedRam: record.named_ram, ramBase });
       await this.opts.gateway?.port.attach(spec.vmId, f.egress);
       let t = performance.now();
       const phases: Record<string, number> = {};
@@ -654,7 +666,7 @@ export class QemuDriver extends EventEmitter {
         phases.load_ms = performance.now() - t;
         // From here the saved memory is stale: it is forgotten before the guest runs on.
         t = performance.now();
-        await discard(sf);
+        await discard(sf, { keepBase: ramBase !== undefined });
         phases.discard_ms = performance.now() - t;
         ran = true;
         t = performance.now();

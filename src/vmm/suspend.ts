@@ -10,7 +10,8 @@
  */
 import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream, existsSync } from 'node:fs';
-import { open, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { link, open, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { filterRamStream } from './ramDiff.ts';
 import net from 'node:net';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
@@ -31,6 +32,13 @@ export interface SuspendRecord {
   memory_mib: number;
   /** What the guest said of itself when it was last started (a resume answers them without asking). */
   facts: unknown;
+  /**
+   * The saved memory is a difference over `ram.base` (its size in bytes): the golden memory the VM's
+   * RAM was mapped from, linked beside it. A resume maps it as the RAM and loads the state over it.
+   */
+  base_bytes?: number;
+  /** Page records the difference left out (equal to the base) and kept. */
+  base_pages?: { dropped: number; kept: number };
   saved_at: string;
   save_ms: number;
 }
@@ -39,10 +47,17 @@ export interface SuspendFiles {
   state: string;
   record: string;
   socket: string;
+  /** The memory a saved difference is over (see SuspendRecord.base_bytes); also what a VM resumed over it maps. */
+  base: string;
 }
 
 export function suspendFiles(dir: string): SuspendFiles {
-  return { state: path.join(dir, 'suspend.state'), record: path.join(dir, 'suspend.json'), socket: path.join(dir, 'suspend.sock') };
+  return {
+    state: path.join(dir, 'suspend.state'),
+    record: path.join(dir, 'suspend.json'),
+    socket: path.join(dir, 'suspend.sock'),
+    base: path.join(dir, 'ram.base'),
+  };
 }
 
 /** The record of a complete saved state, or null when there is none (or it is not one this code wrote). */
@@ -59,12 +74,34 @@ export function hasRecord(f: SuspendFiles): boolean {
   return existsSync(f.record);
 }
 
-/** Forgets the saved state: the record first (then nothing trusts the file), then the file. */
-export async function discard(f: SuspendFiles): Promise<void> {
+/**
+ * Forgets the saved state: the record first (then nothing trusts the file), then the file; and the
+ * base memory unless `keepBase` (a resumed VM's RAM is mapped from it, and its next suspend reuses it).
+ */
+export async function discard(f: SuspendFiles, opts: { keepBase?: boolean } = {}): Promise<void> {
   await rm(f.record, { force: true });
   await syncDir(path.dirname(f.record));
   await rm(f.state, { force: true });
   await rm(f.socket, { force: true });
+  if (!opts.keepBase) await rm(f.base, { force: true });
+}
+
+/**
+ * Makes `f.base` the memory file `from` (a hard link: the golden memory stays as it was however its
+ * snapshot changes later). Answers its size, or null when it cannot be linked (then no difference is saved).
+ */
+export async function linkBase(f: SuspendFiles, from: string): Promise<number | null> {
+  try {
+    if (path.resolve(from) !== path.resolve(f.base)) {
+      await rm(`${f.base}.tmp`, { force: true });
+      await link(from, `${f.base}.tmp`);
+      await rename(`${f.base}.tmp`, f.base);
+    }
+    return (await stat(f.base)).size;
+  } catch {
+    await rm(`${f.base}.tmp`, { force: true });
+    return null;
+  }
 }
 
 async function syncDir(dir: string): Promise<void> {
@@ -103,10 +140,21 @@ async function migrationDone(qmp: Qmp, deadline: number): Promise<void> {
  * The machine is left paused with its state saved (`postmigrate`); the caller quits it. On failure the
  * machine runs on (when it still can) and nothing is recorded.
  */
-export async function save(qmp: Qmp, f: SuspendFiles, machine: Omit<SuspendRecord, 'format' | 'bytes' | 'sha256' | 'saved_at' | 'save_ms'>, timeoutMs: number): Promise<SuspendRecord> {
+export async function save(
+  qmp: Qmp,
+  f: SuspendFiles,
+  machine: Omit<SuspendRecord, 'format' | 'bytes' | 'sha256' | 'saved_at' | 'save_ms' | 'base_bytes' | 'base_pages'>,
+  timeoutMs: number,
+  /** The file the machine's RAM is mapped from (copy-on-write) and its block's name: save only the difference. */
+  ramFrom: { path: string; block: string } | null = null,
+): Promise<SuspendRecord> {
   const t0 = Date.now();
   const deadline = t0 + timeoutMs;
-  await discard(f);
+  await discard(f, { keepBase: true });
+  const baseBytes = ramFrom ? await linkBase(f, ramFrom.path) : null;
+  if (baseBytes === null) await rm(f.base, { force: true });
+  const baseFh = baseBytes !== null ? await open(f.base, 'r') : null;
+  let basePages: { dropped: number; kept: number } | undefined;
   const server = net.createServer();
   let written: Promise<{ bytes: number; sha256: string }> | undefined;
   const connected = new Promise<void>((resolve, reject) => {
@@ -114,7 +162,25 @@ export async function save(qmp: Qmp, f: SuspendFiles, machine: Omit<SuspendRecor
       server.close();
       const hasher = new Hasher();
       const out = createWriteStream(f.state, { flags: 'w', mode: 0o600, highWaterMark: 1 << 20 });
-      written = pipeline(sock, hasher, out).then(() => ({ bytes: hasher.bytes, sha256: hasher.hash.digest('hex') }));
+      const digest = () => ({ bytes: hasher.bytes, sha256: hasher.hash.digest('hex') });
+      if (!baseFh) {
+        written = pipeline(sock, hasher, out).then(digest);
+      } else {
+        const piped = pipeline(hasher, out);
+        piped.catch(() => undefined);
+        const write = (b: Buffer) => new Promise<void>((res, rej) => hasher.write(b, (err) => (err ? rej(err) : res())));
+        written = filterRamStream(sock, write, { fh: baseFh, size: baseBytes!, block: ramFrom!.block })
+          .then((r) => {
+            basePages = { dropped: r.dropped, kept: r.kept };
+            hasher.end();
+            return piped;
+          })
+          .then(digest, (err: Error) => {
+            sock.destroy();
+            hasher.destroy(err);
+            throw err;
+          });
+      }
       resolve();
     });
     server.once('error', reject);
@@ -138,7 +204,15 @@ export async function save(qmp: Qmp, f: SuspendFiles, machine: Omit<SuspendRecor
     const fd = await open(f.state, 'r');
     await fd.sync();
     await fd.close();
-    const record: SuspendRecord = { format: FORMAT, bytes, sha256, ...machine, saved_at: new Date().toISOString(), save_ms: Date.now() - t0 };
+    const record: SuspendRecord = {
+      format: FORMAT,
+      bytes,
+      sha256,
+      ...machine,
+      ...(baseBytes !== null ? { base_bytes: baseBytes, base_pages: basePages } : {}),
+      saved_at: new Date().toISOString(),
+      save_ms: Date.now() - t0,
+    };
     await writeFile(`${f.record}.tmp`, `${JSON.stringify(record, null, 2)}\n`, { mode: 0o600 });
     const rfd = await open(`${f.record}.tmp`, 'r');
     await rfd.sync();
@@ -155,6 +229,7 @@ export async function save(qmp: Qmp, f: SuspendFiles, machine: Omit<SuspendRecor
     if (paused) await qmp('cont').catch(() => undefined);
     throw err;
   } finally {
+    await baseFh?.close();
     await rm(f.socket, { force: true });
   }
 }
