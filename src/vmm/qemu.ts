@@ -11,6 +11,7 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { lstat, readdir, readFile, readlink, rm, stat, symlink } from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { agentRequest, qmp, type JsonLineChannel } from './channel.ts';
@@ -163,6 +164,23 @@ interface Handle {
   dataSynced: Promise<void> | null;
   /** The network slot its machine runs on, when it took a standby's (the standby range). */
   netSlot?: number;
+}
+
+/** The host's CPU time, busy and idle, in clock ticks (/proc/stat). */
+async function cpuTicks(): Promise<{ busy: number; idle: number }> {
+  const line = (await readFile('/proc/stat', 'utf8').catch(() => '')).split('\n')[0] ?? '';
+  const [user, nice, system, idle, iowait, irq, softirq, steal] = line.trim().split(/\s+/).slice(1).map(Number);
+  return { busy: user + nice + system + irq + softirq + steal, idle: idle + iowait };
+}
+
+/** How many of the host's cores were idle over the next `ms` (all of them when /proc/stat cannot be read). */
+async function idleCores(ms: number): Promise<number> {
+  const a = await cpuTicks();
+  await sleep(ms);
+  const b = await cpuTicks();
+  const total = b.busy - a.busy + (b.idle - a.idle);
+  const cores = os.availableParallelism();
+  return total > 0 && Number.isFinite(total) ? (cores * (b.idle - a.idle)) / total : cores;
 }
 
 /**
@@ -331,8 +349,9 @@ export class QemuDriver extends EventEmitter {
       for (;;) {
         const shape = this.standbyShape;
         if (this.closed || !shape || this.standbyWanted <= this.standbys.length) return;
-        // The host quiet: no start under way, none for a moment.
-        if (this.starting > 0 || performance.now() - this.lastStartEnded < 500) {
+        // The host quiet: no start under way, none for a moment, and most of its cores idle (a standby is
+        // made with what nothing else wants: its VMs' work and starts come first).
+        if (this.starting > 0 || performance.now() - this.lastStartEnded < 500 || (await idleCores(500)) < Math.max(1, os.availableParallelism() * 0.75)) {
           await pause(200);
           continue;
         }
