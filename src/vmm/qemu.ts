@@ -166,6 +166,13 @@ interface Handle {
   netSlot?: number;
 }
 
+/** The network slot whose guest address this is (netOfSlot's inverse), if it is one. */
+function slotOfGuest(ipv4: string | null): number | undefined {
+  const m = /^10\.(\d+)\.(\d+)\.15$/.exec(ipv4 ?? '');
+  if (!m || Number(m[1]) < 128 || Number(m[1]) > 255 || Number(m[2]) > 255) return undefined;
+  return (Number(m[1]) - 128) * 256 + Number(m[2]);
+}
+
 /** The host's CPU time, busy and idle, in clock ticks (/proc/stat). */
 async function cpuTicks(): Promise<{ busy: number; idle: number }> {
   const line = (await readFile('/proc/stat', 'utf8').catch(() => '')).split('\n')[0] ?? '';
@@ -748,7 +755,9 @@ export class QemuDriver extends EventEmitter {
       // Stopped between resuming and taking its identity: not a VM yet; it boots again.
       if (!facts.assumed) throw new Error('the guest had not taken its identity');
       await this.opts.gateway?.port.attach(vmId, f.egress);
-      this.track(vmId, 'cold', pid, qmpCh, agent, data, facts, new Promise<string>(() => undefined));
+      // A VM that took a standby runs on the standby's network slot (its row names it too, unless the
+      // server ended before recording it): no new standby may take it while this VM runs.
+      this.track(vmId, 'cold', pid, qmpCh, agent, data, facts, new Promise<string>(() => undefined), slotOfGuest(facts.ipv4));
       return facts;
     } catch (err) {
       this.opts.log?.('could not adopt a running VM; stopping it', { vm_id: vmId, err });
