@@ -1,7 +1,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { netOfSlot, netdevArgs, ownDiskHotplugArgs, qemuCommandLine, type MachineConfig, type MachineStart } from './commandLine.ts';
+import { netOfSlot, netdevArgs, ownDiskHotplugArgs, qemuCommandLine, slotOfGuest, STANDBY_SLOTS, type MachineConfig, type MachineStart } from './commandLine.ts';
 import { machineFiles } from './machine.ts';
 
 const files = machineFiles('/vms/vm_abc');
@@ -152,6 +152,13 @@ describe('netOfSlot', () => {
 
   test('a slot outside 0..0x7fff, or not an integer, is refused', () => {
     for (const slot of [-1, 0x8000, 1.5, Number.NaN, Infinity]) assert.throws(() => netOfSlot(slot), /out of range/, String(slot));
+  });
+
+  test("a guest's address names its slot again; the standby range is 10.224.0.0/11", () => {
+    fc.assert(fc.property(fc.integer({ min: 0, max: 0x7fff }), (slot) => assert.equal(slotOfGuest(netOfSlot(slot).guest), slot)));
+    for (const ip of [null, '10.128.0.16', '10.127.0.15', '192.168.1.15', '10.128.256.15']) assert.equal(slotOfGuest(ip), undefined, String(ip));
+    assert.equal(netOfSlot(STANDBY_SLOTS.first).net, '10.224.0.0/24');
+    assert.equal(STANDBY_SLOTS.last, 0x7fff);
   });
 
   test('distinct slots get distinct networks, and the guest, gateway and DNS are inside their own', () => {

@@ -28,6 +28,13 @@ export function netOfSlot(slot: number): GuestNet {
   return { net: `${prefix}.0/24`, guest: `${prefix}.15`, gateway: `${prefix}.2`, dns: `${prefix}.3`, egress: `${prefix}.4` };
 }
 
+/** The network slot whose guest address this is (netOfSlot's inverse), if it is one. */
+export function slotOfGuest(ipv4: string | null): number | undefined {
+  const m = /^10\.(\d+)\.(\d+)\.15$/.exec(ipv4 ?? '');
+  if (!m || Number(m[1]) < 128 || Number(m[1]) > 255 || Number(m[2]) > 255) return undefined;
+  return (Number(m[1]) - 128) * 256 + Number(m[2]);
+}
+
 /**
  * Network slots of standby VMs (made ahead of need, before any VM is theirs): the upper quarter of the
  * range. A VM that takes a standby takes its slot too; the placement of new VMs hands out the rest.

@@ -5,23 +5,24 @@
  *
  * A VM starts by resuming the golden VM of its shape (see snapshot.ts) with its own disks plugged in
  * after it resumes, or without a snapshot by a cold boot; either way the guest agent's `assume` makes
- * it this VM. The machine's command line is commandLine.ts, its disks disks.ts, its process and
- * sockets machine.ts; this file orchestrates them and keeps the VMs that run.
+ * it this VM. A new VM of the standby shape takes a standby instead (standby.ts). The machine's
+ * command line is commandLine.ts, its disks disks.ts, its process and sockets machine.ts, a suspend
+ * suspend.ts; this file orchestrates them and keeps the VMs that run.
  */
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { lstat, readdir, readFile, readlink, rm, stat, symlink } from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { agentRequest, qmp, type JsonLineChannel } from './channel.ts';
 import type { DataChannel } from './dataChannel.ts';
-import { netOfSlot, ownDiskHotplugArgs, qemuCommandLine, STANDBY_SLOTS, type MachineStart } from './commandLine.ts';
+import { netOfSlot, ownDiskHotplugArgs, qemuCommandLine, slotOfGuest, STANDBY_SLOTS, type MachineStart } from './commandLine.ts';
 import { DiskMaker } from './disks.ts';
+import { STANDBY_DIR, standbyKey, StandbyPool, type StandbyShape } from './standby.ts';
 import { connectMachine, consoleTail, killMachine, machineEnded, machineFiles, machinePid, resumeIncoming, spawnMachine, type Machine, type MachineFiles } from './machine.ts';
 import { hostTscKhz, type Accel } from './probe.ts';
 import { DamagedState, discard, hasRecord, load, readRecord, save, suspendFiles, type SuspendRecord } from './suspend.ts';
-import { assumeLine, factsFromAssumed, HARNESS_HOME, type AssumeArgs, type ExecArgs, type ExecResult, type HelloFacts } from '../guest/protocol.ts';
+import { assumeLine, factsFromAssumed, type AssumeArgs, type ExecArgs, type ExecResult, type HelloFacts } from '../guest/protocol.ts';
 import type { Image } from '../image/build.ts';
 
 export interface VmSpec {
@@ -64,33 +65,6 @@ export interface SnapshotSource {
  * own suspend, or a standby it took over (a clone made ahead of need).
  */
 export type StartedFrom = 'snapshot' | 'cold' | 'suspended' | 'standby';
-
-/** The shape the driver keeps standby VMs of: a new VM of exactly this (and no template) takes one. */
-export interface StandbyShape {
-  image: Image;
-  vcpus: number;
-  memoryMib: number;
-  diskGib: number;
-}
-
-/**
- * A standby: a clone of its shape's golden VM, resumed ahead of need with fresh disks mounted and a
- * provisional identity, its assume program waiting for the VM it becomes. It lives in a directory of
- * its own (sb_<hex> under vmsDir); the VM that takes it gets a link of its name to that directory.
- */
-interface Standby {
-  id: string;
-  key: string;
-  netSlot: number;
-  m: Machine;
-  phases: Record<string, number>;
-}
-
-function standbyKey(s: { image: Image; vcpus: number; memoryMib: number; diskGib: number }): string {
-  return `${s.image.id}/${s.vcpus}/${s.memoryMib}/${s.diskGib}`;
-}
-
-const STANDBY_DIR = /^sb_[0-9a-f]+$/;
 
 /** The RAM block of the machine's memory backend (id `mem`), as QEMU's migration stream names it. */
 const RAM_BLOCK = 'mem';
@@ -166,56 +140,6 @@ interface Handle {
   netSlot?: number;
 }
 
-/** The network slot whose guest address this is (netOfSlot's inverse), if it is one. */
-function slotOfGuest(ipv4: string | null): number | undefined {
-  const m = /^10\.(\d+)\.(\d+)\.15$/.exec(ipv4 ?? '');
-  if (!m || Number(m[1]) < 128 || Number(m[1]) > 255 || Number(m[2]) > 255) return undefined;
-  return (Number(m[1]) - 128) * 256 + Number(m[2]);
-}
-
-/** The host's CPU time, busy and idle, in clock ticks (/proc/stat). */
-async function cpuTicks(): Promise<{ busy: number; idle: number }> {
-  const line = (await readFile('/proc/stat', 'utf8').catch(() => '')).split('\n')[0] ?? '';
-  const [user, nice, system, idle, iowait, irq, softirq, steal] = line.trim().split(/\s+/).slice(1).map(Number);
-  return { busy: user + nice + system + irq + softirq + steal, idle: idle + iowait };
-}
-
-/** How many of the host's cores were idle over the next `ms` (all of them when /proc/stat cannot be read). */
-async function idleCores(ms: number): Promise<number> {
-  const a = await cpuTicks();
-  await sleep(ms);
-  const b = await cpuTicks();
-  const total = b.busy - a.busy + (b.idle - a.idle);
-  const cores = os.availableParallelism();
-  return total > 0 && Number.isFinite(total) ? (cores * (b.idle - a.idle)) / total : cores;
-}
-
-/**
- * A standby's first run, before any VM is its: under emulation a guest's first use of a code path
- * costs a translation in each QEMU, and a VM's first run (the agent's run code, a process of the
- * harness user, Perl with the modules our programs load) costs several times the next. It leaves no
- * trace: nothing is written, and the run is forgotten once acknowledged.
- */
-const WARM_PERL = 'for my $d (@ARGV) { my $f = "$d/.agentvm-warm"; open(my $h, ">", $f) or next; print $h "1\\n"; close($h); rename($f, "$f.1"); unlink("$f.1"); }';
-
-async function warmStandby(m: Machine): Promise<void> {
-  const runId = `run_standby${randomBytes(6).toString('hex')}`;
-  let onMessage: (msg: Record<string, unknown>) => void = () => undefined;
-  const ended = new Promise<void>((resolve) => {
-    onMessage = (msg) => {
-      if (msg.event === 'run_end' && msg.run_id === runId) resolve();
-    };
-    m.agent.on('message', onMessage);
-  });
-  try {
-    await agentRequest(m.agent, 'run_start', { run_id: runId, argv: ['perl', '-Mstrict', '-Mwarnings', '-e', WARM_PERL, HARNESS_HOME, '/var/tmp'], timeout_ms: 30_000, max_output_bytes: 4096 }, 30_000);
-    await Promise.race([ended, sleep(30_000).then(() => Promise.reject(new Error('the warm-up run did not end')))]);
-    await agentRequest(m.agent, 'run_ack', { run_id: runId, seq: 0, done: true }, 30_000);
-  } finally {
-    m.agent.off('message', onMessage);
-  }
-}
-
 /** A host's first word on a VM's data port: the guest marks where this connection's bytes begin (dataChannel.ts). */
 async function syncData(agent: JsonLineChannel, data: DataChannel, timeoutMs: number): Promise<void> {
   await agentRequest(agent, 'data_sync', { token: data.startSync() }, timeoutMs);
@@ -228,13 +152,8 @@ export class QemuDriver extends EventEmitter {
   readonly phases = new Map<string, Record<string, number>>();
   /** VMs whose saved memory is being loaded: their guest's state is neither saved nor running. */
   private readonly resuming = new Set<string>();
-  /** Standby VMs ready to be taken, and the ones being made (their directories are not left over). */
-  private readonly standbys: Standby[] = [];
-  private readonly makingStandby = new Set<string>();
-  private standbyShape: StandbyShape | null = null;
-  private standbyWanted = 0;
-  private filling: Promise<void> | null = null;
-  private closed = false;
+  /** Standby VMs of the shape keepStandby names (standby.ts). */
+  private readonly standby: StandbyPool;
   /** Starts under way, and when the last one ended: standbys are made when the host is quiet. */
   private starting = 0;
   private lastStartEnded = 0;
@@ -242,6 +161,18 @@ export class QemuDriver extends EventEmitter {
   constructor(readonly opts: DriverOptions) {
     super();
     this.disks = new DiskMaker(opts.blankDir);
+    this.standby = new StandbyPool({
+      vmsDir: opts.vmsDir,
+      hasSnapshot: async (shape) => (await opts.snapshots?.has({ vmId: 'standby', ...shape, netSlot: STANDBY_SLOTS.first, hostname: 'standby' })) ?? false,
+      launch: (id, shape, netSlot) => this.launchStandby(id, shape, netSlot),
+      slotsInUse: async () => {
+        const held = (await opts.standbySlotsHeld?.()) ?? new Set<number>();
+        for (const h of this.handles.values()) if (h.netSlot !== undefined) held.add(h.netSlot);
+        return held;
+      },
+      quiet: () => this.starting === 0 && performance.now() - this.lastStartEnded >= 500,
+      log: opts.log,
+    });
   }
 
   vmDir(vmId: string): string {
@@ -322,118 +253,52 @@ export class QemuDriver extends EventEmitter {
 
   /**
    * Keeps `count` standby VMs (the driver's `standby` option unless given) of this shape (null: none):
-   * a new VM of the shape then starts by taking one, its second assume line, in place of a clone's
-   * whole start. They are made one at a time, when no start is under way (a start is never slowed
-   * down for a standby).
+   * a new VM of the shape then starts by taking one (claimStandby). See standby.ts.
    */
   keepStandby(shape: StandbyShape | null, count = this.opts.standby ?? 0): void {
-    this.standbyShape = shape;
-    this.standbyWanted = count;
-    const key = shape ? standbyKey(shape) : null;
-    for (const s of [...this.standbys]) if (s.key !== key) void this.dropStandby(s);
-    for (const s of this.standbys.slice(count)) void this.dropStandby(s);
-    this.fillStandby();
+    this.standby.keep(shape, count);
   }
 
   /** The shape standby VMs are kept of (null: none). */
   keptStandbyShape(): StandbyShape | null {
-    return this.standbyShape;
+    return this.standby.keptShape;
   }
 
   /** How many standby VMs are ready now. */
   standbyCount(): number {
-    return this.standbys.length;
+    return this.standby.count;
   }
 
-  private fillStandby(): void {
-    if (this.filling) return;
-    this.filling = (async () => {
-      let failures = 0;
-      // Waits up to `ms`, less when the driver is closing.
-      const pause = async (ms: number) => {
-        for (const end = performance.now() + ms; performance.now() < end && !this.closed; ) await sleep(200);
-      };
-      for (;;) {
-        const shape = this.standbyShape;
-        if (this.closed || !shape || this.standbyWanted <= this.standbys.length) return;
-        // The host quiet: no start under way, none for a moment, and most of its cores idle (a standby is
-        // made with what nothing else wants: its VMs' work and starts come first).
-        if (this.starting > 0 || performance.now() - this.lastStartEnded < 500 || (await idleCores(500)) < Math.max(1, os.availableParallelism() * 0.75)) {
-          await pause(200);
-          continue;
-        }
-        // No snapshot of the shape yet (being made, or made again after it failed): look again later.
-        const probe = { vmId: 'standby', ...shape, netSlot: STANDBY_SLOTS.first, hostname: 'standby' };
-        if (!(await this.opts.snapshots?.has(probe))) {
-          await pause(5000);
-          continue;
-        }
-        try {
-          await this.makeStandby(shape);
-          failures = 0;
-        } catch (err) {
-          if (this.closed) return;
-          failures++;
-          this.opts.log?.('making a standby VM failed', { err: (err as Error).message, failures });
-          await pause(Math.min(300_000, 5000 * 2 ** failures));
-        }
-      }
-    })().finally(() => (this.filling = null));
+  /** Ends the standby VMs and makes no more (the server is stopping). */
+  dropStandbys(): Promise<void> {
+    return this.standby.close();
   }
 
-  private async freeStandbySlot(): Promise<number> {
-    const held = (await this.opts.standbySlotsHeld?.()) ?? new Set<number>();
-    for (const s of this.standbys) held.add(s.netSlot);
-    for (const h of this.handles.values()) if (h.netSlot !== undefined) held.add(h.netSlot);
-    for (let slot = STANDBY_SLOTS.first; slot <= STANDBY_SLOTS.last; slot++) if (!held.has(slot)) return slot;
-    throw new Error('every standby network slot is taken');
+  /** Removes the standbys an earlier server left (their QEMU with them); a VM's link keeps its own. */
+  sweepStandbys(): Promise<void> {
+    return this.standby.sweep();
   }
 
-  private async makeStandby(shape: StandbyShape): Promise<void> {
-    const id = `sb_${randomBytes(8).toString('hex')}`;
-    this.makingStandby.add(id);
-    const f = this.files(id);
-    let m: Machine | null = null;
+  /** A standby's machine: a clone of the shape's golden VM with fresh disks and a provisional identity. */
+  private async launchStandby(id: string, shape: StandbyShape, netSlot: number): Promise<{ m: Machine; phases: Record<string, number> }> {
+    const spec: VmSpec = { vmId: id, ...shape, netSlot, hostname: 'standby', persistBacking: null };
+    const snap = await this.opts.snapshots?.find(spec);
+    if (!snap) throw new Error('its shape has no snapshot');
+    await this.prepareDisks(spec, true);
+    const t0 = performance.now();
+    const m = await spawnMachine(this.opts.qemu, this.files(id), await this.commandLine(spec, { mode: 'clone', snap }), 30_000);
     try {
-      const spec: VmSpec = { vmId: id, ...shape, netSlot: await this.freeStandbySlot(), hostname: 'standby', persistBacking: null };
-      const snap = await this.opts.snapshots?.find(spec);
-      if (!snap) throw new Error('its shape has no snapshot');
-      await this.prepareDisks(spec, true);
-      const t0 = performance.now();
-      m = await spawnMachine(this.opts.qemu, f, await this.commandLine(spec, { mode: 'clone', snap }), 30_000);
       const phases: Record<string, number> = { spawn_ms: performance.now() - t0 };
       await resumeIncoming(m, snap.state, ownDiskHotplugArgs(), phases);
-      let t = performance.now();
+      const t = performance.now();
       const out = await m.assume(assumeLine({ ...this.assumeArgs(spec), standby: true }), { more: true });
       if (out.error) throw new Error(`the guest could not take its identity: ${out.error}`);
       phases.assume_ms = performance.now() - t;
-      t = performance.now();
-      await warmStandby(m);
-      phases.warm_ms = performance.now() - t;
-      const standby: Standby = { id, key: standbyKey(shape), netSlot: spec.netSlot, m, phases };
-      if (this.closed || this.standbyShape !== shape) throw new Error('no longer wanted');
-      this.standbys.push(standby);
-      void m.exit.then((reason) => {
-        const i = this.standbys.indexOf(standby);
-        if (i < 0) return;
-        this.standbys.splice(i, 1);
-        this.opts.log?.('a standby VM ended', { standby: id, reason });
-        void rm(f.dir, { recursive: true, force: true });
-      });
+      return { m, phases };
     } catch (err) {
-      await m?.kill();
-      await rm(f.dir, { recursive: true, force: true });
+      await m.kill();
       throw err;
-    } finally {
-      this.makingStandby.delete(id);
     }
-  }
-
-  private async dropStandby(s: Standby): Promise<void> {
-    const i = this.standbys.indexOf(s);
-    if (i >= 0) this.standbys.splice(i, 1);
-    await s.m.kill();
-    await rm(this.vmDir(s.id), { recursive: true, force: true });
   }
 
   /**
@@ -443,14 +308,13 @@ export class QemuDriver extends EventEmitter {
    * VM takes the standby's network slot (`netSlot`: the caller records it).
    */
   async claimStandby(spec: VmSpec): Promise<{ facts: HelloFacts; netSlot: number } | null> {
-    if (spec.persistBacking || this.handles.has(spec.vmId) || !this.standbyShape) return null;
+    if (spec.persistBacking || this.handles.has(spec.vmId)) return null;
     const key = standbyKey(spec);
-    if (!this.standbys.some((s) => s.key === key)) return null;
+    if (!this.standby.has(key)) return null;
     const dir = this.vmDir(spec.vmId);
     if (await lstat(dir).then(() => true, () => false)) return null;
-    const i = this.standbys.findIndex((s) => s.key === key);
-    if (i < 0) return null;
-    const [s] = this.standbys.splice(i, 1);
+    const s = this.standby.take(key);
+    if (!s) return null;
     const t0 = performance.now();
     try {
       const out = await s.m.assume(assumeLine(this.assumeArgs({ ...spec, netSlot: s.netSlot })), { timeoutMs: 30_000 });
@@ -473,29 +337,7 @@ export class QemuDriver extends EventEmitter {
       return null;
     } finally {
       this.lastStartEnded = performance.now();
-      this.fillStandby();
-    }
-  }
-
-  /**
-   * Removes standby directories no VM took (their QEMU ended with it): an earlier server's standbys.
-   * A directory a VM's link names is that VM's.
-   */
-  async sweepStandbys(): Promise<void> {
-    const names = await readdir(this.opts.vmsDir).catch(() => [] as string[]);
-    const taken = new Set<string>();
-    for (const n of names) {
-      if (!/^vm_/.test(n)) continue;
-      const target = await readlink(path.join(this.opts.vmsDir, n)).catch(() => null);
-      if (target) taken.add(target);
-    }
-    const mine = new Set([...this.standbys.map((s) => s.id), ...this.makingStandby]);
-    for (const n of names) {
-      if (!STANDBY_DIR.test(n) || taken.has(n) || mine.has(n)) continue;
-      const f = this.files(n);
-      const pid = await machinePid(f);
-      if (pid) await killMachine(f, pid);
-      await rm(f.dir, { recursive: true, force: true });
+      this.standby.fill();
     }
   }
 
@@ -856,12 +698,7 @@ export class QemuDriver extends EventEmitter {
     await Promise.all([...this.handles.keys()].map((id) => this.stop(id, { graceful: false })));
   }
 
-  /** Ends the standby VMs and makes no more (the server is stopping; no VM is theirs, so nothing is lost). */
-  async dropStandbys(): Promise<void> {
-    this.closed = true;
-    await this.filling;
-    await Promise.all([...this.standbys].map((s) => this.dropStandby(s)));
-  }
+
 
   /** Lets go of every VM without stopping it (server shutdown: the next server re-adopts them). */
   release(): void {

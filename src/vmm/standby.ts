@@ -1,0 +1,253 @@
+/**
+ * Standby VMs: clones of a shape's golden VM resumed ahead of need, with fresh disks mounted, a
+ * provisional identity, and one run behind them, their assume program waiting for a second line.
+ * A new VM of the shape takes one (QemuDriver.claimStandby): its start is that line, tens of
+ * milliseconds, in place of a clone's whole start. Each lives in a directory of its own (sb_<hex>
+ * under the VMs' directory) on a network slot of the standby range; the VM that takes it gets a link
+ * of its name to that directory and keeps the slot.
+ *
+ * The pool is refilled one standby at a time, and only while the host is quiet: no start under way or
+ * just ended, and most of its cores idle. A standby is made with what nothing else wants.
+ */
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { readdir, readFile, readlink, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { agentRequest } from './channel.ts';
+import { STANDBY_SLOTS } from './commandLine.ts';
+import { killMachine, machineFiles, machinePid, type Machine } from './machine.ts';
+import { HARNESS_HOME } from '../guest/protocol.ts';
+import type { Image } from '../image/build.ts';
+
+/** The shape standby VMs are kept of: a new VM of exactly this (and no template) takes one. */
+export interface StandbyShape {
+  image: Image;
+  vcpus: number;
+  memoryMib: number;
+  diskGib: number;
+}
+
+export interface Standby {
+  id: string;
+  key: string;
+  netSlot: number;
+  m: Machine;
+  /** How long each part of making it took. */
+  phases: Record<string, number>;
+}
+
+export const STANDBY_DIR = /^sb_[0-9a-f]+$/;
+
+export function standbyKey(s: StandbyShape): string {
+  return `${s.image.id}/${s.vcpus}/${s.memoryMib}/${s.diskGib}`;
+}
+
+export interface StandbyPoolDeps {
+  vmsDir: string;
+  /** Whether the shape's golden snapshot is there to clone (nothing is built for asking). */
+  hasSnapshot(shape: StandbyShape): Promise<boolean>;
+  /**
+   * Resumes a clone of the shape's golden VM as `id` on `netSlot`, with fresh disks, and has it take a
+   * provisional identity with its assume program left waiting for a second line.
+   */
+  launch(id: string, shape: StandbyShape, netSlot: number): Promise<{ m: Machine; phases: Record<string, number> }>;
+  /** Network slots of the standby range that VMs hold (running, or recorded on their rows). */
+  slotsInUse(): Promise<Set<number>>;
+  /** No VM start under way, and none just ended. */
+  quiet(): boolean;
+  log?: (msg: string, fields?: object) => void;
+}
+
+const WARM_UP = readFileSync(new URL('../guest/warm-up.pl', import.meta.url), 'utf8');
+
+export class StandbyPool {
+  private readonly ready: Standby[] = [];
+  /** Standbys being made: their directories are not left over. */
+  private readonly making = new Set<string>();
+  private shape: StandbyShape | null = null;
+  private wanted = 0;
+  private filling: Promise<void> | null = null;
+  private closed = false;
+
+  constructor(private readonly d: StandbyPoolDeps) {}
+
+  /** Keeps `count` standbys of `shape` (null: none); the others are ended. */
+  keep(shape: StandbyShape | null, count: number): void {
+    this.shape = shape;
+    this.wanted = shape ? count : 0;
+    const key = shape ? standbyKey(shape) : null;
+    for (const s of [...this.ready]) if (s.key !== key) void this.drop(s);
+    for (const s of this.ready.slice(this.wanted)) void this.drop(s);
+    this.fill();
+  }
+
+  get keptShape(): StandbyShape | null {
+    return this.shape;
+  }
+
+  /** Standbys ready now. */
+  get count(): number {
+    return this.ready.length;
+  }
+
+  has(key: string): boolean {
+    return this.ready.some((s) => s.key === key);
+  }
+
+  /** A ready standby of this shape, no longer the pool's (the caller makes it a VM or ends it). */
+  take(key: string): Standby | null {
+    const i = this.ready.findIndex((s) => s.key === key);
+    return i < 0 ? null : this.ready.splice(i, 1)[0];
+  }
+
+  /** Makes standbys until there are as many as wanted (one at a time, while the host is quiet). */
+  fill(): void {
+    if (this.filling) return;
+    this.filling = (async () => {
+      let failures = 0;
+      // Waits up to `ms`, less when the pool is closing.
+      const pause = async (ms: number) => {
+        for (const end = performance.now() + ms; performance.now() < end && !this.closed; ) await sleep(200);
+      };
+      for (;;) {
+        const shape = this.shape;
+        if (this.closed || !shape || this.wanted <= this.ready.length) return;
+        if (!this.d.quiet() || (await idleCores(500)) < Math.max(1, os.availableParallelism() * 0.75)) {
+          await pause(200);
+          continue;
+        }
+        // No snapshot of the shape yet (being made, or made again after it failed): look again later.
+        if (!(await this.d.hasSnapshot(shape))) {
+          await pause(5000);
+          continue;
+        }
+        try {
+          await this.make(shape);
+          failures = 0;
+        } catch (err) {
+          if (this.closed) return;
+          failures++;
+          this.d.log?.('making a standby VM failed', { err: (err as Error).message, failures });
+          await pause(Math.min(300_000, 5000 * 2 ** failures));
+        }
+      }
+    })().finally(() => (this.filling = null));
+  }
+
+  /** Ends every standby and makes no more (the server is stopping: no VM is theirs, nothing is lost). */
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.filling;
+    await Promise.all([...this.ready].map((s) => this.drop(s)));
+  }
+
+  /**
+   * Removes standby directories no VM took and this pool does not own (an earlier server's, whose QEMU
+   * is ended with them). A directory a VM's link names is that VM's.
+   */
+  async sweep(): Promise<void> {
+    const names = await readdir(this.d.vmsDir).catch(() => [] as string[]);
+    const taken = new Set<string>();
+    for (const n of names) {
+      if (!/^vm_/.test(n)) continue;
+      const target = await readlink(path.join(this.d.vmsDir, n)).catch(() => null);
+      if (target) taken.add(target);
+    }
+    const mine = new Set([...this.ready.map((s) => s.id), ...this.making]);
+    for (const n of names) {
+      if (!STANDBY_DIR.test(n) || taken.has(n) || mine.has(n)) continue;
+      const f = machineFiles(path.join(this.d.vmsDir, n));
+      const pid = await machinePid(f);
+      if (pid) await killMachine(f, pid);
+      await rm(f.dir, { recursive: true, force: true });
+    }
+  }
+
+  private async make(shape: StandbyShape): Promise<void> {
+    const id = `sb_${randomBytes(8).toString('hex')}`;
+    const dir = path.join(this.d.vmsDir, id);
+    this.making.add(id);
+    let m: Machine | null = null;
+    try {
+      const netSlot = await this.freeSlot();
+      const launched = await this.d.launch(id, shape, netSlot);
+      m = launched.m;
+      const t = performance.now();
+      await warmUp(m);
+      const standby: Standby = { id, key: standbyKey(shape), netSlot, m, phases: { ...launched.phases, warm_ms: performance.now() - t } };
+      if (this.closed || this.shape !== shape) throw new Error('no longer wanted');
+      this.ready.push(standby);
+      void m.exit.then((reason) => {
+        const i = this.ready.indexOf(standby);
+        if (i < 0) return;
+        this.ready.splice(i, 1);
+        this.d.log?.('a standby VM ended', { standby: id, reason });
+        void rm(dir, { recursive: true, force: true });
+      });
+    } catch (err) {
+      await m?.kill();
+      await rm(dir, { recursive: true, force: true });
+      throw err;
+    } finally {
+      this.making.delete(id);
+    }
+  }
+
+  private async drop(s: Standby): Promise<void> {
+    const i = this.ready.indexOf(s);
+    if (i >= 0) this.ready.splice(i, 1);
+    await s.m.kill();
+    await rm(path.join(this.d.vmsDir, s.id), { recursive: true, force: true });
+  }
+
+  private async freeSlot(): Promise<number> {
+    const held = await this.d.slotsInUse();
+    for (const s of this.ready) held.add(s.netSlot);
+    for (let slot = STANDBY_SLOTS.first; slot <= STANDBY_SLOTS.last; slot++) if (!held.has(slot)) return slot;
+    throw new Error('every standby network slot is taken');
+  }
+}
+
+/**
+ * A standby's first run, before any VM is its: under emulation a guest's first use of a code path
+ * costs a translation in each QEMU, and a VM's first run (the agent's run code, a process of the
+ * harness user, Perl with the modules our programs load) costs several times the next. The run is
+ * forgotten once acknowledged.
+ */
+async function warmUp(m: Machine): Promise<void> {
+  const runId = `run_standby${randomBytes(6).toString('hex')}`;
+  let onMessage: (msg: Record<string, unknown>) => void = () => undefined;
+  const ended = new Promise<void>((resolve) => {
+    onMessage = (msg) => {
+      if (msg.event === 'run_end' && msg.run_id === runId) resolve();
+    };
+    m.agent.on('message', onMessage);
+  });
+  try {
+    const argv = ['perl', '-Mstrict', '-Mwarnings', '-e', WARM_UP, HARNESS_HOME, '/var/tmp'];
+    await agentRequest(m.agent, 'run_start', { run_id: runId, argv, timeout_ms: 30_000, max_output_bytes: 4096 }, 30_000);
+    await Promise.race([ended, sleep(30_000).then(() => Promise.reject(new Error('the warm-up run did not end')))]);
+    await agentRequest(m.agent, 'run_ack', { run_id: runId, seq: 0, done: true }, 30_000);
+  } finally {
+    m.agent.off('message', onMessage);
+  }
+}
+
+/** The host's CPU time, busy and idle, in clock ticks (/proc/stat). */
+async function cpuTicks(): Promise<{ busy: number; idle: number }> {
+  const line = (await readFile('/proc/stat', 'utf8').catch(() => '')).split('\n')[0] ?? '';
+  const [user, nice, system, idle, iowait, irq, softirq, steal] = line.trim().split(/\s+/).slice(1).map(Number);
+  return { busy: user + nice + system + irq + softirq + steal, idle: idle + iowait };
+}
+
+/** How many of the host's cores were idle over the next `ms` (all of them when /proc/stat cannot be read). */
+async function idleCores(ms: number): Promise<number> {
+  const a = await cpuTicks();
+  await sleep(ms);
+  const b = await cpuTicks();
+  const total = b.busy - a.busy + (b.idle - a.idle);
+  const cores = os.availableParallelism();
+  return total > 0 && Number.isFinite(total) ? (cores * (b.idle - a.idle)) / total : cores;
+}
