@@ -58,6 +58,8 @@ describe('suspend with memory on real microVMs', { skip }, () => {
     delete process.env.AGENTVM_ADMIN_TOKEN;
     server = await startServer(config, createLogger('warn', new Writable({ write: (_c, _e, cb) => cb() })));
     await server.host.imageReady;
+    // The starter shape's golden VM: the first VM resumes it (its RAM that memory, copy-on-write).
+    await server.host.prewarmed;
     admin = apiClient(server.url, ADMIN);
     const tenant = (await admin('POST', '/v1/admin/tenants', { email: 'suspend@example.com' })).body;
     tenantId = tenant.tenant_id;
@@ -75,6 +77,7 @@ describe('suspend with memory on real microVMs', { skip }, () => {
   test('suspended in the middle of a run: no QEMU, no credits drawn; started, the run goes on and ends whole', { timeout: 10 * 60_000 }, async () => {
     const vmId = (await api('POST', '/v1/api/vms', { tier: 'ondemand', harness: 'ticker' })).body.vm_id;
     await untilStatus(vmId, 'running');
+    const startedFrom = server.host.driver!.startedFrom(vmId);
     // Memory only: a tmpfs of its own, and a process that sleeps.
     await sh(vmId, 'mkdir -p /mnt/mem && mount -t tmpfs mem /mnt/mem && echo kept-in-memory > /mnt/mem/marker && echo on-disk > /persist/marker && sync');
     const sleeper = await sh(vmId, 'setsid -f sleep 7777 >/dev/null 2>&1 < /dev/null; sleep 0.2; pgrep -x -f "sleep 7777"');
@@ -95,8 +98,9 @@ describe('suspend with memory on real microVMs', { skip }, () => {
     assert.equal(suspended.status_reason, null);
     assert.deepEqual(await qemuPidsUnder(vmDir(vmId)), [], 'its QEMU is gone');
     assert.ok(existsSync(path.join(vmDir(vmId), 'suspend.json')), 'its saved state is recorded');
-    // Resumed from its shape's golden VM, its RAM was that memory mapped copy-on-write: only the pages
-    // it changed are saved, over that memory linked beside them.
+    // Resumed from its shape's golden VM (or a standby of it), its RAM was that memory mapped
+    // copy-on-write: only the pages it changed are saved, over that memory linked beside them.
+    assert.notEqual(startedFrom, 'cold');
     const record = JSON.parse(await readFile(path.join(vmDir(vmId), 'suspend.json'), 'utf8'));
     assert.equal(record.base_bytes, 1024 * 1024 * 1024);
     assert.ok(record.base_pages.dropped > record.base_pages.kept, JSON.stringify(record.base_pages));
