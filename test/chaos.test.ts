@@ -152,6 +152,11 @@ class Chaos {
     return this.procs.map((p) => `--- ${p.name}\n${p.out.slice(-3000)}`).join('\n');
   }
 
+  /** The last errors the processes logged (an answer 500 says no more than `internal`). */
+  errors(): string {
+    return this.procs.flatMap((p) => p.out.split('\n').filter((l) => l.includes('"level":50')).slice(-5).map((l) => `${p.name}: ${l.slice(0, 2000)}`)).join('\n');
+  }
+
   /** One request; a connection the kill cut answers null. Every 5xx but a 503 with Retry-After is recorded. */
   async call(method: string, p: string, body?: object, headers: Record<string, string> = {}, key = this.key): Promise<Answer | null> {
     let res: Response;
@@ -192,7 +197,7 @@ class Chaos {
     // Refused, nothing charged, nothing made: no room or a template still capturing (503), or a fork
     // of a template whose capture a kill interrupted (400).
     if (res.status === 503 || (res.status === 400 && m.path.includes('/fork'))) return;
-    assert.equal(res.status, 201, `${m.path} with key ${m.key}: ${JSON.stringify(res.body)}; ${this.where()}`);
+    assert.equal(res.status, 201, `${m.path} with key ${m.key}: ${JSON.stringify(res.body)}; ${this.where()}${res.status >= 500 ? `\n${this.errors()}` : ''}`);
     m.answers.push(res.body.vm_id);
     if (!this.vms.has(res.body.vm_id)) this.vms.set(res.body.vm_id, { desired: 'running', persistRuns: 0, tier: m.tier });
   }
