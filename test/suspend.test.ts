@@ -103,7 +103,9 @@ describe('suspend with memory on real microVMs', { skip }, () => {
     assert.notEqual(startedFrom, 'cold');
     const record = JSON.parse(await readFile(path.join(vmDir(vmId), 'suspend.json'), 'utf8'));
     assert.equal(record.base_bytes, 1024 * 1024 * 1024);
-    assert.ok(record.base_pages.dropped > record.base_pages.kept, JSON.stringify(record.base_pages));
+    // At least the golden VM's kernel and page cache (tens of MiB) were left out, and the state is
+    // smaller than the pages it describes would be.
+    assert.ok(record.base_pages.dropped > 4096, JSON.stringify(record.base_pages));
     assert.ok(record.bytes < (record.base_pages.dropped + record.base_pages.kept) * 4096, 'the state is smaller than the pages it describes');
     assert.equal((await stat(path.join(vmDir(vmId), 'ram.base'))).size, record.base_bytes);
     assert.equal(await meteredUntil(vmId), null, 'not metered while suspended');

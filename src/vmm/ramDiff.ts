@@ -104,9 +104,11 @@ class Base {
 }
 
 export interface RamDiffResult {
-  /** Page records dropped (equal to the base). */
+  /** Page records dropped (equal to the base), and kept (they differ from it). */
   dropped: number;
   kept: number;
+  /** Zero-page records (a byte each): copied. */
+  zero: number;
   /** Why filtering stopped before the stream's RAM ended (the rest was copied), if it did. */
   stoppedAt: string | null;
   /** The RAM blocks the stream names. */
@@ -124,7 +126,7 @@ export async function filterRamStream(
 ): Promise<RamDiffResult> {
   const r = new Reader(src[Symbol.asyncIterator]());
   const pages = new Base(base.fh, base.size);
-  const result: RamDiffResult = { dropped: 0, kept: 0, stoppedAt: null, blocks: [] };
+  const result: RamDiffResult = { dropped: 0, kept: 0, zero: 0, stoppedAt: null, blocks: [] };
   // Output in pieces of about a MiB.
   let out: Buffer[] = [];
   let outBytes = 0;
@@ -213,7 +215,8 @@ export async function filterRamStream(
         result.dropped++;
         continue;
       }
-      result.kept++;
+      if (flags & FLAG_PAGE) result.kept++;
+      else result.zero++;
       if (raw) await emit(head, raw, body);
       else if (written === id) await emit(head, body);
       else {

@@ -37,8 +37,8 @@ export interface SuspendRecord {
    * RAM was mapped from, linked beside it. A resume maps it as the RAM and loads the state over it.
    */
   base_bytes?: number;
-  /** Page records the difference left out (equal to the base) and kept. */
-  base_pages?: { dropped: number; kept: number };
+  /** Page records the difference left out (equal to the base), kept (they differ) and zero pages. */
+  base_pages?: { dropped: number; kept: number; zero: number };
   saved_at: string;
   save_ms: number;
 }
@@ -154,7 +154,7 @@ export async function save(
   const baseBytes = ramFrom ? await linkBase(f, ramFrom.path) : null;
   if (baseBytes === null) await rm(f.base, { force: true });
   const baseFh = baseBytes !== null ? await open(f.base, 'r') : null;
-  let basePages: { dropped: number; kept: number } | undefined;
+  let basePages: { dropped: number; kept: number; zero: number } | undefined;
   const server = net.createServer();
   let written: Promise<{ bytes: number; sha256: string }> | undefined;
   const connected = new Promise<void>((resolve, reject) => {
@@ -171,7 +171,7 @@ export async function save(
         const write = (b: Buffer) => new Promise<void>((res, rej) => hasher.write(b, (err) => (err ? rej(err) : res())));
         written = filterRamStream(sock, write, { fh: baseFh, size: baseBytes!, block: ramFrom!.block })
           .then((r) => {
-            basePages = { dropped: r.dropped, kept: r.kept };
+            basePages = { dropped: r.dropped, kept: r.kept, zero: r.zero };
             hasher.end();
             return piped;
           })
