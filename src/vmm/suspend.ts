@@ -181,6 +181,9 @@ export async function save(
             throw err;
           });
       }
+      // Awaited once QEMU says the migration completed; a QEMU killed in the middle ends it early (the
+      // save then fails on QEMU's side), so its failure is never left unhandled.
+      written.catch(() => undefined);
       resolve();
     });
     server.once('error', reject);
