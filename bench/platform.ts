@@ -33,6 +33,9 @@ export async function startBenchPlatform(name: string, overrides: Partial<Config
   try {
     await server.host.imageReady;
     await server.host.prewarmed; // the starter shape's snapshot
+    // Its standby VMs made (they are made while the host is idle): measurements start on a host at rest.
+    const driver = server.host.driver;
+    for (let i = 0; driver && i < 600 && driver.standbyCount() < config.standbyVms; i++) await new Promise((r) => setTimeout(r, 100));
     const base = server.url;
     const adminH = { authorization: `Bearer ${config.adminToken}`, 'content-type': 'application/json' };
     const tenant = await (await fetch(`${base}/v1/admin/tenants`, { method: 'POST', headers: adminH, body: JSON.stringify({ email: `${name}@example.com` }) })).json();
