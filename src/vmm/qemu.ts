@@ -136,8 +136,13 @@ interface Handle {
    * a code path costs it a translation, and a start's CPU is what many starts at once share.
    */
   dataSynced: Promise<void> | null;
-  /** The network slot its machine runs on, when it took a standby's (the standby range). */
-  netSlot?: number;
+}
+
+/** The assume program's own steps (assume.pl answers `steps_ms=name:ms,...`), as phases `assume_<name>_ms`. */
+function assumeSteps(out: Record<string, string>): Record<string, number> {
+  const steps: Record<string, number> = {};
+  for (const [name, ms] of (out.steps_ms ?? '').split(',').map((p) => p.split(':'))) if (name && Number.isFinite(Number(ms))) steps[`assume_${name}_ms`] = Number(ms);
+  return steps;
 }
 
 /** A host's first word on a VM's data port: the guest marks where this connection's bytes begin (dataChannel.ts). */
@@ -167,7 +172,11 @@ export class QemuDriver extends EventEmitter {
       launch: (id, shape, netSlot) => this.launchStandby(id, shape, netSlot),
       slotsInUse: async () => {
         const held = (await opts.standbySlotsHeld?.()) ?? new Set<number>();
-        for (const h of this.handles.values()) if (h.netSlot !== undefined) held.add(h.netSlot);
+        // A running VM that took a standby holds its slot (its row may not name it yet).
+        for (const h of this.handles.values()) {
+          const slot = slotOfGuest(h.facts.ipv4);
+          if (slot !== undefined) held.add(slot);
+        }
         return held;
       },
       quiet: () => this.starting === 0 && performance.now() - this.lastStartEnded >= 500,
@@ -320,14 +329,14 @@ export class QemuDriver extends EventEmitter {
       const out = await s.m.assume(assumeLine(this.assumeArgs({ ...spec, netSlot: s.netSlot })), { timeoutMs: 30_000 });
       if (out.error) throw new Error(`the guest could not take its identity: ${out.error}`);
       const phases: Record<string, number> = { standby_assume_ms: performance.now() - t0 };
-      for (const [name, ms] of (out.steps_ms ?? '').split(',').map((p) => p.split(':'))) if (name && Number.isFinite(Number(ms))) phases[`assume_${name}_ms`] = Number(ms);
+      Object.assign(phases, assumeSteps(out));
       // From here the standby is this VM: its directory is the VM's (a restarted server adopts it by this name).
       await symlink(s.id, dir);
       const f = this.files(spec.vmId);
       await this.opts.gateway?.port.attach(spec.vmId, f.egress);
       const facts = factsFromAssumed(out);
       this.phases.set(spec.vmId, Object.fromEntries(Object.entries({ ...s.phases, ...phases }).map(([k, v]) => [k, Math.round(v)])));
-      this.track(spec.vmId, 'standby', s.m.pid, s.m.qmpCh, s.m.agent, s.m.data, facts, s.m.exit, s.netSlot);
+      this.track(spec.vmId, 'standby', s.m.pid, s.m.qmpCh, s.m.agent, s.m.data, facts, s.m.exit);
       return { facts, netSlot: s.netSlot };
     } catch (err) {
       this.opts.log?.('taking a standby VM failed; starting as usual', { vm_id: spec.vmId, standby: s.id, err: (err as Error).message });
@@ -363,7 +372,7 @@ export class QemuDriver extends EventEmitter {
       const out = await m.assume(assumeLine(this.assumeArgs(spec)));
       phases.assume_ms = performance.now() - t;
       // The assume program's own steps (assume.pl: `name:ms,...`).
-      for (const [name, ms] of (out.steps_ms ?? '').split(',').map((p) => p.split(':'))) if (name && Number.isFinite(Number(ms))) phases[`assume_${name}_ms`] = Number(ms);
+      Object.assign(phases, assumeSteps(out));
       if (out.error) throw new Error(`the guest could not take its identity: ${out.error}`);
       this.phases.set(spec.vmId, Object.fromEntries(Object.entries(phases).map(([k, v]) => [k, Math.round(v)])));
       const facts = factsFromAssumed(out);
@@ -415,10 +424,8 @@ export class QemuDriver extends EventEmitter {
     data: DataChannel,
     facts: HelloFacts,
     exitReason: Promise<string>,
-    netSlot?: number,
   ): void {
     const handle: Handle = {
-      netSlot,
       vmId,
       startedFrom,
       pid,
@@ -597,9 +604,7 @@ export class QemuDriver extends EventEmitter {
       // Stopped between resuming and taking its identity: not a VM yet; it boots again.
       if (!facts.assumed) throw new Error('the guest had not taken its identity');
       await this.opts.gateway?.port.attach(vmId, f.egress);
-      // A VM that took a standby runs on the standby's network slot (its row names it too, unless the
-      // server ended before recording it): no new standby may take it while this VM runs.
-      this.track(vmId, 'cold', pid, qmpCh, agent, data, facts, new Promise<string>(() => undefined), slotOfGuest(facts.ipv4));
+      this.track(vmId, 'cold', pid, qmpCh, agent, data, facts, new Promise<string>(() => undefined));
       return facts;
     } catch (err) {
       this.opts.log?.('could not adopt a running VM; stopping it', { vm_id: vmId, err });
