@@ -139,7 +139,7 @@ const BUILDERS: Record<string, Builder> = {
     env: {},
   }),
   // The diagnostic harness reads its first argument literally.
-  echo: ({ task }) => ({ argv: [HARNESS_PROGRAMS.echo, task], env: {} }),
+  echo: ({ task }) => ({ argv: [HARNESS_PROGRAMS.echo, '--', task], env: {} }),
   ticker: ({ task }) => ({ argv: [HARNESS_PROGRAMS.ticker, task], env: {} }),
 };
 

@@ -60,7 +60,7 @@ export interface StandbyPoolDeps {
   log?: (msg: string, fields?: object) => void;
 }
 
-const WARM_UP = readFileSync(new URL('../guest/warm-up.pl', import.meta.url), 'utf8');
+const WARM_UP = readFileSync(new URL('../guest/warm-up.awk', import.meta.url), 'utf8');
 
 export class StandbyPool {
   private readonly ready: Standby[] = [];
@@ -213,7 +213,7 @@ export class StandbyPool {
 /**
  * A standby's first run, before any VM is its: under emulation a guest's first use of a code path
  * costs a translation in each QEMU, and a VM's first run (the agent's run code, a process of the
- * harness user, Perl with the modules our programs load) costs several times the next. The run is
+ * harness user, mawk as the echo harness runs it) costs several times the next. The run is
  * forgotten once acknowledged.
  */
 async function warmUp(m: Machine): Promise<void> {
@@ -226,7 +226,7 @@ async function warmUp(m: Machine): Promise<void> {
     m.agent.on('message', onMessage);
   });
   try {
-    const argv = ['perl', '-Mstrict', '-Mwarnings', '-e', WARM_UP, HARNESS_HOME, '/var/tmp'];
+    const argv = ['mawk', '--', WARM_UP, HARNESS_HOME, '/var/tmp'];
     await agentRequest(m.agent, 'run_start', { run_id: runId, argv, timeout_ms: 30_000, max_output_bytes: 4096 }, 30_000);
     await Promise.race([ended, sleep(30_000).then(() => Promise.reject(new Error('the warm-up run did not end')))]);
     await agentRequest(m.agent, 'run_ack', { run_id: runId, seq: 0, done: true }, 30_000);
