@@ -90,12 +90,14 @@ sub clock_random_hostname {
 }
 
 # What names a VM on its root: /etc and the instance.
+# The image makes these four files links into /run/agentvm/etc (tmpfs); a root layer of an older image
+# may hold them as files, written in place.
 sub etc_files {
+  mkdir $_ for '/run/agentvm', '/run/agentvm/etc';
   put('/etc/hostname', "$a{hostname}\n");
   put('/etc/machine-id', "$a{machine_id}\n");
   put('/etc/hosts', "127.0.0.1\tlocalhost\n$ip\t$a{hostname}\n$a{egress}\t$a{egress_name}\n");
   put('/etc/resolv.conf', "nameserver $a{dns}\n");
-  mkdir '/run/agentvm';
   put('/run/agentvm/instance', "$a{instance_id}\n");
 }
 

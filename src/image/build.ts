@@ -8,7 +8,7 @@
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream, existsSync } from 'node:fs';
-import { chmod, chown, copyFile, link, mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, chown, copyFile, link, mkdir, readdir, readFile, rename, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { fileURLToPath } from 'node:url';
@@ -126,6 +126,14 @@ interface Inputs {
   diagnostics: string[];
 }
 
+/**
+ * The files of /etc that name a VM, links into the tmpfs `/run` (IDENTITY_DIR): the assume program
+ * writes them at every start, a standby's second line among them, and on tmpfs that write is memory
+ * only, not a block allocated and written back on the root's layer while other VMs start.
+ */
+const IDENTITY_FILES = ['hostname', 'machine-id', 'hosts', 'resolv.conf'];
+const IDENTITY_DIR = '/run/agentvm/etc';
+
 /** The diagnostic harnesses' programs, in this repository (src/image/files), installed in /usr/local/bin. */
 const DIAGNOSTIC_PROGRAMS = ['agentvm-echo', 'agentvm-ticker'];
 
@@ -215,7 +223,7 @@ function harnessesKey(): string {
 }
 
 function imageIdOf(i: Inputs): string {
-  return sha256(String(BUILDER_VERSION), harnessesKey(), i.kernelPackage, i.kernelVersion, rootfsBaseKey(i), i.agentBundle, i.initScript, ...i.diagnostics, GUEST_MODULES.join(','), ROOTFS_SIZE).slice(0, 20);
+  return sha256(String(BUILDER_VERSION), harnessesKey(), i.kernelPackage, i.kernelVersion, rootfsBaseKey(i), i.agentBundle, i.initScript, ...i.diagnostics, GUEST_MODULES.join(','), ROOTFS_SIZE, `${IDENTITY_DIR}:${IDENTITY_FILES.join(',')}`).slice(0, 20);
 }
 
 /** The id the current inputs make, whether or not it is built. */
@@ -487,6 +495,10 @@ export async function buildImage(imageDir: string, progress: Progress = () => un
   await mkdir(path.join(staging, 'persist'), { recursive: true });
   await writeFile(path.join(staging, 'opt/agentvm/agent.mjs'), i.agentBundle);
   await writeFile(path.join(staging, 'etc/agentvm-image'), `${id}\n`);
+  for (const f of IDENTITY_FILES) {
+    await rm(path.join(staging, 'etc', f), { force: true });
+    await symlink(`${IDENTITY_DIR}/${f}`, path.join(staging, 'etc', f));
+  }
   // The diagnostic harnesses, and the echo's counter on the root filesystem (the harness user writes it).
   for (const [n, program] of DIAGNOSTIC_PROGRAMS.entries()) {
     await writeFile(path.join(staging, 'usr/local/bin', program), i.diagnostics[n], { mode: 0o755 });
