@@ -26,12 +26,13 @@ try {
   const image = await server.host.imageReady;
   const driver = server.host.driver!;
   const snapshots = server.host.snapshots!;
-  const untilRunning = async (vmId: string, t0: number) => {
+  // A client learns of `running` as the CLI's --wait does: GET …/wait answers when the host commits it.
+  const untilRunning = (vmId: string, t0: number) => untilStatus(vmId, 'running', t0);
+  const untilStatus = async (vmId: string, status: string, t0: number) => {
     for (;;) {
-      const vm = await (await fetch(`${base}/v1/api/vms/${vmId}`, { headers: h })).json();
-      if (vm.status === 'running') return performance.now() - t0;
-      if (vm.status === 'failed') throw new Error(`${vmId} failed: ${vm.status_reason}`);
-      await sleep(10);
+      const vm = await (await fetch(`${base}/v1/api/vms/${vmId}/wait?status=${status}&timeout_s=60`, { headers: h })).json();
+      if (vm.status === status) return performance.now() - t0;
+      if (vm.status === 'failed' || (status === 'suspended' && vm.status === 'running')) throw new Error(`${vmId}: ${vm.status} ${vm.status_reason}`);
     }
   };
   async function createAndWait(): Promise<{ ms: number; vmId: string }> {
@@ -102,14 +103,7 @@ try {
   }
 
   // Suspend with memory: a starter VM (1 GiB) suspended, then started again, next to stop and start.
-  const untilStatus = async (vmId: string, status: string, t0: number) => {
-    for (;;) {
-      const vm = await (await fetch(`${base}/v1/api/vms/${vmId}`, { headers: h })).json();
-      if (vm.status === status) return performance.now() - t0;
-      if (vm.status === 'failed' || (status === 'suspended' && vm.status === 'running')) throw new Error(`${vmId}: ${vm.status} ${vm.status_reason}`);
-      await sleep(10);
-    }
-  };
+
   const lifecycleTimed = async (vmId: string, action: string, status: string) => {
     const t0 = performance.now();
     const res = await fetch(`${base}/v1/api/vms/${vmId}/${action}`, { method: 'POST', headers: h });

@@ -216,6 +216,7 @@ export async function startServer(config: Config, log: Logger = createLogger(con
       await Promise.all([sender.stop(), lifecycle.stop()]);
       await host.close(opts);
       await services.runFeed.close();
+      await services.vmFeed.close();
       await db.close();
       await unlock();
       log.info('agentvm stopped');

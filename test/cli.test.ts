@@ -210,10 +210,11 @@ describe('the CLI and the MCP server against a real server', () => {
     assert.equal(provision.annotations?.readOnlyHint, false);
     assert.equal(tools.find((t) => t.name === 'vm_destroy')!.annotations?.destructiveHint, true);
     for (const t of tools.filter((x) => x.annotations?.readOnlyHint)) {
-      const missing: Record<string, Record<string, string>> = {
+      const missing: Record<string, Record<string, string | number>> = {
         vm_get: { id: 'vm_missing' },
         vm_egress_log: { id: 'vm_missing' },
         vm_metrics: { id: 'vm_missing' },
+        vm_wait: { id: 'vm_missing', timeout_s: 1 },
         template_get: { id: 'tpl_missing' },
         runs_list: { id: 'vm_missing' },
         run_get: { id: 'vm_missing', run_id: 'run_missing' },

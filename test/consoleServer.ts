@@ -63,6 +63,7 @@ export async function startConsoleServer(db: Db, opts: { clock?: Clock; capture?
         (server as unknown as { closeAllConnections?: () => void }).closeAllConnections?.();
       });
       await services.runFeed.close();
+      await services.vmFeed.close();
     },
   };
 }

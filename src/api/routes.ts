@@ -5,6 +5,7 @@ import { getHarness } from './operations/getHarness.ts';
 import { listVMs } from './operations/listVMs.ts';
 import { createVM } from './operations/createVM.ts';
 import { getVM } from './operations/getVM.ts';
+import { waitVM } from './operations/waitVM.ts';
 import { stopVM, startVM, restartVM, reprovisionVM, suspendVM } from './operations/lifecycle.ts';
 import { runVMTask } from './operations/runVMTask.ts';
 import { listTemplates } from './operations/listTemplates.ts';
@@ -71,6 +72,7 @@ export const CUSTOMER_OPERATIONS: Operation[] = [
   loginStart,
   loginComplete,
   suspendVM,
+  waitVM,
 ];
 
 export const ADMIN_OPERATIONS: Operation[] = [createTenant, setCard, removeCard, addCredits];

@@ -204,6 +204,12 @@ export const RunList = z
   })
   .meta({ id: 'RunList' });
 
+export const VmWaitQuery = z.strictObject({
+  status: z.enum(['running', 'stopped', 'suspended']).default('running').meta({ description: 'The status waited for' }),
+  timeout_s: z.coerce.number().int().min(1).max(60).default(30)
+    .meta({ type: 'integer', minimum: 1, maximum: 60, default: 30, description: 'Seconds to wait at most; then the VM is answered as it is' }),
+});
+
 export const RunListQuery = z.strictObject({
   limit: z.coerce.number().int().min(1).max(100).default(20).meta({ description: 'Page size, 1–100' }),
   offset: z.coerce.number().int().min(0).max(1_000_000_000).default(0)

@@ -256,6 +256,7 @@ const COMMANDS: CommandEntry[] = [
   { command: 'vms restart', operationId: 'restartVM', waitFor: 'running' },
   { command: 'vms reprovision', operationId: 'reprovisionVM', waitFor: 'running' },
   { command: 'vms suspend', operationId: 'suspendVM', waitFor: 'suspended' },
+  { command: 'vms wait', operationId: 'waitVM', examples: ['agentvm vms wait vm_… --status running --timeout-s 60'] },
   { command: 'vms destroy', operationId: 'destroyVM' },
   { command: 'vms run', operationIds: ['runVMTask'], build: vmsRun },
   { command: 'vms secrets', operationIds: ['setVMSecrets'], build: vmsSecrets },

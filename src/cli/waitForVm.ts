@@ -1,4 +1,4 @@
-/** `--wait`: poll a VM until a transition is done, with a spinner and the elapsed time on stderr. */
+/** `--wait`: wait for a VM's transition to be done (GET …/wait), with a spinner and the elapsed time on stderr. */
 import type { Command } from 'commander';
 import { createSpinner } from 'nanospinner';
 import { call, ClientError, type ApiClient, type Schemas } from '../client/client.ts';
@@ -8,13 +8,19 @@ export type WaitTarget = 'running' | 'stopped' | 'suspended';
 export const addWaitOptions = (cmd: Command) =>
   cmd.option('--wait', 'wait until the transition is done, with a spinner').option('--timeout <seconds>', 'how long --wait waits', '600');
 
-/** Polls the VM until it reaches `target` (or fails). */
+/**
+ * Waits until the VM reaches `target` (or fails): each request waits on the server for up to 10 s
+ * (GET /v1/api/vms/{id}/wait), so the answer comes as soon as the VM changes.
+ */
 export async function waitForVm(api: ApiClient, vmId: string, target: WaitTarget, timeoutS: number): Promise<Schemas['VM']> {
   const started = Date.now();
   const spinner = createSpinner(`${vmId}: waiting for ${target}`, { stream: process.stderr }).start();
   try {
     for (;;) {
-      const vm = await call(api.GET('/v1/api/vms/{id}', { params: { path: { id: vmId } } }));
+      const left = Math.ceil(timeoutS - (Date.now() - started) / 1000);
+      const vm = await call(
+        api.GET('/v1/api/vms/{id}/wait', { params: { path: { id: vmId }, query: { status: target, timeout_s: Math.max(1, Math.min(10, left)) } } }),
+      );
       const elapsed = ((Date.now() - started) / 1000).toFixed(1);
       if (vm.status === target) {
         spinner.success({ text: `${vmId}: ${vm.status} after ${elapsed} s${vm.ipv4 ? ` (${vm.ipv4})` : ''}` });
@@ -34,7 +40,6 @@ export async function waitForVm(api: ApiClient, vmId: string, target: WaitTarget
         throw new ClientError('timeout', `the VM did not reach ${target} within ${timeoutS} s`, 'check `agentvm vms get`');
       }
       spinner.update({ text: `${vmId}: ${vm.status}, ${elapsed} s` });
-      await new Promise((r) => setTimeout(r, 250));
     }
   } finally {
     spinner.stop();

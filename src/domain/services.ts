@@ -8,6 +8,7 @@ import { VmService } from './vms.ts';
 import { HostService, HOST_STALE_MS } from './hosts.ts';
 import { RunService, type RunLimits, type VmExecutor } from './runs.ts';
 import { RunFeed } from './runFeed.ts';
+import { VmFeed } from './feed.ts';
 import { LoginService, type Mailer } from './login.ts';
 import { FileService, ShellService, type GuestAccess } from './guestAccess.ts';
 import { TemplateService } from './templates.ts';
@@ -32,6 +33,7 @@ export interface Services {
   hosts: HostService;
   runs: RunService;
   runFeed: RunFeed;
+  vmFeed: VmFeed;
   files: FileService;
   shells: ShellService;
   login: LoginService;
@@ -51,6 +53,8 @@ export interface CoreServices {
   hosts: HostService;
   /** News of runs: the VM's host publishes, followers of a run wake. */
   runFeed: RunFeed;
+  /** News of VMs' statuses: the API and the VM's host publish, waits for a status wake. */
+  vmFeed: VmFeed;
 }
 
 export function buildCoreServices(db: Db, opts: { clock?: Clock; payments?: PaymentProvider; hostStaleMs?: number } = {}): CoreServices {
@@ -61,6 +65,7 @@ export function buildCoreServices(db: Db, opts: { clock?: Clock; payments?: Paym
     billing: new BillingService(db, clock, opts.payments ?? new LedgerPaymentProvider()),
     hosts: new HostService(db, clock, opts.hostStaleMs ?? HOST_STALE_MS),
     runFeed: new RunFeed(db),
+    vmFeed: new VmFeed(db),
   };
 }
 
@@ -83,11 +88,11 @@ export function buildServices(
   host: VmHostPort,
   opts: { runLimits?: RunLimits; mailer?: Mailer; providerUrls?: ProviderUrls; webhookAllowHosts?: Set<string> } = {},
 ): Services {
-  const { db, clock, billing, hosts, runFeed } = core;
+  const { db, clock, billing, hosts, runFeed, vmFeed } = core;
   const keys = new KeyService(db, clock);
   const templates = new TemplateService(db, clock, host.capture ?? null);
   const login = new LoginService(db, clock, keys, opts.mailer ?? { send: async () => undefined });
-  const vms = new VmService(db, clock, billing, hosts, templates, { onChange: host.vmsChanged, showLostHosts: host.showLostHosts, providerUrls: opts.providerUrls });
+  const vms = new VmService(db, clock, billing, hosts, templates, { onChange: host.vmsChanged, showLostHosts: host.showLostHosts, providerUrls: opts.providerUrls, feed: vmFeed });
   return {
     ...core,
     keys,

@@ -20,6 +20,7 @@ import type { VmRow } from '../store/vms.ts';
 import { normalizePolicy, policyProblem, type EgressPolicy } from './egress.ts';
 import { providerHosts, providerUrlsFromEnv, type ProviderUrls } from '../harness/providers.ts';
 import { recordCreditsLow, recordVmChange, withMonthCosts } from './events.ts';
+import type { VmFeed } from './feed.ts';
 
 export type { VmRow } from '../store/vms.ts';
 
@@ -132,7 +133,24 @@ export interface VmServiceOptions {
   showLostHosts?: boolean;
   /** Where brokered provider requests go: their hosts are a new VM's default egress allowlist. */
   providerUrls?: ProviderUrls;
+  /** Word of the VMs a request changed, for whoever waits for their status (waitFor). */
+  feed?: VmFeed;
 }
+
+/** Statuses a VM rests in until something is asked of it (the others are on their way to one). */
+const RESTING = new Set(['running', 'stopped', 'suspended', 'failed']);
+/** What a wait may wait for. */
+export type WaitTarget = 'running' | 'stopped' | 'suspended';
+/**
+ * A wait is over when the VM has the status waited for, or rests in another one that nothing in
+ * flight leads out of: `failed`, or a resting status while its desired state is not the target (a
+ * suspend that failed and left the VM running, a stop asked for while waiting for running).
+ */
+export function waitIsOver(vm: { status: string; desired_state: string }, target: WaitTarget): boolean {
+  return vm.status === target || vm.status === 'failed' || (RESTING.has(vm.status) && vm.desired_state !== target);
+}
+/** A wait hears of its VM's changes at once; it also looks this often (news lost with a connection). */
+const WAIT_POLL_MS = 1000;
 
 /** The status_reason of a VM whose host is lost (not heartbeating). */
 export const HOST_UNAVAILABLE = 'host_unavailable';
@@ -181,8 +199,44 @@ export class VmService {
     throw new ApiError('unavailable', `VM ${vmId} has not been sampled yet`, 'retry in 10 seconds', { 'Retry-After': '10' });
   }
 
-  private onChange(): void {
+  /** After a commit that changed these VMs: their reconciler acts, and their waits look again. */
+  private onChange(vmIds: string[]): void {
     this.opts.onChange?.();
+    for (const vmId of vmIds) void this.opts.feed?.publish({ vm_id: vmId }).catch(() => undefined);
+  }
+
+  /**
+   * The VM once its wait is over (waitIsOver), or as it is after `ms` or when `signal` aborts (the
+   * client went away). A VM that is gone, or goes while waited for, is 404.
+   */
+  async waitFor(tenantId: string, vmId: string, target: WaitTarget, ms: number, signal?: AbortSignal): Promise<VmRow> {
+    const deadline = Date.now() + ms;
+    let news = false;
+    let wake: (() => void) | null = null;
+    const stop = this.opts.feed?.watch(vmId, () => ((news = true), wake?.())) ?? (() => undefined);
+    try {
+      for (;;) {
+        news = false;
+        const state = await vmStore.stateForTenant(this.db, tenantId, vmId);
+        if (!state) throw notFound('VM');
+        const left = deadline - Date.now();
+        if (waitIsOver(state, target) || left <= 0 || signal?.aborted) return this.get(tenantId, vmId);
+        if (news) continue;
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(done, Math.min(left, WAIT_POLL_MS));
+          function done() {
+            clearTimeout(timer);
+            signal?.removeEventListener('abort', done);
+            wake = null;
+            resolve();
+          }
+          wake = done;
+          signal?.addEventListener('abort', done, { once: true });
+        });
+      }
+    } finally {
+      stop();
+    }
   }
 
   async list(tenantId: string): Promise<VmRow[]> {
@@ -253,7 +307,7 @@ export class VmService {
         return { status: 201, body };
       }),
     );
-    this.onChange();
+    this.onChange(result.body.vm_ids ?? [result.body.vm_id]);
     return result;
   }
 
@@ -290,7 +344,7 @@ export class VmService {
         return { status: 201, body: { vm_id: vmId, status: 'provisioning' as const, tier: order.tier, template_id: template.template_id } };
       }),
     );
-    this.onChange();
+    this.onChange([result.body.vm_id]);
     return result;
   }
 
@@ -347,7 +401,7 @@ export class VmService {
       if (!vm) throw notFound('VM');
       return this.destroyLocked(tx, vm, null);
     });
-    this.onChange();
+    this.onChange([vmId]);
     return (await withMonthCosts(this.db, tenantId, [row], this.clock.now()))[0];
   }
 
@@ -357,7 +411,7 @@ export class VmService {
    */
   async stopIdle(): Promise<string[]> {
     const stopped = await vmStore.stopIdle(this.db, this.clock.now());
-    if (stopped.length) this.onChange();
+    if (stopped.length) this.onChange(stopped.map((v) => v.vm_id));
     return stopped.map((v) => v.vm_id);
   }
 
@@ -378,7 +432,7 @@ export class VmService {
       });
       if (done) destroyed.push(vmId);
     }
-    if (destroyed.length) this.onChange();
+    if (destroyed.length) this.onChange(destroyed);
     return destroyed;
   }
 
@@ -422,7 +476,7 @@ export class VmService {
       await recordVmChange(tx, vm, vmId, this.clock.now());
       return updated;
     });
-    this.onChange();
+    this.onChange([vmId]);
     return (await this.decorate(tenantId, [row]))[0];
   }
 }

@@ -10,6 +10,7 @@ import type { BillingService } from '../domain/billing.ts';
 import type { HostService } from '../domain/hosts.ts';
 import { meterVm } from '../domain/metering.ts';
 import { recordCreditsLow, recordVmChange } from '../domain/events.ts';
+import type { VmFeed } from '../domain/feed.ts';
 import * as vmStore from '../store/vms.ts';
 import * as runStore from '../store/runs.ts';
 import * as templateStore from '../store/templates.ts';
@@ -28,6 +29,8 @@ export interface ReconcilerOptions {
   billing: BillingService;
   hosts: HostService;
   hostId: string;
+  /** Word of each status the host writes, for the waits on it. */
+  feed?: VmFeed;
   log: Logger;
   /** The image a VM with this id boots; null while it is not built (the VM waits). */
   image: (imageId: string | null) => Promise<Image | null>;
@@ -461,6 +464,7 @@ export class Reconciler {
       await change(tx);
       if (before) await recordVmChange(tx, before, vmId, this.o.clock.now());
     });
+    await this.o.feed?.publish({ vm_id: vmId }).catch((err) => this.o.log.warn({ err, vm_id: vmId }, 'publishing a VM change failed'));
   }
 
   private async endMetering(vmId: string): Promise<void> {

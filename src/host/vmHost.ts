@@ -16,6 +16,7 @@ import type { Clock } from '../domain/clock.ts';
 import type { BillingService } from '../domain/billing.ts';
 import type { HostService } from '../domain/hosts.ts';
 import type { RunFeed } from '../domain/runFeed.ts';
+import type { VmFeed } from '../domain/feed.ts';
 import type { VmExecutor } from '../domain/runs.ts';
 import type { GuestAccess } from '../domain/guestAccess.ts';
 import { LocalGuestAccess } from './guestAccess.ts';
@@ -116,6 +117,7 @@ export interface LocalVmHostDeps {
   billing: BillingService;
   hosts: HostService;
   runFeed: RunFeed;
+  vmFeed: VmFeed;
   log: Logger;
   /** Seals the provider keys this host's gateway brokers. */
   secrets: SecretBox;
@@ -190,6 +192,7 @@ export class LocalVmHost implements VmHost {
       billing: d.billing,
       hosts: d.hosts,
       hostId: d.hostId,
+      feed: d.vmFeed,
       log,
       image: async (imageId) => (imageId ? loadImage(config.imageDir, imageId) : null),
       currentImageId: () => this.image?.id ?? null,

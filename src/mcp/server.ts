@@ -24,6 +24,7 @@ export const TOOL_NAMES: Record<string, string> = {
   restartVM: 'vm_restart',
   reprovisionVM: 'vm_reprovision',
   suspendVM: 'vm_suspend',
+  waitVM: 'vm_wait',
   runVMTask: 'vm_run',
   listVMRuns: 'runs_list',
   getVMRun: 'run_get',

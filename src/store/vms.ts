@@ -96,6 +96,15 @@ export async function getForTenant(q: Queryable, tenantId: string, vmId: string)
   return vm;
 }
 
+/** Where the tenant's VM stands, and nothing more (a wait looks at it every time it hears of the VM). */
+export async function stateForTenant(q: Queryable, tenantId: string, vmId: string): Promise<{ status: string; desired_state: string } | undefined> {
+  const [vm] = await q.query<{ status: string; desired_state: string }>(
+    'SELECT status, desired_state FROM vms WHERE tenant_id = $1 AND vm_id = $2 AND deleted_at IS NULL',
+    [tenantId, vmId],
+  );
+  return vm;
+}
+
 /** The tenant's VM, locked for the rest of the transaction. */
 export async function lockForTenant(q: Queryable, tenantId: string, vmId: string): Promise<VmRecord | undefined> {
   const [vm] = await q.query<VmRecord>('SELECT * FROM vms WHERE tenant_id = $1 AND vm_id = $2 AND deleted_at IS NULL FOR UPDATE', [
