@@ -75,7 +75,12 @@ export class MetricsSampler extends PeriodicJob {
     const here = new Set(running.map((r) => r.vm_id));
     for (const vmId of this.last.keys()) if (!here.has(vmId)) this.last.delete(vmId);
     await Promise.all(
-      running.map((r) => this.sample(r.vm_id, r.vcpus).catch((err) => this.o.log.warn({ err, vm_id: r.vm_id }, 'sampling a VM failed'))),
+      running.map((r) =>
+        this.sample(r.vm_id, r.vcpus).catch((err) => {
+          // A VM stopped or destroyed while it was being sampled (its QEMU's /proc files gone) is no fault.
+          if (this.o.driver.isRunning(r.vm_id)) this.o.log.warn({ err, vm_id: r.vm_id }, 'sampling a VM failed');
+        }),
+      ),
     );
   }
 
