@@ -150,6 +150,9 @@ async function syncData(agent: JsonLineChannel, data: DataChannel, timeoutMs: nu
   await agentRequest(agent, 'data_sync', { token: data.startSync() }, timeoutMs);
 }
 
+/** How long after the last start the host counts as quiet again (standbys are made only then). */
+const QUIET_AFTER_START_MS = 3000;
+
 export class QemuDriver extends EventEmitter {
   private readonly handles = new Map<string, Handle>();
   private readonly disks: DiskMaker;
@@ -179,7 +182,9 @@ export class QemuDriver extends EventEmitter {
         }
         return held;
       },
-      quiet: () => this.starting === 0 && performance.now() - this.lastStartEnded >= 500,
+      // A new VM's first work (a shell, a run) comes right after its start: a standby made then would
+      // take CPU from it.
+      quiet: () => this.starting === 0 && performance.now() - this.lastStartEnded >= QUIET_AFTER_START_MS,
       log: opts.log,
     });
   }

@@ -7,7 +7,7 @@
  * of its name to that directory and keeps the slot.
  *
  * The pool is refilled one standby at a time, and only while the host is quiet: no start under way or
- * just ended, and at least half its cores idle (three quarters was never reached on 2 cores with 20
+ * ended in the last 3 s, and at least half its cores idle (three quarters was never reached on 2 cores with 20
  * idle VMs, about 10–35 ms of CPU a second each). A standby is made with what nothing else wants.
  */
 import { randomBytes } from 'node:crypto';
