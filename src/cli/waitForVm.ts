@@ -4,6 +4,8 @@ import { createSpinner } from 'nanospinner';
 import { call, ClientError, type ApiClient, type Schemas } from '../client/client.ts';
 
 export type WaitTarget = 'running' | 'stopped' | 'suspended';
+/** Statuses a VM stays in until asked for something: a wait answered with one of them is over. */
+const RESTING = new Set(['running', 'stopped', 'suspended']);
 
 export const addWaitOptions = (cmd: Command) =>
   cmd.option('--wait', 'wait until the transition is done, with a spinner').option('--timeout <seconds>', 'how long --wait waits', '600');
@@ -34,6 +36,11 @@ export async function waitForVm(api: ApiClient, vmId: string, target: WaitTarget
         // Back to running after `suspending`: the suspend failed and the guest ran on.
         spinner.error({ text: `${vmId}: not suspended: ${vm.status_reason ?? ''}` });
         throw new ClientError('suspend_failed', `the VM was not suspended: ${vm.status_reason ?? 'no reason given'}`);
+      }
+      if (RESTING.has(vm.status)) {
+        // The server's wait is over short of the target: the VM rests elsewhere (stopped meanwhile, say).
+        spinner.error({ text: `${vmId}: ${vm.status} after ${elapsed} s` });
+        throw new ClientError('unexpected_status', `the VM is ${vm.status}, and nothing asked of it leads to ${target}`, 'check `agentvm vms get`');
       }
       if (Date.now() - started > timeoutS * 1000) {
         spinner.error({ text: `${vmId}: still ${vm.status} after ${elapsed} s` });

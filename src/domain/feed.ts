@@ -49,6 +49,49 @@ export class Feed<N> {
     }
   }
 
+  /**
+   * Reads `look` until it says the wait is over: again on each piece of news about `key` that `wakes`
+   * (all of them by default), and every `pollMs` in any case (news lost with a connection, or sent
+   * before the watch began). Gives up after `ms`, or when `signal` aborts, and answers the last
+   * reading either way. News that comes while `look` reads makes it read again at once.
+   */
+  async until<T>(
+    key: string,
+    look: () => Promise<{ over: boolean; value: T }>,
+    opts: { ms: number; pollMs: number; signal?: AbortSignal; wakes?: (news: N) => boolean },
+  ): Promise<T> {
+    const deadline = Date.now() + opts.ms;
+    let news = false;
+    let wake: (() => void) | null = null;
+    const stop = this.watch(key, (n) => {
+      if (opts.wakes && !opts.wakes(n)) return;
+      news = true;
+      wake?.();
+    });
+    try {
+      for (;;) {
+        news = false;
+        const seen = await look();
+        const left = deadline - Date.now();
+        if (seen.over || left <= 0 || opts.signal?.aborted) return seen.value;
+        if (news) continue;
+        await new Promise<void>((resolve) => {
+          const done = () => {
+            clearTimeout(timer);
+            opts.signal?.removeEventListener('abort', done);
+            wake = null;
+            resolve();
+          };
+          const timer = setTimeout(done, Math.min(left, opts.pollMs));
+          wake = done;
+          opts.signal?.addEventListener('abort', done, { once: true });
+        });
+      }
+    } finally {
+      stop();
+    }
+  }
+
   private heard(payload: string): void {
     let msg: Record<string, unknown>;
     try {

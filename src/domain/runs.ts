@@ -168,22 +168,15 @@ export class RunService {
 
   /** The run once it has ended, or as it is after `ms`. */
   async waitFor(runId: string, ms: number): Promise<RunRow> {
-    const deadline = Date.now() + ms;
-    let wake: (() => void) | null = null;
-    const stop = this.feed.watch(runId, (news) => news.events === undefined && wake?.());
-    try {
-      for (;;) {
+    // News with events is output as it comes: only the end (or news from another process) can end the wait.
+    return this.feed.until(
+      runId,
+      async () => {
         const run = (await runStore.byId(this.db, runId))!;
-        const left = deadline - Date.now();
-        if (isFinished(run.status) || left <= 0) return run;
-        await new Promise<void>((resolve) => {
-          wake = resolve;
-          setTimeout(resolve, Math.min(left, POLL_MS));
-        });
-      }
-    } finally {
-      stop();
-    }
+        return { over: isFinished(run.status), value: run };
+      },
+      { ms, pollMs: POLL_MS, wakes: (news) => news.events === undefined },
+    );
   }
 
   /**

@@ -134,7 +134,7 @@ export interface VmServiceOptions {
   /** Where brokered provider requests go: their hosts are a new VM's default egress allowlist. */
   providerUrls?: ProviderUrls;
   /** Word of the VMs a request changed, for whoever waits for their status (waitFor). */
-  feed?: VmFeed;
+  feed: VmFeed;
 }
 
 /** Statuses a VM rests in until something is asked of it (the others are on their way to one). */
@@ -162,7 +162,7 @@ export class VmService {
     private readonly billing: BillingService,
     private readonly hosts: HostService,
     private readonly templates: TemplateService,
-    private readonly opts: VmServiceOptions = {},
+    private readonly opts: VmServiceOptions,
   ) {}
 
   /** A new VM's policy when its request gives none: its harness's provider hosts. */
@@ -202,7 +202,7 @@ export class VmService {
   /** After a commit that changed these VMs: their reconciler acts, and their waits look again. */
   private onChange(vmIds: string[]): void {
     this.opts.onChange?.();
-    for (const vmId of vmIds) void this.opts.feed?.publish({ vm_id: vmId }).catch(() => undefined);
+    for (const vmId of vmIds) void this.opts.feed.publish({ vm_id: vmId }).catch(() => undefined);
   }
 
   /**
@@ -210,33 +210,13 @@ export class VmService {
    * client went away). A VM that is gone, or goes while waited for, is 404.
    */
   async waitFor(tenantId: string, vmId: string, target: WaitTarget, ms: number, signal?: AbortSignal): Promise<VmRow> {
-    const deadline = Date.now() + ms;
-    let news = false;
-    let wake: (() => void) | null = null;
-    const stop = this.opts.feed?.watch(vmId, () => ((news = true), wake?.())) ?? (() => undefined);
-    try {
-      for (;;) {
-        news = false;
-        const state = await vmStore.stateForTenant(this.db, tenantId, vmId);
-        if (!state) throw notFound('VM');
-        const left = deadline - Date.now();
-        if (waitIsOver(state, target) || left <= 0 || signal?.aborted) return this.get(tenantId, vmId);
-        if (news) continue;
-        await new Promise<void>((resolve) => {
-          const timer = setTimeout(done, Math.min(left, WAIT_POLL_MS));
-          function done() {
-            clearTimeout(timer);
-            signal?.removeEventListener('abort', done);
-            wake = null;
-            resolve();
-          }
-          wake = done;
-          signal?.addEventListener('abort', done, { once: true });
-        });
-      }
-    } finally {
-      stop();
-    }
+    const look = async () => {
+      const state = await vmStore.stateForTenant(this.db, tenantId, vmId);
+      if (!state) throw notFound('VM');
+      return { over: waitIsOver(state, target), value: undefined };
+    };
+    await this.opts.feed.until(vmId, look, { ms, pollMs: WAIT_POLL_MS, signal });
+    return this.get(tenantId, vmId);
   }
 
   async list(tenantId: string): Promise<VmRow[]> {
