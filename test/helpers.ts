@@ -164,7 +164,12 @@ export async function createTestApp(
       if (t.credits) await test.admin('POST', `/v1/admin/tenants/${tenantId}/credits`, { amount_cents: t.credits });
       return { tenantId, key, email };
     },
-    close: drop,
+    // As the server does: the feeds' LISTEN connections end before the database does.
+    close: async () => {
+      await services.runFeed.close();
+      await services.vmFeed.close();
+      await drop();
+    },
   };
   return test;
 }

@@ -33,10 +33,7 @@ for (const backend of backends()) {
       t = await createTestApp(backend);
       await t.services.hosts.register(host);
     });
-    afterEach(async () => {
-      await t.services.vmFeed.close();
-      await t.close();
-    });
+    afterEach(() => t.close());
 
     const newVm = async () => {
       const tenant = await t.tenant({ card: '4242' });

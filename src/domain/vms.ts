@@ -200,9 +200,10 @@ export class VmService {
   }
 
   /** After a commit that changed these VMs: their reconciler acts, and their waits look again. */
-  private onChange(vmIds: string[]): void {
+  private async onChange(vmIds: string[]): Promise<void> {
     this.opts.onChange?.();
-    for (const vmId of vmIds) void this.opts.feed.publish({ vm_id: vmId }).catch(() => undefined);
+    // Awaited: nothing of a request is left running once it is answered (a database closing after it).
+    for (const vmId of vmIds) await this.opts.feed.publish({ vm_id: vmId }).catch(() => undefined);
   }
 
   /**
@@ -287,7 +288,7 @@ export class VmService {
         return { status: 201, body };
       }),
     );
-    this.onChange(result.body.vm_ids ?? [result.body.vm_id]);
+    await this.onChange(result.body.vm_ids ?? [result.body.vm_id]);
     return result;
   }
 
@@ -324,7 +325,7 @@ export class VmService {
         return { status: 201, body: { vm_id: vmId, status: 'provisioning' as const, tier: order.tier, template_id: template.template_id } };
       }),
     );
-    this.onChange([result.body.vm_id]);
+    await this.onChange([result.body.vm_id]);
     return result;
   }
 
@@ -381,7 +382,7 @@ export class VmService {
       if (!vm) throw notFound('VM');
       return this.destroyLocked(tx, vm, null);
     });
-    this.onChange([vmId]);
+    await this.onChange([vmId]);
     return (await withMonthCosts(this.db, tenantId, [row], this.clock.now()))[0];
   }
 
@@ -391,7 +392,7 @@ export class VmService {
    */
   async stopIdle(): Promise<string[]> {
     const stopped = await vmStore.stopIdle(this.db, this.clock.now());
-    if (stopped.length) this.onChange(stopped.map((v) => v.vm_id));
+    if (stopped.length) await this.onChange(stopped.map((v) => v.vm_id));
     return stopped.map((v) => v.vm_id);
   }
 
@@ -412,7 +413,7 @@ export class VmService {
       });
       if (done) destroyed.push(vmId);
     }
-    if (destroyed.length) this.onChange(destroyed);
+    if (destroyed.length) await this.onChange(destroyed);
     return destroyed;
   }
 
@@ -456,7 +457,7 @@ export class VmService {
       await recordVmChange(tx, vm, vmId, this.clock.now());
       return updated;
     });
-    this.onChange([vmId]);
+    await this.onChange([vmId]);
     return (await this.decorate(tenantId, [row]))[0];
   }
 }
