@@ -444,6 +444,19 @@ for (const form of forms) {
       // standbys, at most AGENTVM_STANDBY_VMS (2) of them, each with its QEMU, and nothing else runs.
       let qemus = 0;
       const live = new Set(chaos.live());
+      // A destroyed VM leaves the API's list when its destroy is committed; its host removes its
+      // directory afterwards, on its reconciler's next pass.
+      await until(
+        'the hosts remove the directories of destroyed VMs',
+        async () => {
+          for (const h of hosts) {
+            const names = await readdir(path.join(h.dir, 'vms')).catch(() => [] as string[]);
+            if (names.some((n) => !n.startsWith('sb_') && !live.has(n))) return false;
+          }
+          return true;
+        },
+        120_000,
+      ).catch(() => undefined); // the assertion below names what is left
       for (const h of hosts) {
         const vmsDir = path.join(h.dir, 'vms');
         const names = await readdir(vmsDir).catch(() => [] as string[]);

@@ -35,7 +35,7 @@ if (!inOwnNetns()) {
     let dataDir: string;
     let server: RunningServer;
     let config: ReturnType<typeof loadConfig>;
-    let api: (method: string, p: string, body?: unknown) => Promise<{ status: number; body: any }>;
+    let api: (method: string, p: string, body?: unknown, headers?: Record<string, string>) => Promise<{ status: number; body: any }>;
     let site: http.Server;
     let sitePort: number;
     let providers: ProviderStandins;
@@ -62,10 +62,10 @@ if (!inOwnNetns()) {
         (await fetch(`${server.url}${p}`, { method, headers: { authorization: `Bearer ${config.adminToken}`, 'content-type': 'application/json' }, body: JSON.stringify(body) })).json();
       const tenant = await admin('POST', '/v1/admin/tenants', { email: 'egress@example.com' });
       await admin('PUT', `/v1/admin/tenants/${tenant.tenant_id}/card`, { brand: 'visa', last4: '4242' });
-      api = async (method, p, body) => {
+      api = async (method, p, body, headers = {}) => {
         const res = await fetch(`${server.url}${p}`, {
           method,
-          headers: { authorization: `Bearer ${tenant.api_key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+          headers: { authorization: `Bearer ${tenant.api_key}`, ...headers, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
           body: body === undefined ? undefined : JSON.stringify(body),
         });
         return { status: res.status, body: await res.json() };
@@ -195,7 +195,19 @@ if (!inOwnNetns()) {
       assert.deepEqual(set.body.secret_names, [secret, 'PLAIN_SECRET'].sort());
       assert.deepEqual(set.body.brokered_secret_names, [secret]);
       const seenBefore = providers.seen.length;
-      const result = await api('POST', `/v1/api/vms/${vm.vm_id}/run`, { task: 'Write the proof file with your shell tool.', ...run });
+      // Queued and followed, not a synchronous run: an agent on a slow machine can take longer than a
+      // client's wait for the answer's headers (Node's fetch gives up after 300 s).
+      const queued = await api('POST', `/v1/api/vms/${vm.vm_id}/run`, { task: 'Write the proof file with your shell tool.', ...run }, { prefer: 'respond-async' });
+      assert.equal(queued.status, 202, JSON.stringify(queued.body));
+      const ended = await until(
+        `the ${harness} run ends`,
+        async () => {
+          const r = await api('GET', `/v1/api/vms/${vm.vm_id}/runs/${queued.body.run_id}`);
+          return r.body.finished_at ? r : undefined;
+        },
+        14 * 60_000,
+      );
+      const result = { status: ended.status, body: { ...ended.body, stdout: ended.body.stdout ?? '', stderr: ended.body.stderr ?? '' } };
       const seen = providers.seen.slice(seenBefore).filter((r) => r.provider === SECRET_OF[secret]);
       assert.equal(result.status, 200, JSON.stringify(result.body));
       assert.ok(seen.length > 0, `${harness} reached its stand-in: ${result.body.stderr?.slice(-2000)}`);
