@@ -45,10 +45,10 @@ async function run(stream: Buffer, base: Buffer, chunk = 1000) {
 }
 
 describe('the saved difference of a RAM block over its base', () => {
-  // The base: pages 0..3 of `mem` filled with 1, 2, 3, 4.
-  const base = Buffer.concat([page(1), page(2), page(3), page(4)]);
+  // The base: pages 0..3 of `mem` filled with 1, 2, 3, 4, and page 4 zero.
+  const base = Buffer.concat([page(1), page(2), page(3), page(4), page(0)]);
 
-  test('drops the pages equal to the base, names the block of a record whose naming record was dropped, copies the rest', async () => {
+  test('drops the pages equal to the base (zero pages over zero pages too), names the block of a record whose naming record was dropped, copies the rest', async () => {
     const part = Buffer.concat([
       Buffer.from([0x02]),
       be32(2),
@@ -58,6 +58,8 @@ describe('the saved difference of a RAM block over its base', () => {
       rec(2 * PAGE, PAGE_F, 'mem', page(3)), // equal: dropped
       rec(3 * PAGE, PAGE_F | CONTINUE, null, page(7)), // differs: the last written record was rom's
       rec(2 * PAGE, ZERO | CONTINUE, null, Buffer.from([0])), // a zero page over a non-zero base: kept
+      rec(4 * PAGE, ZERO | CONTINUE, null, Buffer.from([0])), // a zero page over a zero base: dropped
+      rec(5 * PAGE, ZERO | CONTINUE, null, Buffer.from([0])), // past the base's end: kept
       be64(EOS),
       footer(2),
     ]);
@@ -73,6 +75,7 @@ describe('the saved difference of a RAM block over its base', () => {
         rec(0, PAGE_F, 'rom', page(1)),
         rec(3 * PAGE, PAGE_F, 'mem', page(7)),
         rec(2 * PAGE, ZERO | CONTINUE, null, Buffer.from([0])),
+        rec(5 * PAGE, ZERO | CONTINUE, null, Buffer.from([0])),
         be64(EOS),
         footer(2),
         Buffer.from([0x03]),
@@ -82,7 +85,7 @@ describe('the saved difference of a RAM block over its base', () => {
         devices,
       ]);
       assert.ok(out.equals(expected), `chunks of ${chunk}`);
-      assert.deepEqual(result, { dropped: 3, kept: 3, zero: 1, stoppedAt: null, blocks: ['mem', 'rom'] });
+      assert.deepEqual(result, { dropped: 3, kept: 3, zero: 2, zeroDropped: 1, stoppedAt: null, blocks: ['mem', 'rom'] });
     }
   });
 

@@ -12,7 +12,7 @@
  * not know (another section interleaved, an unknown flag) ends the filtering: the rest is copied as it
  * came, and a stream copied whole is still right over any base (QEMU's first pass sends every page).
  */
-import type { FileHandle } from 'node:fs/promises';
+import { open, type FileHandle } from 'node:fs/promises';
 
 const PAGE = 4096;
 const FLAG_ZERO = 0x02;
@@ -86,10 +86,32 @@ class Base {
   private piece: Buffer = Buffer.alloc(0);
   private static readonly PIECE = 4 << 20;
 
-  constructor(private readonly fh: FileHandle, readonly size: number) {}
+  constructor(
+    private readonly fh: FileHandle,
+    readonly size: number,
+    /** The base's zero pages, a bit each (see zeroPagesOf), when known: the file is then read only where the stream has a page. */
+    private readonly zero?: Uint8Array,
+  ) {}
 
   async equals(addr: number, page: Buffer): Promise<boolean> {
     if (addr + PAGE > this.size) return false;
+    const off = await this.load(addr);
+    return off + PAGE <= this.piece.length && this.piece.compare(page, 0, PAGE, off, off + PAGE) === 0;
+  }
+
+  /** Whether the base's page at `addr` is all zero bytes. */
+  async isZero(addr: number): Promise<boolean> {
+    if (addr + PAGE > this.size) return false;
+    if (this.zero) {
+      const i = addr / PAGE;
+      return (this.zero[i >> 3] & (1 << (i & 7))) !== 0;
+    }
+    const off = await this.load(addr);
+    return off + PAGE <= this.piece.length && this.piece.compare(ZERO_PAGE, 0, PAGE, off, off + PAGE) === 0;
+  }
+
+  /** The piece that holds `addr` read; answers the page's offset in it. */
+  private async load(addr: number): Promise<number> {
     const start = addr - (addr % Base.PIECE);
     if (start !== this.at) {
       const len = Math.min(Base.PIECE, this.size - start);
@@ -98,17 +120,64 @@ class Base {
       this.piece = piece.subarray(0, bytesRead);
       this.at = start;
     }
-    const off = addr - start;
-    return off + PAGE <= this.piece.length && this.piece.compare(page, 0, PAGE, off, off + PAGE) === 0;
+    return addr - start;
   }
+}
+
+const ZERO_PAGE = Buffer.alloc(PAGE);
+
+/** The zero pages of memory files already read, by the file's identity (a base never changes: a new snapshot is a new file). */
+const zeroMaps = new Map<string, Promise<Uint8Array>>();
+
+/**
+ * Which pages of the file are all zero, a bit each (bit i of byte i/8: page i), read once per file
+ * and kept: most of a golden VM's memory is zero, and a save skips those pages of its stream without
+ * reading the base again.
+ */
+export async function zeroPagesOf(file: string): Promise<Uint8Array> {
+  const fh = await open(file, 'r');
+  try {
+    const st = await fh.stat();
+    const key = `${st.dev}:${st.ino}:${st.size}:${st.mtimeMs}`;
+    let map = zeroMaps.get(key);
+    if (!map) {
+      map = readZeroPages(fh, st.size);
+      zeroMaps.set(key, map);
+      map.catch(() => zeroMaps.delete(key));
+      if (zeroMaps.size > 16) zeroMaps.delete(zeroMaps.keys().next().value!);
+    }
+    return await map;
+  } finally {
+    await fh.close();
+  }
+}
+
+async function readZeroPages(fh: FileHandle, size: number): Promise<Uint8Array> {
+  const pages = Math.floor(size / PAGE);
+  const map = new Uint8Array(Math.ceil(pages / 8));
+  const piece = Buffer.allocUnsafe(4 << 20);
+  for (let at = 0; at < pages * PAGE; ) {
+    const { bytesRead } = await fh.read(piece, 0, Math.min(piece.length, pages * PAGE - at), at);
+    if (bytesRead <= 0) break;
+    for (let off = 0; off + PAGE <= bytesRead; off += PAGE) {
+      if (piece.compare(ZERO_PAGE, 0, PAGE, off, off + PAGE) === 0) {
+        const i = (at + off) / PAGE;
+        map[i >> 3] |= 1 << (i & 7);
+      }
+    }
+    at += bytesRead - (bytesRead % PAGE);
+  }
+  return map;
 }
 
 export interface RamDiffResult {
   /** Page records dropped (equal to the base), and kept (they differ from it). */
   dropped: number;
   kept: number;
-  /** Zero-page records (a byte each): copied. */
+  /** Zero-page records (a byte each) over a page of the base that is not zero: copied. */
   zero: number;
+  /** Zero-page records over a zero page of the base: dropped. */
+  zeroDropped: number;
   /** Why filtering stopped before the stream's RAM ended (the rest was copied), if it did. */
   stoppedAt: string | null;
   /** The RAM blocks the stream names. */
@@ -122,11 +191,11 @@ export interface RamDiffResult {
 export async function filterRamStream(
   src: AsyncIterable<Buffer>,
   write: (b: Buffer) => Promise<void>,
-  base: { fh: FileHandle; size: number; block: string },
+  base: { fh: FileHandle; size: number; block: string; zero?: Uint8Array },
 ): Promise<RamDiffResult> {
   const r = new Reader(src[Symbol.asyncIterator]());
-  const pages = new Base(base.fh, base.size);
-  const result: RamDiffResult = { dropped: 0, kept: 0, zero: 0, stoppedAt: null, blocks: [] };
+  const pages = new Base(base.fh, base.size, base.zero);
+  const result: RamDiffResult = { dropped: 0, kept: 0, zero: 0, zeroDropped: 0, stoppedAt: null, blocks: [] };
   // Output in pieces of about a MiB.
   let out: Buffer[] = [];
   let outBytes = 0;
@@ -211,8 +280,11 @@ export async function filterRamStream(
         throw new Unknown('a RAM record without a block');
       }
       const body = await r.take(flags & FLAG_PAGE ? PAGE : 1);
-      if (flags & FLAG_PAGE && id === base.block && (await pages.equals(addr, body))) {
-        result.dropped++;
+      if (id === base.block && (flags & FLAG_PAGE ? await pages.equals(addr, body) : body[0] === 0 && (await pages.isZero(addr)))) {
+        // The page is the base's: a load over the base has it without reading (or, for a zero
+        // page, touching) it.
+        if (flags & FLAG_PAGE) result.dropped++;
+        else result.zeroDropped++;
         continue;
       }
       if (flags & FLAG_PAGE) result.kept++;

@@ -11,7 +11,7 @@
 import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream, existsSync } from 'node:fs';
 import { link, open, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
-import { filterRamStream } from './ramDiff.ts';
+import { filterRamStream, zeroPagesOf } from './ramDiff.ts';
 import net from 'node:net';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
@@ -37,8 +37,8 @@ export interface SuspendRecord {
    * RAM was mapped from, linked beside it. A resume maps it as the RAM and loads the state over it.
    */
   base_bytes?: number;
-  /** Page records the difference left out (equal to the base), kept (they differ) and zero pages. */
-  base_pages?: { dropped: number; kept: number; zero: number };
+  /** Page records the difference left out (equal to the base), kept (they differ), and zero pages kept and left out. */
+  base_pages?: { dropped: number; kept: number; zero: number; zero_dropped: number };
   saved_at: string;
   save_ms: number;
 }
@@ -154,7 +154,9 @@ export async function save(
   const baseBytes = ramFrom ? await linkBase(f, ramFrom.path) : null;
   if (baseBytes === null) await rm(f.base, { force: true });
   const baseFh = baseBytes !== null ? await open(f.base, 'r') : null;
-  let basePages: { dropped: number; kept: number; zero: number } | undefined;
+  // Known before QEMU sends its first page (and kept for the next save over the same base).
+  const baseZero = baseBytes !== null ? await zeroPagesOf(f.base).catch(() => undefined) : undefined;
+  let basePages: SuspendRecord['base_pages'];
   const server = net.createServer();
   let written: Promise<{ bytes: number; sha256: string }> | undefined;
   const connected = new Promise<void>((resolve, reject) => {
@@ -169,9 +171,9 @@ export async function save(
         const piped = pipeline(hasher, out);
         piped.catch(() => undefined);
         const write = (b: Buffer) => new Promise<void>((res, rej) => hasher.write(b, (err) => (err ? rej(err) : res())));
-        written = filterRamStream(sock, write, { fh: baseFh, size: baseBytes!, block: ramFrom!.block })
+        written = filterRamStream(sock, write, { fh: baseFh, size: baseBytes!, block: ramFrom!.block, zero: baseZero })
           .then((r) => {
-            basePages = { dropped: r.dropped, kept: r.kept, zero: r.zero };
+            basePages = { dropped: r.dropped, kept: r.kept, zero: r.zero, zero_dropped: r.zeroDropped };
             hasher.end();
             return piped;
           })
