@@ -150,7 +150,7 @@ async function syncData(agent: JsonLineChannel, data: DataChannel, timeoutMs: nu
   await agentRequest(agent, 'data_sync', { token: data.startSync() }, timeoutMs);
 }
 
-/** How long after the last start the host counts as quiet again (standbys are made only then). */
+/** How long after the last start, suspend or resume the host counts as quiet again (standbys are made only then). */
 const QUIET_AFTER_START_MS = 3000;
 
 export class QemuDriver extends EventEmitter {
@@ -187,6 +187,21 @@ export class QemuDriver extends EventEmitter {
       quiet: () => this.starting === 0 && performance.now() - this.lastStartEnded >= QUIET_AFTER_START_MS,
       log: opts.log,
     });
+  }
+
+  /**
+   * Runs a start (or a suspend, or a resume) as host work that standbys give way to: none is made
+   * while one is under way or for QUIET_AFTER_START_MS after, and a standby's warm-up pauses.
+   */
+  private async busy<T>(work: () => Promise<T>): Promise<T> {
+    this.starting++;
+    this.standby.busy();
+    try {
+      return await work();
+    } finally {
+      this.starting--;
+      this.lastStartEnded = performance.now();
+    }
   }
 
   vmDir(vmId: string): string {
@@ -247,8 +262,7 @@ export class QemuDriver extends EventEmitter {
    */
   async start(spec: VmSpec): Promise<HelloFacts> {
     if (this.handles.has(spec.vmId)) throw new Error(`${spec.vmId} is already running`);
-    this.starting++;
-    try {
+    return this.busy(async () => {
       const snap = (await this.opts.snapshots?.find(spec)) ?? null;
       if (snap) {
         try {
@@ -259,10 +273,7 @@ export class QemuDriver extends EventEmitter {
         }
       }
       return await this.launch(spec, null);
-    } finally {
-      this.starting--;
-      this.lastStartEnded = performance.now();
-    }
+    });
   }
 
   /**
@@ -321,7 +332,11 @@ export class QemuDriver extends EventEmitter {
    * dropped): the VM then starts as usual. The VM's directory becomes a link to the standby's, and the
    * VM takes the standby's network slot (`netSlot`: the caller records it).
    */
-  async claimStandby(spec: VmSpec): Promise<{ facts: HelloFacts; netSlot: number } | null> {
+  claimStandby(spec: VmSpec): Promise<{ facts: HelloFacts; netSlot: number } | null> {
+    return this.busy(() => this.claim(spec));
+  }
+
+  private async claim(spec: VmSpec): Promise<{ facts: HelloFacts; netSlot: number } | null> {
     if (spec.persistBacking || this.handles.has(spec.vmId)) return null;
     const key = standbyKey(spec);
     if (!this.standby.has(key)) return null;
@@ -478,7 +493,11 @@ export class QemuDriver extends EventEmitter {
    * Suspends the running VM: the guest's disks flushed, its memory and devices saved beside its disks
    * (suspend.ts), then its QEMU quits. When saving fails the VM runs on and this throws.
    */
-  async suspend(vmId: string, machine: { imageId: string; vcpus: number; memoryMib: number }): Promise<SuspendRecord> {
+  suspend(vmId: string, machine: { imageId: string; vcpus: number; memoryMib: number }): Promise<SuspendRecord> {
+    return this.busy(() => this.suspendNow(vmId, machine));
+  }
+
+  private async suspendNow(vmId: string, machine: { imageId: string; vcpus: number; memoryMib: number }): Promise<SuspendRecord> {
     const h = this.handles.get(vmId);
     if (!h || h.stopping) throw new Error(`${vmId} is not running`);
     const f = this.files(vmId);
@@ -517,7 +536,11 @@ export class QemuDriver extends EventEmitter {
    * DamagedState when the saved state cannot be used (none, another shape, damaged, refused, or the
    * guest did not answer once it ran); the saved state is gone once the guest has run.
    */
-  async resume(spec: VmSpec): Promise<HelloFacts> {
+  resume(spec: VmSpec): Promise<HelloFacts> {
+    return this.busy(() => this.resumeNow(spec));
+  }
+
+  private async resumeNow(spec: VmSpec): Promise<HelloFacts> {
     if (this.handles.has(spec.vmId)) throw new Error(`${spec.vmId} is already running`);
     const f = this.files(spec.vmId);
     const sf = suspendFiles(f.dir);

@@ -8,7 +8,9 @@
  *
  * The pool is refilled one standby at a time, and only while the host is quiet: no start under way or
  * ended in the last 3 s, and at least half its cores idle (three quarters was never reached on 2 cores with 20
- * idle VMs, about 10–35 ms of CPU a second each). A standby is made with what nothing else wants.
+ * idle VMs, about 10–35 ms of CPU a second each). A standby is made with what nothing else wants:
+ * its warm-up (most of its making) is paused (QMP `stop`) as soon as the host is busy again, and goes
+ * on once it is quiet.
  */
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -176,8 +178,21 @@ export class StandbyPool {
       const launched = await this.d.launch(id, shape, netSlot);
       m = launched.m;
       const t = performance.now();
-      await warmUp(m);
-      const standby: Standby = { id, key: standbyKey(shape), netSlot, m, phases: { ...launched.phases, warm_ms: performance.now() - t } };
+      // The warm-up is most of a standby's making: it is paused while a start is under way or has just
+      // ended (a start's first work comes right after it), so that it never takes CPU from a VM.
+      const hold = this.holdWhileBusy(m);
+      try {
+        await warmUp(m, hold.pausedMs);
+      } finally {
+        await hold.end();
+      }
+      const standby: Standby = {
+        id,
+        key: standbyKey(shape),
+        netSlot,
+        m,
+        phases: { ...launched.phases, warm_ms: performance.now() - t - hold.pausedMs(), paused_ms: hold.pausedMs() },
+      };
       if (this.closed || this.shape !== shape) throw new Error('no longer wanted');
       this.ready.push(standby);
       void m.exit.then((reason) => {
@@ -194,6 +209,60 @@ export class StandbyPool {
     } finally {
       this.making.delete(id);
     }
+  }
+
+  /** A start began: a standby being warmed up is paused now rather than at the next look. */
+  busy(): void {
+    this.wakeHold?.();
+  }
+
+  private wakeHold: (() => void) | null = null;
+
+  /**
+   * Pauses the machine's guest (QMP `stop`: its clock stands still too) while the host is not quiet,
+   * and lets it run on (`cont`) once it is, until `end`. Answers how long it has been paused so far.
+   */
+  private holdWhileBusy(m: Machine): { pausedMs: () => number; end: () => Promise<void> } {
+    let paused = false;
+    let pausedAt = 0;
+    let pausedTotal = 0;
+    let ended = false;
+    let wake: () => void = () => undefined;
+    const loop = (async () => {
+      while (!ended) {
+        const want = !this.d.quiet() && !this.closed;
+        if (want !== paused) {
+          const ok = await m.qmp(want ? 'stop' : 'cont').then(
+            () => true,
+            () => false,
+          );
+          if (ok) {
+            paused = want;
+            if (want) pausedAt = performance.now();
+            else pausedTotal += performance.now() - pausedAt;
+          }
+        }
+        await new Promise<void>((resolve) => {
+          wake = resolve;
+          setTimeout(resolve, 100);
+        });
+      }
+      if (paused) {
+        await m.qmp('cont').catch(() => undefined);
+        pausedTotal += performance.now() - pausedAt;
+        paused = false;
+      }
+    })();
+    this.wakeHold = () => wake();
+    return {
+      pausedMs: () => pausedTotal + (paused ? performance.now() - pausedAt : 0),
+      end: async () => {
+        ended = true;
+        wake();
+        this.wakeHold = null;
+        await loop;
+      },
+    };
   }
 
   private async drop(s: Standby): Promise<void> {
@@ -217,7 +286,7 @@ export class StandbyPool {
  * harness user, mawk as the echo harness runs it) costs several times the next. The run is
  * forgotten once acknowledged.
  */
-async function warmUp(m: Machine): Promise<void> {
+async function warmUp(m: Machine, pausedMs: () => number): Promise<void> {
   const runId = `run_standby${randomBytes(6).toString('hex')}`;
   let onMessage: (msg: Record<string, unknown>) => void = () => undefined;
   const ended = new Promise<void>((resolve) => {
@@ -229,7 +298,15 @@ async function warmUp(m: Machine): Promise<void> {
   try {
     const argv = ['mawk', '--', WARM_UP, HARNESS_HOME, '/var/tmp'];
     await agentRequest(m.agent, 'run_start', { run_id: runId, argv, timeout_ms: 30_000, max_output_bytes: 4096 }, 30_000);
-    await Promise.race([ended, sleep(30_000).then(() => Promise.reject(new Error('the warm-up run did not end')))]);
+    // 30 s of the guest running (time it was paused for a start does not count).
+    const t0 = performance.now();
+    let done = false;
+    const timedOut = (async () => {
+      while (!done && performance.now() - t0 - pausedMs() < 30_000) await sleep(250);
+      if (!done) throw new Error('the warm-up run did not end');
+    })();
+    timedOut.catch(() => undefined);
+    await Promise.race([ended, timedOut]).finally(() => (done = true));
     await agentRequest(m.agent, 'run_ack', { run_id: runId, seq: 0, done: true }, 30_000);
   } finally {
     m.agent.off('message', onMessage);

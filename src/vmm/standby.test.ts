@@ -1,0 +1,130 @@
+// The standby pool's warm-up gives way to starts: paused (QMP stop) while the host is busy, on again
+// (cont) once it is quiet, and its time limit counts only the time it ran. The guest here is a test
+// double on a Unix socket (an agent that answers and "runs" the warm-up for 800 ms of unpaused time);
+// the real guest's warm-up is tested in test/vm-real.test.ts.
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtemp, rm } from 'node:fs/promises';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { connectAgent } from './channel.ts';
+import { StandbyPool, type StandbyShape } from './standby.ts';
+import type { Machine } from './machine.ts';
+import type { Image } from '../image/build.ts';
+
+const RUN_MS = 800;
+
+/** A guest agent that runs a warm-up for RUN_MS of the time it is not paused. */
+function fakeGuest(sock: string) {
+  let paused = false;
+  let ranMs = 0;
+  let last = performance.now();
+  let started: () => void = () => undefined;
+  const runStarted = new Promise<void>((r) => (started = r));
+  const tick = () => {
+    const now = performance.now();
+    if (!paused) ranMs += now - last;
+    last = now;
+  };
+  const server = net.createServer((c) => {
+    let buf = '';
+    c.on('data', (d) => {
+      buf += d.toString();
+      for (let i = buf.indexOf('\n'); i >= 0; i = buf.indexOf('\n')) {
+        const msg = JSON.parse(buf.slice(0, i));
+        buf = buf.slice(i + 1);
+        c.write(`${JSON.stringify({ id: msg.id, ok: true, result: {} })}\n`);
+        if (msg.op === 'run_start') {
+          ranMs = 0;
+          last = performance.now();
+          started();
+          const timer = setInterval(() => {
+            tick();
+            if (ranMs < RUN_MS) return;
+            clearInterval(timer);
+            c.write(`${JSON.stringify({ event: 'run_end', run_id: msg.args.run_id })}\n`);
+          }, 10);
+        }
+      }
+    });
+  });
+  return {
+    server,
+    runStarted,
+    setPaused(p: boolean) {
+      tick();
+      paused = p;
+    },
+  };
+}
+
+describe('standby warm-up', () => {
+  test('pauses while the host is busy and goes on once it is quiet', { timeout: 60_000 }, async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'standby-test-'));
+    const guest = fakeGuest(path.join(dir, 'agent.sock'));
+    await new Promise<void>((r) => guest.server.listen(path.join(dir, 'agent.sock'), r));
+    const commands: Array<{ command: string; at: number }> = [];
+    let quiet = true;
+    let killed = false;
+    const pool = new StandbyPool({
+      vmsDir: dir,
+      hasSnapshot: async () => true,
+      slotsInUse: async () => new Set(),
+      quiet: () => quiet,
+      launch: async () => {
+        const agent = await connectAgent(path.join(dir, 'agent.sock'));
+        const m = {
+          pid: 0,
+          agent,
+          exit: new Promise<string>(() => undefined),
+          qmp: async (command: string) => {
+            commands.push({ command, at: performance.now() });
+            if (command === 'stop') guest.setPaused(true);
+            if (command === 'cont') guest.setPaused(false);
+            return {};
+          },
+          kill: async () => {
+            killed = true;
+            agent.close();
+          },
+        } as unknown as Machine;
+        return { m, phases: {} };
+      },
+    });
+    try {
+      const shape = { image: { id: 'img' } as Image, vcpus: 1, memoryMib: 1024, diskGib: 10 } satisfies StandbyShape;
+      pool.keep(shape, 1);
+      // The warm-up has begun (the guest was asked to run it); a start begins 200 ms later.
+      await guest.runStarted;
+      await sleep(200);
+      assert.equal(pool.count, 0, 'the warm-up takes 800 ms');
+      quiet = false;
+      const busyAt = performance.now();
+      pool.busy();
+      await sleep(50);
+      assert.equal(commands.at(-1)?.command, 'stop', 'paused at once');
+      assert.ok(commands.at(-1)!.at - busyAt < 50);
+      await sleep(1500);
+      assert.equal(pool.count, 0, 'a paused warm-up does not end');
+      assert.equal(commands.length, 1, 'nothing else was asked meanwhile');
+      quiet = true;
+      for (let i = 0; i < 200 && pool.count === 0; i++) await sleep(20);
+      assert.equal(pool.count, 1, 'the warm-up ended once the host was quiet');
+      assert.deepEqual(
+        commands.map((c) => c.command),
+        ['stop', 'cont'],
+      );
+      const s = pool.take('img/1/1024/10')!;
+      assert.ok(s.phases.paused_ms >= 1400, `paused ${s.phases.paused_ms} ms`);
+      assert.ok(s.phases.warm_ms >= RUN_MS - 50 && s.phases.warm_ms < RUN_MS + 600, `warmed ${s.phases.warm_ms} ms`);
+      await s.m.kill();
+    } finally {
+      await pool.close();
+      guest.server.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+    assert.ok(killed);
+  });
+});
