@@ -4,9 +4,9 @@
  * bytes go to `suspend.state` and through SHA-256 on the way. Only once the file is complete and
  * on disk does `suspend.json` (its size, hash and the machine it fits) appear, by rename: a state
  * without its record is never loaded, so a suspend cut short at any moment leaves nothing a start
- * would trust. A start has a QEMU waiting with `-incoming` and paused read the file, hashes it beside,
- * and lets the guest run only when the hash matches (a damaged file: the VM boots fresh from its disks
- * instead). The record is removed before the guest runs on: the memory is then stale.
+ * would trust. A start has a QEMU wait, paused, for a stream on a socket, sends it the file through
+ * SHA-256 (one read), and lets the guest run only when the hash matches (a damaged file: the VM boots
+ * fresh from its disks instead). The record is removed before the guest runs on: the memory is then stale.
  */
 import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream, existsSync } from 'node:fs';
@@ -15,7 +15,7 @@ import { filterRamStream, zeroPagesOf } from './ramDiff.ts';
 import net from 'node:net';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import { Transform, Writable } from 'node:stream';
+import { Transform } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 const FORMAT = 1;
@@ -248,14 +248,25 @@ export class DamagedState extends Error {}
  * record. Throws DamagedState when they do not or QEMU refuses them.
  */
 export async function load(qmp: Qmp, f: SuspendFiles, record: SuspendRecord, exited: () => boolean, deadline: number): Promise<void> {
-  if (!/^[A-Za-z0-9_./-]+$/.test(f.state)) throw new Error(`the path ${f.state} holds characters a state cannot be loaded from`);
+  if (!/^[A-Za-z0-9_./-]+$/.test(f.socket)) throw new Error(`the path ${f.socket} holds characters a state cannot be loaded through`);
+  // QEMU listens on the socket; the file goes to it through SHA-256, read once.
+  await rm(f.socket, { force: true });
+  await qmp('migrate-incoming', { uri: `unix:${f.socket}` });
   const hashed = (async () => {
+    const sock = await new Promise<net.Socket>((resolve, reject) => {
+      const s = net.connect(f.socket, () => resolve(s));
+      s.once('error', reject);
+    });
+    sock.on('error', () => undefined);
     const hasher = new Hasher();
-    await pipeline(createReadStream(f.state, { highWaterMark: 1 << 20 }), hasher, new Writable({ write: (_c, _e, cb) => cb() }));
+    try {
+      await pipeline(createReadStream(f.state, { highWaterMark: 1 << 20 }), hasher, sock);
+    } finally {
+      sock.destroy();
+    }
     return { bytes: hasher.bytes, sha256: hasher.hash.digest('hex') };
   })();
   hashed.catch(() => undefined);
-  await qmp('migrate-incoming', { uri: `exec:cat ${f.state}` });
   for (;;) {
     if (exited()) throw new DamagedState('QEMU refused the saved memory');
     const st = await qmp<{ status: string }>('query-status').catch(() => ({ status: 'gone' }));
@@ -267,6 +278,7 @@ export async function load(qmp: Qmp, f: SuspendFiles, record: SuspendRecord, exi
   const got = await hashed.catch((err: Error) => {
     throw new DamagedState(`the saved memory could not be read back: ${err.message}`);
   });
+  await rm(f.socket, { force: true });
   if (got.bytes !== record.bytes || got.sha256 !== record.sha256) {
     throw new DamagedState(`the saved memory is damaged (${got.bytes} bytes, expected ${record.bytes}; its checksum does not match)`);
   }
