@@ -19,6 +19,7 @@ import type { DataChannel } from './dataChannel.ts';
 import { netOfSlot, ownDiskHotplugArgs, qemuCommandLine, slotOfGuest, STANDBY_SLOTS, type MachineStart } from './commandLine.ts';
 import { DiskMaker } from './disks.ts';
 import { STANDBY_DIR, standbyKey, StandbyPool, type StandbyShape } from './standby.ts';
+import { zeroPagesOf } from './ramDiff.ts';
 import { connectMachine, consoleTail, killMachine, machineEnded, machineFiles, machinePid, resumeIncoming, spawnMachine, type Machine, type MachineFiles } from './machine.ts';
 import { hostTscKhz, type Accel } from './probe.ts';
 import { DamagedState, discard, hasRecord, load, readRecord, save, suspendFiles, type SuspendRecord } from './suspend.ts';
@@ -501,16 +502,18 @@ export class QemuDriver extends EventEmitter {
     const h = this.handles.get(vmId);
     if (!h || h.stopping) throw new Error(`${vmId} is not running`);
     const f = this.files(vmId);
+    const cmdline = await readFile(`/proc/${h.pid}/cmdline`, 'utf8').catch(() => '');
+    // RAM mapped copy-on-write from a file (a clone's golden memory, or the base a resume mapped): only
+    // the pages that differ from it are saved. Which of its pages are zero is read (once per file and
+    // server) while the guest flushes its disks.
+    const mapped = /(?:^|\0)memory-backend-file,id=mem,[^\0]*mem-path=([^,\0]+),share=off/.exec(cmdline)?.[1];
+    if (mapped) void zeroPagesOf(mapped).catch(() => undefined);
     // What the guest has not written yet reaches the disks: they are whole even if the memory is lost.
     let t = performance.now();
     const phases: Record<string, number> = {};
     await agentRequest(h.agent, 'sync', undefined, 10_000).catch(() => undefined);
     phases.sync_ms = performance.now() - t;
     t = performance.now();
-    const cmdline = await readFile(`/proc/${h.pid}/cmdline`, 'utf8').catch(() => '');
-    // RAM mapped copy-on-write from a file (a clone's golden memory, or the base a resume mapped): only
-    // the pages that differ from it are saved.
-    const mapped = /(?:^|\0)memory-backend-file,id=mem,[^\0]*mem-path=([^,\0]+),share=off/.exec(cmdline)?.[1];
     const record = await save(
       (command, args) => qmp(h.qmp, command, args, 30_000),
       suspendFiles(f.dir),

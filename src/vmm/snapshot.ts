@@ -14,7 +14,6 @@ import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
-import { zeroPagesOf } from './ramDiff.ts';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { agentRequest } from './channel.ts';
@@ -75,7 +74,6 @@ export class SnapshotStore implements SnapshotSource {
         continue;
       }
       this.ready.set(name, filesOf(dir, name));
-      void zeroPagesOf(filesOf(dir, name).mem).catch(() => undefined);
     }
     this.initialized = true;
   }
@@ -165,8 +163,6 @@ export class SnapshotStore implements SnapshotSource {
       const snap = await this.build(spec, key);
       this.ready.set(key, snap);
       this.o.log('snapshot ready', { snapshot: key, shape, build_ms: Date.now() - t0 });
-      // Which of its pages are zero, read now rather than at the first suspend of a VM cloned from it.
-      void zeroPagesOf(snap.mem).catch(() => undefined);
     } catch (err) {
       this.failedAt.set(await this.keyOf(spec), Date.now());
       this.o.log('building a snapshot failed; VMs of this shape boot cold', { shape, err });

@@ -154,7 +154,7 @@ export async function save(
   const baseBytes = ramFrom ? await linkBase(f, ramFrom.path) : null;
   if (baseBytes === null) await rm(f.base, { force: true });
   const baseFh = baseBytes !== null ? await open(f.base, 'r') : null;
-  // Known before QEMU sends its first page (and kept for the next save over the same base).
+  // Known before QEMU sends its first page (read at the first save over this base, then kept).
   const baseZero = baseBytes !== null ? await zeroPagesOf(f.base).catch(() => undefined) : undefined;
   let basePages: SuspendRecord['base_pages'];
   const server = net.createServer();
