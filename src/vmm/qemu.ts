@@ -19,10 +19,9 @@ import type { DataChannel } from './dataChannel.ts';
 import { netOfSlot, ownDiskHotplugArgs, qemuCommandLine, slotOfGuest, STANDBY_SLOTS, type MachineStart } from './commandLine.ts';
 import { DiskMaker } from './disks.ts';
 import { STANDBY_DIR, standbyKey, StandbyPool, type StandbyShape } from './standby.ts';
-import { zeroPagesOf } from './ramDiff.ts';
 import { connectMachine, consoleTail, killMachine, machineEnded, machineFiles, machinePid, resumeIncoming, spawnMachine, type Machine, type MachineFiles } from './machine.ts';
 import { hostTscKhz, type Accel } from './probe.ts';
-import { DamagedState, discard, hasRecord, load, readRecord, save, suspendFiles, type SuspendRecord } from './suspend.ts';
+import { DamagedState, discard, hasRecord, load, loadPages, readRecord, save, savePages, suspendFiles, type SuspendRecord } from './suspend.ts';
 import { assumeLine, factsFromAssumed, type AssumeArgs, type ExecArgs, type ExecResult, type HelloFacts } from '../guest/protocol.ts';
 import type { Image } from '../image/build.ts';
 
@@ -51,6 +50,11 @@ export interface SnapshotFiles {
   mem: string;
   /** Device state, written by the golden VM's migration. */
   state: string;
+}
+
+/** The golden state saved beside a snapshot's memory file (a suspend of a VM mapping that memory takes its header and RAM section). */
+export function stateBesideMem(mem: string): string {
+  return path.join(path.dirname(mem), 'state');
 }
 
 /** Finds snapshots for a VM's shape and learns of ones that fail (implemented by SnapshotStore). */
@@ -504,23 +508,22 @@ export class QemuDriver extends EventEmitter {
     const f = this.files(vmId);
     const cmdline = await readFile(`/proc/${h.pid}/cmdline`, 'utf8').catch(() => '');
     // RAM mapped copy-on-write from a file (a clone's golden memory, or the base a resume mapped): only
-    // the pages that differ from it are saved. Which of its pages are zero is read (once per file and
-    // server) while the guest flushes its disks.
+    // the pages that differ from it are saved.
     const mapped = /(?:^|\0)memory-backend-file,id=mem,[^\0]*mem-path=([^,\0]+),share=off/.exec(cmdline)?.[1];
-    if (mapped) void zeroPagesOf(mapped).catch(() => undefined);
     // What the guest has not written yet reaches the disks: they are whole even if the memory is lost.
     let t = performance.now();
     const phases: Record<string, number> = {};
     await agentRequest(h.agent, 'sync', undefined, 10_000).catch(() => undefined);
     phases.sync_ms = performance.now() - t;
     t = performance.now();
-    const record = await save(
-      (command, args) => qmp(h.qmp, command, args, 30_000),
-      suspendFiles(f.dir),
-      { named_ram: cmdline.includes('memory-backend=mem'), image_id: machine.imageId, vcpus: machine.vcpus, memory_mib: machine.memoryMib, facts: h.facts },
-      120_000,
-      mapped ? { path: mapped, block: RAM_BLOCK } : null,
-    );
+    const sf = suspendFiles(f.dir);
+    const q = <T,>(command: string, args?: object) => qmp<T>(h.qmp, command, args, 30_000);
+    const about = { named_ram: cmdline.includes('memory-backend=mem'), image_id: machine.imageId, vcpus: machine.vcpus, memory_mib: machine.memoryMib, facts: h.facts };
+    // The pages it changed over the file it maps, when it maps one; else QEMU's whole stream.
+    const goldenState = mapped && path.resolve(mapped) !== path.resolve(sf.base) ? stateBesideMem(mapped) : null;
+    const record =
+      (mapped ? await savePages(q, sf, about, { pid: h.pid, path: mapped, bytes: machine.memoryMib * 1024 * 1024, goldenState }) : null) ??
+      (await save(q, sf, about, 120_000, mapped ? { path: mapped, block: RAM_BLOCK } : null));
     phases.save_ms = performance.now() - t;
     t = performance.now();
     h.stopping = true;
@@ -568,7 +571,8 @@ export class QemuDriver extends EventEmitter {
       let ran = false;
       try {
         t = performance.now();
-        await load(m.qmp, sf, record, () => m.exited, m.deadline);
+        if (record.kind === 'pages') await loadPages(m.qmp, sf, record, m.pid, spec.memoryMib * 1024 * 1024, () => m.exited, m.deadline);
+        else await load(m.qmp, sf, record, () => m.exited, m.deadline);
         phases.load_ms = performance.now() - t;
         // From here the saved memory is stale: it is forgotten before the guest runs on.
         t = performance.now();

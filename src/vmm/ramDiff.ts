@@ -182,6 +182,8 @@ export interface RamDiffResult {
   stoppedAt: string | null;
   /** The RAM blocks the stream names. */
   blocks: string[];
+  /** Where the stream's RAM section ended (the bytes before the first device section), when it was parsed whole. */
+  ramEnd: number | null;
 }
 
 /**
@@ -191,11 +193,15 @@ export interface RamDiffResult {
 export async function filterRamStream(
   src: AsyncIterable<Buffer>,
   write: (b: Buffer) => Promise<void>,
-  base: { fh: FileHandle; size: number; block: string; zero?: Uint8Array },
+  /** Null: nothing is dropped (the stream is only parsed). */
+  base: { fh: FileHandle; size: number; block: string; zero?: Uint8Array } | null,
+  /** The stream was saved with `x-ignore-shared` (each block in its list carries its guest address too). */
+  opts: { ignoreShared?: boolean } = {},
 ): Promise<RamDiffResult> {
   const r = new Reader(src[Symbol.asyncIterator]());
-  const pages = new Base(base.fh, base.size, base.zero);
-  const result: RamDiffResult = { dropped: 0, kept: 0, zero: 0, zeroDropped: 0, stoppedAt: null, blocks: [] };
+  const pages = base ? new Base(base.fh, base.size, base.zero) : null;
+  const result: RamDiffResult = { dropped: 0, kept: 0, zero: 0, zeroDropped: 0, stoppedAt: null, blocks: [], ramEnd: null };
+  let emitted = 0;
   // Output in pieces of about a MiB.
   let out: Buffer[] = [];
   let outBytes = 0;
@@ -203,6 +209,7 @@ export async function filterRamStream(
     for (const b of bufs) {
       out.push(b);
       outBytes += b.length;
+      emitted += b.length;
     }
     if (outBytes >= 1 << 20) await flush();
   };
@@ -258,6 +265,7 @@ export async function filterRamStream(
           result.blocks.push(id);
           const len = await r.take(8);
           await emit(raw, len);
+          if (opts.ignoreShared) await emit(await r.take(8));
           total += len.readUInt32BE(0) * 2 ** 32 + len.readUInt32BE(4);
         }
         if (total !== addr) throw new Unknown('RAM block lengths that do not add up');
@@ -280,7 +288,7 @@ export async function filterRamStream(
         throw new Unknown('a RAM record without a block');
       }
       const body = await r.take(flags & FLAG_PAGE ? PAGE : 1);
-      if (id === base.block && (flags & FLAG_PAGE ? await pages.equals(addr, body) : body[0] === 0 && (await pages.isZero(addr)))) {
+      if (pages && id === base!.block && (flags & FLAG_PAGE ? await pages.equals(addr, body) : body[0] === 0 && (await pages.isZero(addr)))) {
         // The page is the base's: a load over the base has it without reading (or, for a zero
         // page, touching) it.
         if (flags & FLAG_PAGE) result.dropped++;
@@ -336,6 +344,7 @@ export async function filterRamStream(
       await footer(ramSection);
       if (sec[0] === SECTION_END) break;
     }
+    result.ramEnd = emitted;
   } catch (err) {
     if (!(err instanceof Unknown)) throw err;
     result.stoppedAt = err.message;

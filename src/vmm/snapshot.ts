@@ -18,7 +18,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { agentRequest } from './channel.ts';
 import { machineFiles, spawnMachine, type Machine } from './machine.ts';
-import { machineCommandLine, type MachineOptions, type SnapshotFiles, type SnapshotSource, type VmSpec } from './qemu.ts';
+import { machineCommandLine, stateBesideMem, type MachineOptions, type SnapshotFiles, type SnapshotSource, type VmSpec } from './qemu.ts';
 import type { HelloFacts } from '../guest/protocol.ts';
 
 const FORMAT = 1;
@@ -234,7 +234,8 @@ async function killOwnQemu(dir: string): Promise<void> {
 }
 
 function filesOf(dir: string, key: string): SnapshotFiles {
-  return { key, mem: path.join(dir, 'mem'), state: path.join(dir, 'state') };
+  const mem = path.join(dir, 'mem');
+  return { key, mem, state: stateBesideMem(mem) };
 }
 
 async function readMeta(dir: string): Promise<Meta | null> {

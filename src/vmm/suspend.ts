@@ -1,7 +1,11 @@
 /**
- * A suspended VM's saved machine: its memory and device state, as QEMU's migration stream, in the
- * VM's directory beside its disks. QEMU writes the stream to a socket this process listens on; the
- * bytes go to `suspend.state` and through SHA-256 on the way. Only once the file is complete and
+ * A suspended VM's saved machine: its memory and device state, in the VM's directory beside its disks,
+ * in one of two kinds. A VM whose RAM is mapped copy-on-write from a memory file (it started as a
+ * clone or a standby, or resumed over such a file) saves a page file (changedPages.ts): the pages it
+ * changed, read from its QEMU's memory, and its devices (`xen-save-devices-state`) after the golden
+ * stream's header and RAM section; a resume maps the same file, writes the pages back and loads the
+ * devices. Any other VM (booted cold) saves QEMU's migration stream: QEMU writes it to a socket this
+ * process listens on; the bytes go to `suspend.state` and through SHA-256 on the way. Only once the file is complete and
  * on disk does `suspend.json` (its size, hash and the machine it fits) appear, by rename: a state
  * without its record is never loaded, so a suspend cut short at any moment leaves nothing a start
  * would trust. A start has a QEMU wait, paused, for a stream on a socket, sends it the file through
@@ -11,6 +15,7 @@
 import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream, existsSync } from 'node:fs';
 import { link, open, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { changedRuns, decodePageFile, encodePageFile, pageCount, ramMapping, readRuns, writeRuns, type Run } from './changedPages.ts';
 import { filterRamStream, zeroPagesOf } from './ramDiff.ts';
 import net from 'node:net';
 import path from 'node:path';
@@ -23,6 +28,8 @@ const FORMAT = 1;
 /** What a suspend saved, and what machine it can be loaded into. */
 export interface SuspendRecord {
   format: number;
+  /** A page file (the pages the VM changed over `ram.base`, and its devices) or QEMU's whole migration stream (missing: a stream). */
+  kind?: 'pages' | 'stream';
   bytes: number;
   sha256: string;
   /** The suspended machine's RAM was a named backend (it had started as a clone): a resume names it alike. */
@@ -39,6 +46,8 @@ export interface SuspendRecord {
   base_bytes?: number;
   /** Page records the difference left out (equal to the base), kept (they differ), and zero pages kept and left out. */
   base_pages?: { dropped: number; kept: number; zero: number; zero_dropped: number };
+  /** A page file's changed pages and the runs they make. */
+  pages?: { changed: number; runs: number };
   saved_at: string;
   save_ms: number;
 }
@@ -49,6 +58,10 @@ export interface SuspendFiles {
   socket: string;
   /** The memory a saved difference is over (see SuspendRecord.base_bytes); also what a VM resumed over it maps. */
   base: string;
+  /** The header and RAM section of the golden stream `base` came with (a page file's stream starts with them). */
+  prefix: string;
+  /** Where QEMU writes its devices' state during a save. */
+  devices: string;
 }
 
 export function suspendFiles(dir: string): SuspendFiles {
@@ -57,6 +70,8 @@ export function suspendFiles(dir: string): SuspendFiles {
     record: path.join(dir, 'suspend.json'),
     socket: path.join(dir, 'suspend.sock'),
     base: path.join(dir, 'ram.base'),
+    prefix: path.join(dir, 'ram.prefix'),
+    devices: path.join(dir, 'suspend.devices'),
   };
 }
 
@@ -83,7 +98,11 @@ export async function discard(f: SuspendFiles, opts: { keepBase?: boolean } = {}
   await syncDir(path.dirname(f.record));
   await rm(f.state, { force: true });
   await rm(f.socket, { force: true });
-  if (!opts.keepBase) await rm(f.base, { force: true });
+  await rm(f.devices, { force: true });
+  if (!opts.keepBase) {
+    await rm(f.base, { force: true });
+    await rm(f.prefix, { force: true });
+  }
 }
 
 /**
@@ -93,6 +112,8 @@ export async function discard(f: SuspendFiles, opts: { keepBase?: boolean } = {}
 export async function linkBase(f: SuspendFiles, from: string): Promise<number | null> {
   try {
     if (path.resolve(from) !== path.resolve(f.base)) {
+      // Whatever came with the base it replaces goes too.
+      await rm(f.prefix, { force: true });
       await rm(`${f.base}.tmp`, { force: true });
       await link(from, `${f.base}.tmp`);
       await rename(`${f.base}.tmp`, f.base);
@@ -109,6 +130,16 @@ async function syncDir(dir: string): Promise<void> {
   if (!fd) return;
   await fd.sync().catch(() => undefined);
   await fd.close();
+}
+
+/** Writes the record (the saved state is complete and on disk before): from here a start trusts the state. */
+async function writeRecord(f: SuspendFiles, record: SuspendRecord): Promise<void> {
+  await writeFile(`${f.record}.tmp`, `${JSON.stringify(record, null, 2)}\n`, { mode: 0o600 });
+  const rfd = await open(`${f.record}.tmp`, 'r');
+  await rfd.sync();
+  await rfd.close();
+  await rename(`${f.record}.tmp`, f.record);
+  await syncDir(path.dirname(f.record));
 }
 
 /** Counts and hashes what passes through. */
@@ -211,6 +242,7 @@ export async function save(
     await fd.close();
     const record: SuspendRecord = {
       format: FORMAT,
+      kind: 'stream',
       bytes,
       sha256,
       ...machine,
@@ -218,12 +250,7 @@ export async function save(
       saved_at: new Date().toISOString(),
       save_ms: Date.now() - t0,
     };
-    await writeFile(`${f.record}.tmp`, `${JSON.stringify(record, null, 2)}\n`, { mode: 0o600 });
-    const rfd = await open(`${f.record}.tmp`, 'r');
-    await rfd.sync();
-    await rfd.close();
-    await rename(`${f.record}.tmp`, f.record);
-    await syncDir(path.dirname(f.record));
+    await writeRecord(f, record);
     return record;
   } catch (err) {
     server.close();
@@ -236,6 +263,93 @@ export async function save(
   } finally {
     await baseFh?.close();
     await rm(f.socket, { force: true });
+  }
+}
+
+/**
+ * The golden stream's header and RAM section (its ROMs and tables; the RAM itself is the memory file),
+ * for the base `f.base` now is: kept in `f.prefix`, taken from `goldenState` when the base was just
+ * linked from that snapshot. Null when there is none to take (the VM is then saved as a stream).
+ */
+async function prefixFor(f: SuspendFiles, goldenState: string | null): Promise<Buffer | null> {
+  const kept = await readFile(f.prefix).catch(() => null);
+  if (kept || !goldenState) return kept;
+  const golden = await readFile(goldenState).catch(() => null);
+  if (!golden) return null;
+  const parsed = await filterRamStream((async function* () { yield golden; })(), async () => undefined, null, { ignoreShared: true });
+  if (parsed.ramEnd === null) return null;
+  const prefix = golden.subarray(0, parsed.ramEnd);
+  await writeFile(`${f.prefix}.tmp`, prefix, { mode: 0o600 });
+  await rename(`${f.prefix}.tmp`, f.prefix);
+  return prefix;
+}
+
+/**
+ * Saves a running machine whose RAM is mapped copy-on-write from `ram.path` as a page file (see the top
+ * of this file): pauses it, has QEMU write its devices, reads the pages it changed from its memory, and
+ * writes the file, then the record. Answers null, with the machine untouched, when its RAM cannot be
+ * told apart from the file (a stream is saved instead). The machine is left paused with its state saved;
+ * the caller quits it. On failure the machine runs on and nothing is recorded.
+ */
+export async function savePages(
+  qmp: Qmp,
+  f: SuspendFiles,
+  machine: Omit<SuspendRecord, 'format' | 'bytes' | 'sha256' | 'saved_at' | 'save_ms' | 'base_bytes' | 'base_pages'>,
+  ram: { pid: number; path: string; bytes: number; goldenState: string | null },
+): Promise<SuspendRecord | null> {
+  const t0 = Date.now();
+  await discard(f, { keepBase: true });
+  const baseBytes = await linkBase(f, ram.path);
+  if (baseBytes !== ram.bytes) return null;
+  const inode = (await stat(f.base)).ino;
+  const addr = await ramMapping(ram.pid, inode, ram.bytes);
+  if (addr === null) return null;
+  const prefix = await prefixFor(f, ram.goldenState);
+  if (!prefix) return null;
+  let paused = false;
+  try {
+    await qmp('stop');
+    paused = true;
+    await qmp('xen-save-devices-state', { filename: f.devices, live: false });
+    const devices = await readFile(f.devices);
+    await rm(f.devices, { force: true });
+    // Its own header: the stream's is the prefix's.
+    if (devices.length < 9 || devices.readUInt32BE(0) !== 0x5145564d) throw new Error("QEMU wrote no device state");
+    const runs = await changedRuns(ram.pid, addr, ram.bytes / 4096);
+    const data = await readRuns(ram.pid, addr, runs);
+    const parts = encodePageFile(runs, data, Buffer.concat([prefix, devices.subarray(8)]));
+    const hash = createHash('sha256');
+    let bytes = 0;
+    const fh = await open(f.state, 'w', 0o600);
+    try {
+      for (const part of parts) {
+        hash.update(part);
+        bytes += part.length;
+        await fh.write(part);
+      }
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
+    const record: SuspendRecord = {
+      format: FORMAT,
+      kind: 'pages',
+      bytes,
+      sha256: hash.digest('hex'),
+      ...machine,
+      base_bytes: baseBytes,
+      pages: { changed: pageCount(runs), runs: runs.length },
+      saved_at: new Date().toISOString(),
+      save_ms: Date.now() - t0,
+    };
+    await writeRecord(f, record);
+    return record;
+  } catch (err) {
+    await rm(f.record, { force: true });
+    await rm(f.state, { force: true });
+    await rm(f.devices, { force: true });
+    if (paused) await qmp('cont').catch(() => undefined);
+    throw err;
   }
 }
 
@@ -267,19 +381,66 @@ export async function load(qmp: Qmp, f: SuspendFiles, record: SuspendRecord, exi
     return { bytes: hasher.bytes, sha256: hasher.hash.digest('hex') };
   })();
   hashed.catch(() => undefined);
-  for (;;) {
-    if (exited()) throw new DamagedState('QEMU refused the saved memory');
-    const st = await qmp<{ status: string }>('query-status').catch(() => ({ status: 'gone' }));
-    if (st.status === 'paused' || st.status === 'postmigrate' || st.status === 'prelaunch') break;
-    if (st.status !== 'inmigrate') throw new DamagedState(`the saved memory did not load (status ${st.status})`);
-    if (Date.now() > deadline) throw new Error('the saved memory did not load in time');
-    await sleep(5);
-  }
+  await loaded(qmp, exited, deadline);
   const got = await hashed.catch((err: Error) => {
     throw new DamagedState(`the saved memory could not be read back: ${err.message}`);
   });
   await rm(f.socket, { force: true });
   if (got.bytes !== record.bytes || got.sha256 !== record.sha256) {
     throw new DamagedState(`the saved memory is damaged (${got.bytes} bytes, expected ${record.bytes}; its checksum does not match)`);
+  }
+}
+
+/**
+ * Loads a page file into a machine started with `-S -incoming defer` over `f.base` (pid `pid`, its RAM
+ * `ramBytes` long): the file is read and checked against the record first, then its pages are written
+ * into the RAM and its devices loaded from a socket. The machine stays paused. Throws DamagedState when
+ * the file does not match its record or QEMU refuses it.
+ */
+export async function loadPages(qmp: Qmp, f: SuspendFiles, record: SuspendRecord, pid: number, ramBytes: number, exited: () => boolean, deadline: number): Promise<void> {
+  const file = await readFile(f.state).catch((err: Error) => {
+    throw new DamagedState(`the saved memory could not be read: ${err.message}`);
+  });
+  if (file.length !== record.bytes || createHash('sha256').update(file).digest('hex') !== record.sha256) {
+    throw new DamagedState(`the saved memory is damaged (${file.length} bytes, expected ${record.bytes}; its checksum does not match)`);
+  }
+  let parsed: { runs: Run[]; data: Buffer; stream: Buffer };
+  try {
+    parsed = decodePageFile(file, ramBytes / 4096);
+  } catch (err) {
+    throw new DamagedState(`the saved memory is not readable: ${(err as Error).message}`);
+  }
+  const addr = await ramMapping(pid, (await stat(f.base)).ino, ramBytes);
+  if (addr === null) throw new DamagedState('the resumed machine does not map the memory its saved state is a difference over');
+  await writeRuns(pid, addr, parsed.runs, parsed.data);
+  // The golden stream was saved with x-ignore-shared: its RAM section says so.
+  await qmp('migrate-set-capabilities', { capabilities: [{ capability: 'x-ignore-shared', state: true }] });
+  await rm(f.socket, { force: true });
+  await qmp('migrate-incoming', { uri: `unix:${f.socket}` });
+  const sent = (async () => {
+    const sock = await new Promise<net.Socket>((resolve, reject) => {
+      const s = net.connect(f.socket, () => resolve(s));
+      s.once('error', reject);
+    });
+    sock.on('error', () => undefined);
+    await new Promise<void>((resolve, reject) => sock.end(parsed.stream, () => resolve()).once('error', reject));
+  })();
+  sent.catch(() => undefined);
+  await loaded(qmp, exited, deadline);
+  await sent.catch((err: Error) => {
+    throw new DamagedState(`the saved devices could not be sent: ${err.message}`);
+  });
+  await rm(f.socket, { force: true });
+}
+
+/** Waits for an incoming migration to end with the machine paused; DamagedState when QEMU refused it. */
+async function loaded(qmp: Qmp, exited: () => boolean, deadline: number): Promise<void> {
+  for (;;) {
+    if (exited()) throw new DamagedState('QEMU refused the saved memory');
+    const st = await qmp<{ status: string }>('query-status').catch(() => ({ status: 'gone' }));
+    if (st.status === 'paused' || st.status === 'postmigrate' || st.status === 'prelaunch') return;
+    if (st.status !== 'inmigrate') throw new DamagedState(`the saved memory did not load (status ${st.status})`);
+    if (Date.now() > deadline) throw new Error('the saved memory did not load in time');
+    await sleep(5);
   }
 }

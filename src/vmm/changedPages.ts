@@ -1,0 +1,135 @@
+/**
+ * The pages a VM changed in RAM mapped copy-on-write from a file, read and written straight through its
+ * QEMU's memory. A VM that started as a clone (or a standby, or a resume over a base) has its RAM mapped
+ * `MAP_PRIVATE` from a memory file: a page it never wrote is still the file's page, and a page it wrote
+ * is an anonymous copy. The kernel says which is which (/proc/<pid>/pagemap: a page present and not a
+ * file page, or swapped out, is a copy), so a suspend reads only those pages (/proc/<pid>/mem) instead
+ * of having QEMU walk all of memory, and a resume writes them back into a fresh QEMU mapping the same
+ * file before its devices load. Linux's pagemap format: Documentation/admin-guide/mm/pagemap.rst.
+ *
+ * The saved file (a "page file"): the magic, the number of runs, pages and stream bytes, each run's
+ * first page and length, the pages' bytes, then a migration stream of the machine without its RAM (the
+ * golden stream's header and RAM section, then the VM's own devices).
+ */
+import { open, readFile } from 'node:fs/promises';
+
+export const PAGE = 4096;
+const MAGIC = Buffer.from('AGVMPG01', 'latin1');
+const HEAD = MAGIC.length + 12;
+
+/** Consecutive changed pages: the first page's number and how many. */
+export type Run = [first: number, count: number];
+
+/**
+ * The address in QEMU's memory where the memory file (by its inode) is mapped whole as the RAM
+ * (`bytes` long, from offset 0), or null when it is not: then the VM's RAM is not the file's (another
+ * file took the path since, say) and its changes cannot be told from it.
+ */
+export async function ramMapping(pid: number, inode: number, bytes: number): Promise<number | null> {
+  const maps = await readFile(`/proc/${pid}/maps`, 'utf8');
+  for (const line of maps.split('\n')) {
+    const [range, , offset, , ino] = line.split(/\s+/);
+    if (!range || Number(ino) !== inode || Number.parseInt(offset, 16) !== 0) continue;
+    const [from, to] = range.split('-').map((x) => Number.parseInt(x, 16));
+    if (to - from === bytes) return from;
+  }
+  return null;
+}
+
+/** The pages of the mapping at `addr` (`pages` long) that are the process's own copies, as runs. */
+export async function changedRuns(pid: number, addr: number, pages: number): Promise<Run[]> {
+  const entries = Buffer.alloc(pages * 8);
+  const fh = await open(`/proc/${pid}/pagemap`, 'r');
+  try {
+    const { bytesRead } = await fh.read(entries, 0, entries.length, (addr / PAGE) * 8);
+    if (bytesRead !== entries.length) throw new Error(`the page map of QEMU ${pid} ended early`);
+  } finally {
+    await fh.close();
+  }
+  const runs: Run[] = [];
+  for (let i = 0; i < pages; i++) {
+    // Bit 63: present; 62: swapped; 61: a file page (or shared anonymous). The high word holds them.
+    const hi = entries.readUInt32LE(i * 8 + 4);
+    const present = (hi & 0x8000_0000) !== 0;
+    const swapped = (hi & 0x4000_0000) !== 0;
+    const file = (hi & 0x2000_0000) !== 0;
+    if (!swapped && !(present && !file)) continue;
+    const last = runs[runs.length - 1];
+    if (last && last[0] + last[1] === i) last[1]++;
+    else runs.push([i, 1]);
+  }
+  return runs;
+}
+
+export function pageCount(runs: Run[]): number {
+  return runs.reduce((n, [, count]) => n + count, 0);
+}
+
+/** The pages of `runs` read from the process's mapping at `addr`, one after another. */
+export async function readRuns(pid: number, addr: number, runs: Run[]): Promise<Buffer> {
+  const data = Buffer.allocUnsafe(pageCount(runs) * PAGE);
+  const fh = await open(`/proc/${pid}/mem`, 'r');
+  try {
+    let at = 0;
+    for (const [first, count] of runs) {
+      const len = count * PAGE;
+      const { bytesRead } = await fh.read(data, at, len, addr + first * PAGE);
+      if (bytesRead !== len) throw new Error(`QEMU ${pid}'s memory could not be read`);
+      at += len;
+    }
+  } finally {
+    await fh.close();
+  }
+  return data;
+}
+
+/** Writes the pages of `runs` (`data`, one after another) into the process's mapping at `addr`. */
+export async function writeRuns(pid: number, addr: number, runs: Run[], data: Buffer): Promise<void> {
+  const fh = await open(`/proc/${pid}/mem`, 'r+');
+  try {
+    let at = 0;
+    for (const [first, count] of runs) {
+      const len = count * PAGE;
+      const { bytesWritten } = await fh.write(data, at, len, addr + first * PAGE);
+      if (bytesWritten !== len) throw new Error(`QEMU ${pid}'s memory could not be written`);
+      at += len;
+    }
+  } finally {
+    await fh.close();
+  }
+}
+
+/** A page file's parts (see the top of this file), in the order they are written. */
+export function encodePageFile(runs: Run[], data: Buffer, stream: Buffer): Buffer[] {
+  const head = Buffer.alloc(HEAD + runs.length * 8);
+  MAGIC.copy(head, 0);
+  head.writeUInt32LE(runs.length, MAGIC.length);
+  head.writeUInt32LE(pageCount(runs), MAGIC.length + 4);
+  head.writeUInt32LE(stream.length, MAGIC.length + 8);
+  runs.forEach(([first, count], k) => {
+    head.writeUInt32LE(first, HEAD + k * 8);
+    head.writeUInt32LE(count, HEAD + k * 8 + 4);
+  });
+  return [head, data, stream];
+}
+
+/** A page file read back; throws when it is not one, or its runs do not fit a RAM of `pages` pages. */
+export function decodePageFile(file: Buffer, pages: number): { runs: Run[]; data: Buffer; stream: Buffer } {
+  if (file.length < HEAD || !file.subarray(0, MAGIC.length).equals(MAGIC)) throw new Error('not a page file');
+  const nRuns = file.readUInt32LE(MAGIC.length);
+  const nPages = file.readUInt32LE(MAGIC.length + 4);
+  const streamBytes = file.readUInt32LE(MAGIC.length + 8);
+  const dataAt = HEAD + nRuns * 8;
+  if (file.length !== dataAt + nPages * PAGE + streamBytes) throw new Error('a page file of the wrong length');
+  const runs: Run[] = [];
+  let next = 0;
+  for (let k = 0; k < nRuns; k++) {
+    const first = file.readUInt32LE(HEAD + k * 8);
+    const count = file.readUInt32LE(HEAD + k * 8 + 4);
+    if (count < 1 || first < next || first + count > pages) throw new Error('a page file whose pages do not fit the RAM');
+    runs.push([first, count]);
+    next = first + count;
+  }
+  if (pageCount(runs) !== nPages) throw new Error('a page file whose runs do not add up');
+  return { runs, data: file.subarray(dataAt, dataAt + nPages * PAGE), stream: file.subarray(dataAt + nPages * PAGE) };
+}
