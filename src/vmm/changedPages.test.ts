@@ -63,11 +63,11 @@ describe('changed pages of a real QEMU process', () => {
         [1023, 1],
       ];
       const data = Buffer.concat(Array.from({ length: pageCount(written) }, (_, i) => Buffer.alloc(PAGE, 0x40 + i)));
-      await writeRuns(qemu.pid!, addr!, written, data);
+      writeRuns(qemu.pid!, addr!, written, data);
       // Reading the file's pages through the mapping makes them present, still the file's.
-      await readRuns(qemu.pid!, addr!, [[200, 50]]);
+      readRuns(qemu.pid!, addr!, [[200, 50]]);
       assert.deepEqual(await changedRuns(qemu.pid!, addr!, bytes / PAGE), written);
-      assert.ok((await readRuns(qemu.pid!, addr!, written)).equals(data));
+      assert.ok((readRuns(qemu.pid!, addr!, written)).equals(data));
       assert.ok((await readFile(file)).equals(base), 'a private mapping leaves the file alone');
       assert.equal(await ramMapping(qemu.pid!, inode + 1, bytes), null, 'another file is not it');
     } finally {

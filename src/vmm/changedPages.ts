@@ -11,6 +11,7 @@
  * first page and length, the pages' bytes, then a migration stream of the machine without its RAM (the
  * golden stream's header and RAM section, then the VM's own devices).
  */
+import { closeSync, openSync, readSync, writeSync } from 'node:fs';
 import { open, readFile } from 'node:fs/promises';
 
 export const PAGE = 4096;
@@ -65,37 +66,38 @@ export function pageCount(runs: Run[]): number {
   return runs.reduce((n, [, count]) => n + count, 0);
 }
 
+// The pages are read and written with one blocking call per run: a starter VM's ~2,500 changed pages
+// make ~900 runs, and the thread pool's hop per call made the writes take 62 ms against 22 ms.
+
 /** The pages of `runs` read from the process's mapping at `addr`, one after another. */
-export async function readRuns(pid: number, addr: number, runs: Run[]): Promise<Buffer> {
+export function readRuns(pid: number, addr: number, runs: Run[]): Buffer {
   const data = Buffer.allocUnsafe(pageCount(runs) * PAGE);
-  const fh = await open(`/proc/${pid}/mem`, 'r');
+  const fd = openSync(`/proc/${pid}/mem`, 'r');
   try {
     let at = 0;
     for (const [first, count] of runs) {
       const len = count * PAGE;
-      const { bytesRead } = await fh.read(data, at, len, addr + first * PAGE);
-      if (bytesRead !== len) throw new Error(`QEMU ${pid}'s memory could not be read`);
+      if (readSync(fd, data, at, len, addr + first * PAGE) !== len) throw new Error(`QEMU ${pid}'s memory could not be read`);
       at += len;
     }
   } finally {
-    await fh.close();
+    closeSync(fd);
   }
   return data;
 }
 
 /** Writes the pages of `runs` (`data`, one after another) into the process's mapping at `addr`. */
-export async function writeRuns(pid: number, addr: number, runs: Run[], data: Buffer): Promise<void> {
-  const fh = await open(`/proc/${pid}/mem`, 'r+');
+export function writeRuns(pid: number, addr: number, runs: Run[], data: Buffer): void {
+  const fd = openSync(`/proc/${pid}/mem`, 'r+');
   try {
     let at = 0;
     for (const [first, count] of runs) {
       const len = count * PAGE;
-      const { bytesWritten } = await fh.write(data, at, len, addr + first * PAGE);
-      if (bytesWritten !== len) throw new Error(`QEMU ${pid}'s memory could not be written`);
+      if (writeSync(fd, data, at, len, addr + first * PAGE) !== len) throw new Error(`QEMU ${pid}'s memory could not be written`);
       at += len;
     }
   } finally {
-    await fh.close();
+    closeSync(fd);
   }
 }
 

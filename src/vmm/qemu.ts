@@ -21,7 +21,7 @@ import { DiskMaker } from './disks.ts';
 import { STANDBY_DIR, standbyKey, StandbyPool, type StandbyShape } from './standby.ts';
 import { connectMachine, consoleTail, killMachine, machineEnded, machineFiles, machinePid, resumeIncoming, spawnMachine, type Machine, type MachineFiles } from './machine.ts';
 import { hostTscKhz, type Accel } from './probe.ts';
-import { DamagedState, discard, hasRecord, load, loadPages, readRecord, save, savePages, suspendFiles, type SuspendRecord } from './suspend.ts';
+import { DamagedState, discard, hasRecord, load, loadPages, readPageFile, readRecord, save, savePages, suspendFiles, type SuspendRecord } from './suspend.ts';
 import { assumeLine, factsFromAssumed, type AssumeArgs, type ExecArgs, type ExecResult, type HelloFacts } from '../guest/protocol.ts';
 import type { Image } from '../image/build.ts';
 
@@ -566,12 +566,16 @@ export class QemuDriver extends EventEmitter {
       await this.opts.gateway?.port.attach(spec.vmId, f.egress);
       let t = performance.now();
       const phases: Record<string, number> = {};
+      // A page file is read and checked while its QEMU starts.
+      const ramBytes = spec.memoryMib * 1024 * 1024;
+      const saved = record.kind === 'pages' ? readPageFile(sf, record, ramBytes) : null;
+      saved?.catch(() => undefined);
       const m = await spawnMachine(this.opts.qemu, f, args, Math.min(this.opts.bootTimeoutMs, 60_000));
       phases.spawn_ms = performance.now() - t;
       let ran = false;
       try {
         t = performance.now();
-        if (record.kind === 'pages') await loadPages(m.qmp, sf, record, m.pid, spec.memoryMib * 1024 * 1024, () => m.exited, m.deadline);
+        if (saved) await loadPages(m.qmp, sf, await saved, m.pid, ramBytes, () => m.exited, m.deadline, phases);
         else await load(m.qmp, sf, record, () => m.exited, m.deadline);
         phases.load_ms = performance.now() - t;
         // From here the saved memory is stale: it is forgotten before the guest runs on.

@@ -316,7 +316,7 @@ export async function savePages(
     // Its own header: the stream's is the prefix's.
     if (devices.length < 9 || devices.readUInt32BE(0) !== 0x5145564d) throw new Error("QEMU wrote no device state");
     const runs = await changedRuns(ram.pid, addr, ram.bytes / 4096);
-    const data = await readRuns(ram.pid, addr, runs);
+    const data = readRuns(ram.pid, addr, runs);
     const parts = encodePageFile(runs, data, Buffer.concat([prefix, devices.subarray(8)]));
     const hash = createHash('sha256');
     let bytes = 0;
@@ -391,28 +391,48 @@ export async function load(qmp: Qmp, f: SuspendFiles, record: SuspendRecord, exi
   }
 }
 
+/** A page file read back and checked against its record (see changedPages.ts). */
+export type PageFile = { runs: Run[]; data: Buffer; stream: Buffer };
+
 /**
- * Loads a page file into a machine started with `-S -incoming defer` over `f.base` (pid `pid`, its RAM
- * `ramBytes` long): the file is read and checked against the record first, then its pages are written
- * into the RAM and its devices loaded from a socket. The machine stays paused. Throws DamagedState when
- * the file does not match its record or QEMU refuses it.
+ * Reads the saved page file and checks it against the record (no QEMU needed yet: a start reads it
+ * while its QEMU starts). Throws DamagedState when it does not match or is not one.
  */
-export async function loadPages(qmp: Qmp, f: SuspendFiles, record: SuspendRecord, pid: number, ramBytes: number, exited: () => boolean, deadline: number): Promise<void> {
+export async function readPageFile(f: SuspendFiles, record: SuspendRecord, ramBytes: number): Promise<PageFile> {
   const file = await readFile(f.state).catch((err: Error) => {
     throw new DamagedState(`the saved memory could not be read: ${err.message}`);
   });
   if (file.length !== record.bytes || createHash('sha256').update(file).digest('hex') !== record.sha256) {
     throw new DamagedState(`the saved memory is damaged (${file.length} bytes, expected ${record.bytes}; its checksum does not match)`);
   }
-  let parsed: { runs: Run[]; data: Buffer; stream: Buffer };
   try {
-    parsed = decodePageFile(file, ramBytes / 4096);
+    return decodePageFile(file, ramBytes / 4096);
   } catch (err) {
     throw new DamagedState(`the saved memory is not readable: ${(err as Error).message}`);
   }
+}
+
+/**
+ * Loads a checked page file into a machine started with `-S -incoming defer` over `f.base` (pid `pid`,
+ * its RAM `ramBytes` long): its pages are written into the RAM, then its devices loaded from a socket.
+ * The machine stays paused. Throws DamagedState when QEMU refuses them.
+ */
+export async function loadPages(
+  qmp: Qmp,
+  f: SuspendFiles,
+  saved: PageFile,
+  pid: number,
+  ramBytes: number,
+  exited: () => boolean,
+  deadline: number,
+  phases: Record<string, number> = {},
+): Promise<void> {
+  let t = performance.now();
   const addr = await ramMapping(pid, (await stat(f.base)).ino, ramBytes);
   if (addr === null) throw new DamagedState('the resumed machine does not map the memory its saved state is a difference over');
-  await writeRuns(pid, addr, parsed.runs, parsed.data);
+  writeRuns(pid, addr, saved.runs, saved.data);
+  phases.pages_ms = performance.now() - t;
+  t = performance.now();
   // The golden stream was saved with x-ignore-shared: its RAM section says so.
   await qmp('migrate-set-capabilities', { capabilities: [{ capability: 'x-ignore-shared', state: true }] });
   await rm(f.socket, { force: true });
@@ -423,7 +443,7 @@ export async function loadPages(qmp: Qmp, f: SuspendFiles, record: SuspendRecord
       s.once('error', reject);
     });
     sock.on('error', () => undefined);
-    await new Promise<void>((resolve, reject) => sock.end(parsed.stream, () => resolve()).once('error', reject));
+    await new Promise<void>((resolve, reject) => sock.end(saved.stream, () => resolve()).once('error', reject));
   })();
   sent.catch(() => undefined);
   await loaded(qmp, exited, deadline);
@@ -431,6 +451,7 @@ export async function loadPages(qmp: Qmp, f: SuspendFiles, record: SuspendRecord
     throw new DamagedState(`the saved devices could not be sent: ${err.message}`);
   });
   await rm(f.socket, { force: true });
+  phases.devices_ms = performance.now() - t;
 }
 
 /** Waits for an incoming migration to end with the machine paused; DamagedState when QEMU refused it. */
