@@ -72,28 +72,22 @@ export function pageCount(runs: Run[]): number {
 /** The pages of `runs` read from the process's mapping at `addr`, one after another. */
 export function readRuns(pid: number, addr: number, runs: Run[]): Buffer {
   const data = Buffer.allocUnsafe(pageCount(runs) * PAGE);
-  const fd = openSync(`/proc/${pid}/mem`, 'r');
-  try {
-    let at = 0;
-    for (const [first, count] of runs) {
-      const len = count * PAGE;
-      if (readSync(fd, data, at, len, addr + first * PAGE) !== len) throw new Error(`QEMU ${pid}'s memory could not be read`);
-      at += len;
-    }
-  } finally {
-    closeSync(fd);
-  }
+  overRuns(pid, 'r', addr, runs, data, readSync);
   return data;
 }
 
 /** Writes the pages of `runs` (`data`, one after another) into the process's mapping at `addr`. */
 export function writeRuns(pid: number, addr: number, runs: Run[], data: Buffer): void {
-  const fd = openSync(`/proc/${pid}/mem`, 'r+');
+  overRuns(pid, 'r+', addr, runs, data, writeSync);
+}
+
+function overRuns(pid: number, flags: 'r' | 'r+', addr: number, runs: Run[], data: Buffer, io: (fd: number, b: Buffer, off: number, len: number, pos: number) => number): void {
+  const fd = openSync(`/proc/${pid}/mem`, flags);
   try {
     let at = 0;
     for (const [first, count] of runs) {
       const len = count * PAGE;
-      if (writeSync(fd, data, at, len, addr + first * PAGE) !== len) throw new Error(`QEMU ${pid}'s memory could not be written`);
+      if (io(fd, data, at, len, addr + first * PAGE) !== len) throw new Error(`QEMU ${pid}'s memory could not be ${flags === 'r' ? 'read' : 'written'}`);
       at += len;
     }
   } finally {

@@ -85,8 +85,24 @@ describe('the saved difference of a RAM block over its base', () => {
         devices,
       ]);
       assert.ok(out.equals(expected), `chunks of ${chunk}`);
-      assert.deepEqual(result, { dropped: 3, kept: 3, zero: 2, zeroDropped: 1, stoppedAt: null, blocks: ['mem', 'rom'] });
+      assert.deepEqual(result, { dropped: 3, kept: 3, zero: 2, zeroDropped: 1, stoppedAt: null, blocks: ['mem', 'rom'], ramEnd: expected.length - devices.length });
     }
+  });
+
+  test('parses a stream saved with x-ignore-shared (a guest address after each block): where its RAM section ends', async () => {
+    const shared = Buffer.concat([Buffer.from([0x01]), be32(2), id('ram'), be32(0), be32(4), be64(5 * PAGE + MEM_SIZE), id('mem'), be64(4 * PAGE), be64(0), id('rom'), be64(PAGE), be64(0xfffff000), be64(EOS), footer(2)]);
+    const end = Buffer.concat([Buffer.from([0x03]), be32(2), rec(0, PAGE_F, 'rom', page(5)), be64(EOS), footer(2)]);
+    const stream = Buffer.concat([head, shared, end, devices]);
+    const parse = (ignoreShared: boolean) =>
+      filterRamStream((async function* () { yield stream; })(), async () => undefined, null, { ignoreShared });
+    const result = await parse(true);
+    assert.equal(result.stoppedAt, null);
+    assert.deepEqual(result.blocks, ['mem', 'rom']);
+    assert.equal(result.ramEnd, stream.length - devices.length);
+    // Read without the flag, the addresses are taken for block names: it stops, and says where.
+    const wrong = await parse(false);
+    assert.equal(wrong.ramEnd, null);
+    assert.ok(wrong.stoppedAt);
   });
 
   test('a record it does not know ends the filtering: from there everything is copied', async () => {

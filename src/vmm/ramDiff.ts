@@ -182,7 +182,7 @@ export interface RamDiffResult {
   stoppedAt: string | null;
   /** The RAM blocks the stream names. */
   blocks: string[];
-  /** Where the stream's RAM section ended (the bytes before the first device section), when it was parsed whole. */
+  /** Where the RAM section ended in what was written (the bytes before the first device section), when it was parsed whole. */
   ramEnd: number | null;
 }
 

@@ -367,11 +367,7 @@ export async function load(qmp: Qmp, f: SuspendFiles, record: SuspendRecord, exi
   await rm(f.socket, { force: true });
   await qmp('migrate-incoming', { uri: `unix:${f.socket}` });
   const hashed = (async () => {
-    const sock = await new Promise<net.Socket>((resolve, reject) => {
-      const s = net.connect(f.socket, () => resolve(s));
-      s.once('error', reject);
-    });
-    sock.on('error', () => undefined);
+    const sock = await connectTo(f.socket);
     const hasher = new Hasher();
     try {
       await pipeline(createReadStream(f.state, { highWaterMark: 1 << 20 }), hasher, sock);
@@ -438,11 +434,7 @@ export async function loadPages(
   await rm(f.socket, { force: true });
   await qmp('migrate-incoming', { uri: `unix:${f.socket}` });
   const sent = (async () => {
-    const sock = await new Promise<net.Socket>((resolve, reject) => {
-      const s = net.connect(f.socket, () => resolve(s));
-      s.once('error', reject);
-    });
-    sock.on('error', () => undefined);
+    const sock = await connectTo(f.socket);
     await new Promise<void>((resolve, reject) => sock.end(saved.stream, () => resolve()).once('error', reject));
   })();
   sent.catch(() => undefined);
@@ -464,4 +456,16 @@ async function loaded(qmp: Qmp, exited: () => boolean, deadline: number): Promis
     if (Date.now() > deadline) throw new Error('the saved memory did not load in time');
     await sleep(5);
   }
+}
+
+/** A connection to the socket an incoming QEMU listens on (its later errors show in what is sent). */
+function connectTo(socket: string): Promise<net.Socket> {
+  return new Promise<net.Socket>((resolve, reject) => {
+    const s = net.connect(socket, () => {
+      s.off('error', reject);
+      s.on('error', () => undefined);
+      resolve(s);
+    });
+    s.once('error', reject);
+  });
 }
