@@ -1,11 +1,11 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdtemp, open, readFile, rm, stat, writeFile, type FileHandle } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { changedRuns, decodePageFile, encodePageFile, PAGE, pageCount, ramMapping, readRuns, writeRuns, type Run } from './changedPages.ts';
+import { changedRuns, encodeHead, PAGE, pageCount, pieces, ramMapping, readHead, readRuns, writeRuns, type Run } from './changedPages.ts';
 
 describe('page files', () => {
   const runs: Run[] = [
@@ -15,22 +15,48 @@ describe('page files', () => {
   ];
   const data = Buffer.concat(Array.from({ length: pageCount(runs) }, (_, i) => Buffer.alloc(PAGE, i + 1)));
   const stream = Buffer.from('QEVM header, RAM section, devices');
+  const withFile = async <T,>(bytes: Buffer, fn: (fh: FileHandle) => Promise<T>): Promise<T> => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'page-file-'));
+    try {
+      await writeFile(path.join(dir, 'state'), bytes);
+      const fh = await open(path.join(dir, 'state'), 'r');
+      try {
+        return await fn(fh);
+      } finally {
+        await fh.close();
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  };
+  const file = (r: Run[], tail = stream) => Buffer.concat([encodeHead(r, tail.length), data, tail]);
 
-  test('round trip', () => {
-    const file = Buffer.concat(encodePageFile(runs, data, stream));
-    const back = decodePageFile(file, 16);
-    assert.deepEqual(back.runs, runs);
-    assert.ok(back.data.equals(data));
-    assert.ok(back.stream.equals(stream));
+  test('round trip: the head says where the pages and the stream are', async () => {
+    const bytes = file(runs);
+    const head = await withFile(bytes, (fh) => readHead(fh, bytes.length, 16));
+    assert.deepEqual(head.runs, runs);
+    assert.ok(bytes.subarray(head.dataAt, head.streamAt).equals(data));
+    assert.ok(bytes.subarray(head.streamAt, head.streamAt + head.streamBytes).equals(stream));
+    assert.equal(head.streamAt + head.streamBytes, bytes.length);
   });
 
-  test('refused: not one, cut short, runs past the RAM, overlapping runs', () => {
-    const file = Buffer.concat(encodePageFile(runs, data, stream));
-    assert.throws(() => decodePageFile(Buffer.from('QEVM....................'), 16), /not a page file/);
-    assert.throws(() => decodePageFile(file.subarray(0, file.length - 1), 16), /wrong length/);
-    assert.throws(() => decodePageFile(file, 11), /do not fit/);
-    const overlapping = Buffer.concat(encodePageFile([[0, 2], [1, 1], [9, 3]], data, stream));
-    assert.throws(() => decodePageFile(overlapping, 16), /do not fit/);
+  test('refused: not one, cut short, runs past the RAM, overlapping runs', async () => {
+    const bytes = file(runs);
+    await assert.rejects(withFile(Buffer.from('QEVM....................'), (fh) => readHead(fh, 24, 16)), /not a page file/);
+    await assert.rejects(withFile(bytes.subarray(0, bytes.length - 1), (fh) => readHead(fh, bytes.length - 1, 16)), /wrong length/);
+    await assert.rejects(withFile(bytes, (fh) => readHead(fh, bytes.length, 11)), /do not fit/);
+    const overlapping = file([[0, 2], [1, 1], [9, 3]]);
+    await assert.rejects(withFile(overlapping, (fh) => readHead(fh, overlapping.length, 16)), /do not fit/);
+  });
+
+  test('pieces: runs cut so that none holds more pages than asked, in order, nothing lost', () => {
+    assert.deepEqual(pieces(runs, 2), [[[0, 2]], [[5, 1], [9, 1]], [[10, 2]]]);
+    assert.deepEqual(pieces(runs, 100), [runs]);
+    assert.deepEqual(pieces([], 4), []);
+    const many: Run[] = Array.from({ length: 50 }, (_, i) => [i * 10, 1 + (i % 7)]);
+    const cut = pieces(many, 8);
+    assert.ok(cut.every((p) => pageCount(p) <= 8));
+    assert.equal(cut.flat().reduce((n, [, c]) => n + c, 0), pageCount(many));
   });
 });
 

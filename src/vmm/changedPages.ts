@@ -12,7 +12,7 @@
  * golden stream's header and RAM section, then the VM's own devices).
  */
 import { closeSync, openSync, readSync, writeSync } from 'node:fs';
-import { open, readFile } from 'node:fs/promises';
+import { open, readFile, type FileHandle } from 'node:fs/promises';
 
 export const PAGE = 4096;
 const MAGIC = Buffer.from('AGVMPG01', 'latin1');
@@ -95,37 +95,78 @@ function overRuns(pid: number, flags: 'r' | 'r+', addr: number, runs: Run[], dat
   }
 }
 
-/** A page file's parts (see the top of this file), in the order they are written. */
-export function encodePageFile(runs: Run[], data: Buffer, stream: Buffer): Buffer[] {
+/** What a page file's head says: its runs, and where its pages and its stream are. */
+export interface PageFileHead {
+  runs: Run[];
+  /** Where the pages start in the file (right after the head). */
+  dataAt: number;
+  /** Where the stream starts, and its length: it runs to the end of the file. */
+  streamAt: number;
+  streamBytes: number;
+}
+
+/** A page file's head (see the top of this file): its pages and then `streamBytes` of stream follow it. */
+export function encodeHead(runs: Run[], streamBytes: number): Buffer {
   const head = Buffer.alloc(HEAD + runs.length * 8);
   MAGIC.copy(head, 0);
   head.writeUInt32LE(runs.length, MAGIC.length);
   head.writeUInt32LE(pageCount(runs), MAGIC.length + 4);
-  head.writeUInt32LE(stream.length, MAGIC.length + 8);
+  head.writeUInt32LE(streamBytes, MAGIC.length + 8);
   runs.forEach(([first, count], k) => {
     head.writeUInt32LE(first, HEAD + k * 8);
     head.writeUInt32LE(count, HEAD + k * 8 + 4);
   });
-  return [head, data, stream];
+  return head;
 }
 
-/** A page file read back; throws when it is not one, or its runs do not fit a RAM of `pages` pages. */
-export function decodePageFile(file: Buffer, pages: number): { runs: Run[]; data: Buffer; stream: Buffer } {
-  if (file.length < HEAD || !file.subarray(0, MAGIC.length).equals(MAGIC)) throw new Error('not a page file');
-  const nRuns = file.readUInt32LE(MAGIC.length);
-  const nPages = file.readUInt32LE(MAGIC.length + 4);
-  const streamBytes = file.readUInt32LE(MAGIC.length + 8);
+/**
+ * The head of the page file open as `fh` (`fileBytes` long); throws when it is not one, or its runs do
+ * not fit a RAM of `ramPages` pages, or its parts do not add up to the file.
+ */
+export async function readHead(fh: FileHandle, fileBytes: number, ramPages: number): Promise<PageFileHead> {
+  const fixed = Buffer.alloc(HEAD);
+  const { bytesRead } = await fh.read(fixed, 0, HEAD, 0);
+  if (bytesRead < HEAD || !fixed.subarray(0, MAGIC.length).equals(MAGIC)) throw new Error('not a page file');
+  const nRuns = fixed.readUInt32LE(MAGIC.length);
+  const nPages = fixed.readUInt32LE(MAGIC.length + 4);
+  const streamBytes = fixed.readUInt32LE(MAGIC.length + 8);
   const dataAt = HEAD + nRuns * 8;
-  if (file.length !== dataAt + nPages * PAGE + streamBytes) throw new Error('a page file of the wrong length');
+  if (nRuns > ramPages || fileBytes !== dataAt + nPages * PAGE + streamBytes) throw new Error('a page file of the wrong length');
+  const table = Buffer.alloc(nRuns * 8);
+  if ((await fh.read(table, 0, table.length, HEAD)).bytesRead !== table.length) throw new Error('a page file cut short');
   const runs: Run[] = [];
   let next = 0;
   for (let k = 0; k < nRuns; k++) {
-    const first = file.readUInt32LE(HEAD + k * 8);
-    const count = file.readUInt32LE(HEAD + k * 8 + 4);
-    if (count < 1 || first < next || first + count > pages) throw new Error('a page file whose pages do not fit the RAM');
+    const first = table.readUInt32LE(k * 8);
+    const count = table.readUInt32LE(k * 8 + 4);
+    if (count < 1 || first < next || first + count > ramPages) throw new Error('a page file whose pages do not fit the RAM');
     runs.push([first, count]);
     next = first + count;
   }
   if (pageCount(runs) !== nPages) throw new Error('a page file whose runs do not add up');
-  return { runs, data: file.subarray(dataAt, dataAt + nPages * PAGE), stream: file.subarray(dataAt + nPages * PAGE) };
+  return { runs, dataAt, streamAt: dataAt + nPages * PAGE, streamBytes };
 }
+
+/** The runs cut into pieces of at most `maxPages` pages (so that no more than a piece is held at once). */
+export function pieces(runs: Run[], maxPages: number): Run[][] {
+  const out: Run[][] = [];
+  let piece: Run[] = [];
+  let n = 0;
+  for (let [first, count] of runs) {
+    while (count > 0) {
+      const take = Math.min(count, maxPages - n);
+      piece.push([first, take]);
+      n += take;
+      first += take;
+      count -= take;
+      if (n === maxPages) {
+        out.push(piece);
+        piece = [];
+        n = 0;
+      }
+    }
+  }
+  if (piece.length) out.push(piece);
+  return out;
+}
+

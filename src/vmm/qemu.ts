@@ -21,7 +21,7 @@ import { DiskMaker } from './disks.ts';
 import { STANDBY_DIR, standbyKey, StandbyPool, type StandbyShape } from './standby.ts';
 import { connectMachine, consoleTail, killMachine, machineEnded, machineFiles, machinePid, resumeIncoming, spawnMachine, type Machine, type MachineFiles } from './machine.ts';
 import { hostTscKhz, type Accel } from './probe.ts';
-import { DamagedState, discard, hasRecord, load, loadPages, readPageFile, readRecord, save, savePages, suspendFiles, type SuspendRecord } from './suspend.ts';
+import { checkPageFile, DamagedState, discard, hasRecord, load, loadPages, readRecord, save, savePages, suspendFiles, type SuspendRecord } from './suspend.ts';
 import { assumeLine, factsFromAssumed, type AssumeArgs, type ExecArgs, type ExecResult, type HelloFacts } from '../guest/protocol.ts';
 import type { Image } from '../image/build.ts';
 
@@ -521,9 +521,18 @@ export class QemuDriver extends EventEmitter {
     const about = { named_ram: cmdline.includes('memory-backend=mem'), image_id: machine.imageId, vcpus: machine.vcpus, memory_mib: machine.memoryMib, facts: h.facts };
     // The pages it changed over the file it maps, when it maps one; else QEMU's whole stream.
     const goldenState = mapped && path.resolve(mapped) !== path.resolve(sf.base) ? stateBesideMem(mapped) : null;
-    const record =
-      (mapped ? await savePages(q, sf, about, { pid: h.pid, path: mapped, bytes: machine.memoryMib * 1024 * 1024, goldenState }) : null) ??
-      (await save(q, sf, about, 120_000, mapped ? { path: mapped, block: RAM_BLOCK } : null));
+    let record: SuspendRecord;
+    try {
+      record =
+        (mapped ? await savePages(q, sf, about, { pid: h.pid, path: mapped, bytes: machine.memoryMib * 1024 * 1024, goldenState }) : null) ??
+        (await save(q, sf, about, 120_000, mapped ? { path: mapped, block: RAM_BLOCK } : null));
+    } catch (err) {
+      // A QEMU that died under the save has its end seen before the failure is: the caller must not
+      // take the VM for one that runs on.
+      const alive = await qmp(h.qmp, 'query-status', undefined, 2000).then(() => true, () => false);
+      if (!alive) await Promise.race([h.exited, sleep(5000)]);
+      throw err;
+    }
     phases.save_ms = performance.now() - t;
     t = performance.now();
     h.stopping = true;
@@ -568,7 +577,7 @@ export class QemuDriver extends EventEmitter {
       const phases: Record<string, number> = {};
       // A page file is read and checked while its QEMU starts.
       const ramBytes = spec.memoryMib * 1024 * 1024;
-      const saved = record.kind === 'pages' ? readPageFile(sf, record, ramBytes) : null;
+      const saved = record.kind === 'pages' ? checkPageFile(sf, record, ramBytes) : null;
       saved?.catch(() => undefined);
       const m = await spawnMachine(this.opts.qemu, f, args, Math.min(this.opts.bootTimeoutMs, 60_000));
       phases.spawn_ms = performance.now() - t;

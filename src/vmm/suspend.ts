@@ -15,15 +15,17 @@
 import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream, existsSync } from 'node:fs';
 import { link, open, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
-import { changedRuns, decodePageFile, encodePageFile, pageCount, ramMapping, readRuns, writeRuns, type Run } from './changedPages.ts';
+import { changedRuns, encodeHead, PAGE, pageCount, pieces, ramMapping, readHead, readRuns, writeRuns, type PageFileHead } from './changedPages.ts';
 import { filterRamStream, zeroPagesOf } from './ramDiff.ts';
 import net from 'node:net';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import { Transform } from 'node:stream';
+import { Transform, Writable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 const FORMAT = 1;
+/** Pages held at once while a page file is written or loaded: 8 MiB. */
+const PIECE_PAGES = 2048;
 
 /** What a suspend saved, and what machine it can be loaded into. */
 export interface SuspendRecord {
@@ -315,18 +317,21 @@ export async function savePages(
     await rm(f.devices, { force: true });
     // Its own header: the stream's is the prefix's.
     if (devices.length < 9 || devices.readUInt32BE(0) !== 0x5145564d) throw new Error("QEMU wrote no device state");
-    const runs = await changedRuns(ram.pid, addr, ram.bytes / 4096);
-    const data = readRuns(ram.pid, addr, runs);
-    const parts = encodePageFile(runs, data, Buffer.concat([prefix, devices.subarray(8)]));
+    const runs = await changedRuns(ram.pid, addr, ram.bytes / PAGE);
+    const stream = Buffer.concat([prefix, devices.subarray(8)]);
     const hash = createHash('sha256');
     let bytes = 0;
     const fh = await open(f.state, 'w', 0o600);
     try {
-      for (const part of parts) {
-        hash.update(part);
-        bytes += part.length;
-        await fh.write(part);
-      }
+      const put = async (b: Buffer) => {
+        hash.update(b);
+        bytes += b.length;
+        await fh.write(b);
+      };
+      await put(encodeHead(runs, stream.length));
+      // A piece at a time: a VM that changed gigabytes is never held in this process whole.
+      for (const piece of pieces(runs, PIECE_PAGES)) await put(readRuns(ram.pid, addr, piece));
+      await put(stream);
       await fh.sync();
     } finally {
       await fh.close();
@@ -387,36 +392,38 @@ export async function load(qmp: Qmp, f: SuspendFiles, record: SuspendRecord, exi
   }
 }
 
-/** A page file read back and checked against its record (see changedPages.ts). */
-export type PageFile = { runs: Run[]; data: Buffer; stream: Buffer };
-
 /**
- * Reads the saved page file and checks it against the record (no QEMU needed yet: a start reads it
- * while its QEMU starts). Throws DamagedState when it does not match or is not one.
+ * Reads the saved page file through SHA-256 and checks it against the record (no QEMU needed yet: a
+ * start does this while its QEMU starts). Answers its head; throws DamagedState when it does not match
+ * or is not one.
  */
-export async function readPageFile(f: SuspendFiles, record: SuspendRecord, ramBytes: number): Promise<PageFile> {
-  const file = await readFile(f.state).catch((err: Error) => {
+export async function checkPageFile(f: SuspendFiles, record: SuspendRecord, ramBytes: number): Promise<PageFileHead> {
+  const fh = await open(f.state, 'r').catch((err: Error) => {
     throw new DamagedState(`the saved memory could not be read: ${err.message}`);
   });
-  if (file.length !== record.bytes || createHash('sha256').update(file).digest('hex') !== record.sha256) {
-    throw new DamagedState(`the saved memory is damaged (${file.length} bytes, expected ${record.bytes}; its checksum does not match)`);
-  }
   try {
-    return decodePageFile(file, ramBytes / 4096);
-  } catch (err) {
-    throw new DamagedState(`the saved memory is not readable: ${(err as Error).message}`);
+    const hasher = new Hasher();
+    await pipeline(fh.createReadStream({ highWaterMark: 1 << 20, autoClose: false }), hasher, new Writable({ write: (_c, _e, done) => done() }));
+    if (hasher.bytes !== record.bytes || hasher.hash.digest('hex') !== record.sha256) {
+      throw new DamagedState(`the saved memory is damaged (${hasher.bytes} bytes, expected ${record.bytes}; its checksum does not match)`);
+    }
+    return await readHead(fh, record.bytes, ramBytes / PAGE).catch((err: Error) => {
+      throw new DamagedState(`the saved memory is not readable: ${err.message}`);
+    });
+  } finally {
+    await fh.close();
   }
 }
 
 /**
  * Loads a checked page file into a machine started with `-S -incoming defer` over `f.base` (pid `pid`,
- * its RAM `ramBytes` long): its pages are written into the RAM, then its devices loaded from a socket.
- * The machine stays paused. Throws DamagedState when QEMU refuses them.
+ * its RAM `ramBytes` long): its pages are written into the RAM a piece at a time, then its devices
+ * loaded from a socket. The machine stays paused. Throws DamagedState when QEMU refuses them.
  */
 export async function loadPages(
   qmp: Qmp,
   f: SuspendFiles,
-  saved: PageFile,
+  head: PageFileHead,
   pid: number,
   ramBytes: number,
   exited: () => boolean,
@@ -426,7 +433,20 @@ export async function loadPages(
   let t = performance.now();
   const addr = await ramMapping(pid, (await stat(f.base)).ino, ramBytes);
   if (addr === null) throw new DamagedState('the resumed machine does not map the memory its saved state is a difference over');
-  writeRuns(pid, addr, saved.runs, saved.data);
+  const stream = Buffer.alloc(head.streamBytes);
+  const fh = await open(f.state, 'r');
+  try {
+    let at = head.dataAt;
+    for (const piece of pieces(head.runs, PIECE_PAGES)) {
+      const data = Buffer.allocUnsafe(pageCount(piece) * PAGE);
+      if ((await fh.read(data, 0, data.length, at)).bytesRead !== data.length) throw new DamagedState('the saved memory was cut short');
+      writeRuns(pid, addr, piece, data);
+      at += data.length;
+    }
+    if ((await fh.read(stream, 0, stream.length, head.streamAt)).bytesRead !== stream.length) throw new DamagedState('the saved memory was cut short');
+  } finally {
+    await fh.close();
+  }
   phases.pages_ms = performance.now() - t;
   t = performance.now();
   // The golden stream was saved with x-ignore-shared: its RAM section says so.
@@ -435,7 +455,7 @@ export async function loadPages(
   await qmp('migrate-incoming', { uri: `unix:${f.socket}` });
   const sent = (async () => {
     const sock = await connectTo(f.socket);
-    await new Promise<void>((resolve, reject) => sock.end(saved.stream, () => resolve()).once('error', reject));
+    await new Promise<void>((resolve, reject) => sock.end(stream, () => resolve()).once('error', reject));
   })();
   sent.catch(() => undefined);
   await loaded(qmp, exited, deadline);
