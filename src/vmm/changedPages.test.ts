@@ -1,7 +1,8 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtemp, open, readFile, rm, stat, writeFile, type FileHandle } from 'node:fs/promises';
+import { closeSync, mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -15,38 +16,38 @@ describe('page files', () => {
   ];
   const data = Buffer.concat(Array.from({ length: pageCount(runs) }, (_, i) => Buffer.alloc(PAGE, i + 1)));
   const stream = Buffer.from('QEVM header, RAM section, devices');
-  const withFile = async <T,>(bytes: Buffer, fn: (fh: FileHandle) => Promise<T>): Promise<T> => {
-    const dir = await mkdtemp(path.join(os.tmpdir(), 'page-file-'));
+  const withFile = <T,>(bytes: Buffer, fn: (fd: number) => T): T => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'page-file-'));
     try {
-      await writeFile(path.join(dir, 'state'), bytes);
-      const fh = await open(path.join(dir, 'state'), 'r');
+      writeFileSync(path.join(dir, 'state'), bytes);
+      const fd = openSync(path.join(dir, 'state'), 'r');
       try {
-        return await fn(fh);
+        return fn(fd);
       } finally {
-        await fh.close();
+        closeSync(fd);
       }
     } finally {
-      await rm(dir, { recursive: true, force: true });
+      rmSync(dir, { recursive: true, force: true });
     }
   };
   const file = (r: Run[], tail = stream) => Buffer.concat([encodeHead(r, tail.length), data, tail]);
 
-  test('round trip: the head says where the pages and the stream are', async () => {
+  test('round trip: the head says where the pages and the stream are', () => {
     const bytes = file(runs);
-    const head = await withFile(bytes, (fh) => readHead(fh, bytes.length, 16));
+    const head = withFile(bytes, (fd) => readHead(fd, bytes.length, 16));
     assert.deepEqual(head.runs, runs);
     assert.ok(bytes.subarray(head.dataAt, head.streamAt).equals(data));
     assert.ok(bytes.subarray(head.streamAt, head.streamAt + head.streamBytes).equals(stream));
     assert.equal(head.streamAt + head.streamBytes, bytes.length);
   });
 
-  test('refused: not one, cut short, runs past the RAM, overlapping runs', async () => {
+  test('refused: not one, cut short, runs past the RAM, overlapping runs', () => {
     const bytes = file(runs);
-    await assert.rejects(withFile(Buffer.from('QEVM....................'), (fh) => readHead(fh, 24, 16)), /not a page file/);
-    await assert.rejects(withFile(bytes.subarray(0, bytes.length - 1), (fh) => readHead(fh, bytes.length - 1, 16)), /wrong length/);
-    await assert.rejects(withFile(bytes, (fh) => readHead(fh, bytes.length, 11)), /do not fit/);
+    assert.throws(() => withFile(Buffer.from('QEVM....................'), (fd) => readHead(fd, 24, 16)), /not a page file/);
+    assert.throws(() => withFile(bytes.subarray(0, bytes.length - 1), (fd) => readHead(fd, bytes.length - 1, 16)), /wrong length/);
+    assert.throws(() => withFile(bytes, (fd) => readHead(fd, bytes.length, 11)), /do not fit/);
     const overlapping = file([[0, 2], [1, 1], [9, 3]]);
-    await assert.rejects(withFile(overlapping, (fh) => readHead(fh, overlapping.length, 16)), /do not fit/);
+    assert.throws(() => withFile(overlapping, (fd) => readHead(fd, overlapping.length, 16)), /do not fit/);
   });
 
   test('pieces: runs cut so that none holds more pages than asked, in order, nothing lost', () => {

@@ -12,7 +12,7 @@
  * golden stream's header and RAM section, then the VM's own devices).
  */
 import { closeSync, openSync, readSync, writeSync } from 'node:fs';
-import { open, readFile, type FileHandle } from 'node:fs/promises';
+import { open, readFile } from 'node:fs/promises';
 
 export const PAGE = 4096;
 const MAGIC = Buffer.from('AGVMPG01', 'latin1');
@@ -69,9 +69,24 @@ export function pageCount(runs: Run[]): number {
 // The pages are read and written with one blocking call per run: a starter VM's ~2,500 changed pages
 // make ~900 runs, and the thread pool's hop per call made the writes take 62 ms against 22 ms.
 
-/** The pages of `runs` read from the process's mapping at `addr`, one after another. */
-export function readRuns(pid: number, addr: number, runs: Run[]): Buffer {
-  const data = Buffer.allocUnsafe(pageCount(runs) * PAGE);
+/** Pages of a piece: what is read, hashed or written at once (see `pieces`). */
+export const PIECE_PAGES = 256;
+let scratchBuf: Buffer | null = null;
+
+/**
+ * One piece's buffer, allocated once and reused by every save and load. On these hosts (KVM under
+ * PVM) each page of fresh memory costs a fault at its first touch: reading and hashing 10 MiB into new
+ * buffers took 68 ms, into one reused 1 MiB buffer 10 ms. Used only within one synchronous stretch
+ * (filled, then hashed or written, before anything else runs), so that saves and loads can share it.
+ */
+export function scratch(): Buffer {
+  scratchBuf ??= Buffer.allocUnsafe(PIECE_PAGES * PAGE);
+  return scratchBuf;
+}
+
+/** The pages of `runs` read from the process's mapping at `addr`, one after another (into `into` when given). */
+export function readRuns(pid: number, addr: number, runs: Run[], into?: Buffer): Buffer {
+  const data = into ? into.subarray(0, pageCount(runs) * PAGE) : Buffer.allocUnsafe(pageCount(runs) * PAGE);
   overRuns(pid, 'r', addr, runs, data, readSync);
   return data;
 }
@@ -120,20 +135,19 @@ export function encodeHead(runs: Run[], streamBytes: number): Buffer {
 }
 
 /**
- * The head of the page file open as `fh` (`fileBytes` long); throws when it is not one, or its runs do
+ * The head of the page file open as `fd` (`fileBytes` long); throws when it is not one, or its runs do
  * not fit a RAM of `ramPages` pages, or its parts do not add up to the file.
  */
-export async function readHead(fh: FileHandle, fileBytes: number, ramPages: number): Promise<PageFileHead> {
+export function readHead(fd: number, fileBytes: number, ramPages: number): PageFileHead {
   const fixed = Buffer.alloc(HEAD);
-  const { bytesRead } = await fh.read(fixed, 0, HEAD, 0);
-  if (bytesRead < HEAD || !fixed.subarray(0, MAGIC.length).equals(MAGIC)) throw new Error('not a page file');
+  if (readSync(fd, fixed, 0, HEAD, 0) < HEAD || !fixed.subarray(0, MAGIC.length).equals(MAGIC)) throw new Error('not a page file');
   const nRuns = fixed.readUInt32LE(MAGIC.length);
   const nPages = fixed.readUInt32LE(MAGIC.length + 4);
   const streamBytes = fixed.readUInt32LE(MAGIC.length + 8);
   const dataAt = HEAD + nRuns * 8;
   if (nRuns > ramPages || fileBytes !== dataAt + nPages * PAGE + streamBytes) throw new Error('a page file of the wrong length');
   const table = Buffer.alloc(nRuns * 8);
-  if ((await fh.read(table, 0, table.length, HEAD)).bytesRead !== table.length) throw new Error('a page file cut short');
+  if (readSync(fd, table, 0, table.length, HEAD) !== table.length) throw new Error('a page file cut short');
   const runs: Run[] = [];
   let next = 0;
   for (let k = 0; k < nRuns; k++) {

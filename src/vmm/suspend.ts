@@ -13,19 +13,17 @@
  * fresh from its disks instead). The record is removed before the guest runs on: the memory is then stale.
  */
 import { createHash } from 'node:crypto';
-import { createReadStream, createWriteStream, existsSync } from 'node:fs';
+import { closeSync, createReadStream, createWriteStream, existsSync, fsync, openSync, readSync, writeSync } from 'node:fs';
 import { link, open, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
-import { changedRuns, encodeHead, PAGE, pageCount, pieces, ramMapping, readHead, readRuns, writeRuns, type PageFileHead } from './changedPages.ts';
+import { changedRuns, encodeHead, PAGE, pageCount, PIECE_PAGES, pieces, ramMapping, readHead, readRuns, scratch, writeRuns, type PageFileHead } from './changedPages.ts';
 import { filterRamStream, zeroPagesOf } from './ramDiff.ts';
 import net from 'node:net';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { Transform, Writable } from 'node:stream';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { setImmediate, setTimeout as sleep } from 'node:timers/promises';
 
 const FORMAT = 1;
-/** Pages held at once while a page file is written or loaded: 8 MiB. */
-const PIECE_PAGES = 2048;
 
 /** What a suspend saved, and what machine it can be loaded into. */
 export interface SuspendRecord {
@@ -321,20 +319,24 @@ export async function savePages(
     const stream = Buffer.concat([prefix, devices.subarray(8)]);
     const hash = createHash('sha256');
     let bytes = 0;
-    const fh = await open(f.state, 'w', 0o600);
+    const fd = openSync(f.state, 'w', 0o600);
     try {
-      const put = async (b: Buffer) => {
+      // Each piece read, hashed and written before anything else runs (it is in the shared scratch buffer).
+      const put = (b: Buffer) => {
         hash.update(b);
         bytes += b.length;
-        await fh.write(b);
+        for (let at = 0; at < b.length; ) at += writeSync(fd, b, at, b.length - at);
       };
-      await put(encodeHead(runs, stream.length));
-      // A piece at a time: a VM that changed gigabytes is never held in this process whole.
-      for (const piece of pieces(runs, PIECE_PAGES)) await put(readRuns(ram.pid, addr, piece));
-      await put(stream);
-      await fh.sync();
+      put(encodeHead(runs, stream.length));
+      let n = 0;
+      for (const piece of pieces(runs, PIECE_PAGES)) {
+        put(readRuns(ram.pid, addr, piece, scratch()));
+        if (++n % 8 === 0) await setImmediate();
+      }
+      put(stream);
+      await new Promise<void>((resolve, reject) => fsync(fd, (err) => (err ? reject(err) : resolve())));
     } finally {
-      await fh.close();
+      closeSync(fd);
     }
     const record: SuspendRecord = {
       format: FORMAT,
@@ -398,20 +400,33 @@ export async function load(qmp: Qmp, f: SuspendFiles, record: SuspendRecord, exi
  * or is not one.
  */
 export async function checkPageFile(f: SuspendFiles, record: SuspendRecord, ramBytes: number): Promise<PageFileHead> {
-  const fh = await open(f.state, 'r').catch((err: Error) => {
-    throw new DamagedState(`the saved memory could not be read: ${err.message}`);
-  });
+  let fd: number;
   try {
-    const hasher = new Hasher();
-    await pipeline(fh.createReadStream({ highWaterMark: 1 << 20, autoClose: false }), hasher, new Writable({ write: (_c, _e, done) => done() }));
-    if (hasher.bytes !== record.bytes || hasher.hash.digest('hex') !== record.sha256) {
-      throw new DamagedState(`the saved memory is damaged (${hasher.bytes} bytes, expected ${record.bytes}; its checksum does not match)`);
+    fd = openSync(f.state, 'r');
+  } catch (err) {
+    throw new DamagedState(`the saved memory could not be read: ${(err as Error).message}`);
+  }
+  try {
+    const hash = createHash('sha256');
+    const buf = scratch();
+    let bytes = 0;
+    for (let n = 1; ; n++) {
+      const got = readSync(fd, buf, 0, buf.length, bytes);
+      if (got === 0) break;
+      hash.update(buf.subarray(0, got));
+      bytes += got;
+      if (n % 8 === 0) await setImmediate();
     }
-    return await readHead(fh, record.bytes, ramBytes / PAGE).catch((err: Error) => {
-      throw new DamagedState(`the saved memory is not readable: ${err.message}`);
-    });
+    if (bytes !== record.bytes || hash.digest('hex') !== record.sha256) {
+      throw new DamagedState(`the saved memory is damaged (${bytes} bytes, expected ${record.bytes}; its checksum does not match)`);
+    }
+    try {
+      return readHead(fd, record.bytes, ramBytes / PAGE);
+    } catch (err) {
+      throw new DamagedState(`the saved memory is not readable: ${(err as Error).message}`);
+    }
   } finally {
-    await fh.close();
+    closeSync(fd);
   }
 }
 
@@ -434,18 +449,21 @@ export async function loadPages(
   const addr = await ramMapping(pid, (await stat(f.base)).ino, ramBytes);
   if (addr === null) throw new DamagedState('the resumed machine does not map the memory its saved state is a difference over');
   const stream = Buffer.alloc(head.streamBytes);
-  const fh = await open(f.state, 'r');
+  const fd = openSync(f.state, 'r');
   try {
     let at = head.dataAt;
+    let n = 0;
     for (const piece of pieces(head.runs, PIECE_PAGES)) {
-      const data = Buffer.allocUnsafe(pageCount(piece) * PAGE);
-      if ((await fh.read(data, 0, data.length, at)).bytesRead !== data.length) throw new DamagedState('the saved memory was cut short');
+      // Read and written before anything else runs (it is in the shared scratch buffer).
+      const data = scratch().subarray(0, pageCount(piece) * PAGE);
+      if (readSync(fd, data, 0, data.length, at) !== data.length) throw new DamagedState('the saved memory was cut short');
       writeRuns(pid, addr, piece, data);
       at += data.length;
+      if (++n % 8 === 0) await setImmediate();
     }
-    if ((await fh.read(stream, 0, stream.length, head.streamAt)).bytesRead !== stream.length) throw new DamagedState('the saved memory was cut short');
+    if (readSync(fd, stream, 0, stream.length, head.streamAt) !== stream.length) throw new DamagedState('the saved memory was cut short');
   } finally {
-    await fh.close();
+    closeSync(fd);
   }
   phases.pages_ms = performance.now() - t;
   t = performance.now();
