@@ -28,7 +28,8 @@ export async function startBenchPlatform(name: string, overrides: Partial<Config
   const server = await startServer(config, createLogger(process.env.BENCH_LOG_LEVEL ?? 'warn', process.stderr));
   const close = async () => {
     await server.close({ stopVms: true });
-    await rm(dataDir, { recursive: true, force: true });
+    // A standby being made as the server closes may still add a file to its directory: retried.
+    await rm(dataDir, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 });
   };
   try {
     await server.host.imageReady;

@@ -4,8 +4,8 @@
  * again by its pid file after a server restart; seeing it end; killing it.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, existsSync, openSync } from 'node:fs';
-import { readFile, realpath, rm, writeFile } from 'node:fs/promises';
+import { closeSync, existsSync, openSync, writeFileSync } from 'node:fs';
+import { readFile, realpath, rm } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -80,8 +80,16 @@ const NICE = '/usr/bin/nice';
  */
 const VM_NICENESS = '19';
 
-async function niceAutogroup(pid: number): Promise<void> {
-  await writeFile(`/proc/${pid}/autogroup`, VM_NICENESS).catch(() => undefined); // no autogroup here: nothing to do
+/**
+ * The group's niceness is set once QEMU has started (its control socket answers): while it starts, its
+ * group competes as an equal, so a start is not held up behind the host's other VMs.
+ */
+function niceAutogroup(pid: number): void {
+  try {
+    writeFileSync(`/proc/${pid}/autogroup`, VM_NICENESS);
+  } catch {
+    // no autogroup here: nothing to do
+  }
 }
 
 /**
@@ -96,7 +104,6 @@ export async function spawnMachine(qemu: string, f: MachineFiles, args: string[]
   const [cmd, ...argv] = opts.dieWithServer && existsSync(SETPRIV) ? [SETPRIV, '--pdeathsig', 'KILL', '--', ...niced] : niced;
   const child: ChildProcess = spawn(cmd, argv, { detached: true, stdio: ['ignore', logFd, logFd] });
   closeSync(logFd);
-  if (child.pid) await niceAutogroup(child.pid);
   let exitInfo: { code: number | null; signal: NodeJS.Signals | null } | undefined;
   const childExit = new Promise<void>((resolve) => {
     child.once('exit', (code, signal) => ((exitInfo = { code, signal }), resolve()));
@@ -131,6 +138,7 @@ export async function spawnMachine(qemu: string, f: MachineFiles, args: string[]
       const sock = net.connect(f.assume, () => resolve(sock));
       sock.once('error', reject);
     });
+    if (child.pid) niceAutogroup(child.pid);
     assumeSock.on('data', (c: Buffer) => (assumeOut += c.toString()));
     assumeSock.on('error', () => undefined);
   } catch (err) {
