@@ -4,8 +4,8 @@
  * again by its pid file after a server restart; seeing it end; killing it.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, existsSync, openSync, writeFileSync } from 'node:fs';
-import { readFile, realpath, rm } from 'node:fs/promises';
+import { closeSync, existsSync, openSync } from 'node:fs';
+import { readFile, realpath, rm, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -80,17 +80,8 @@ const NICE = '/usr/bin/nice';
  */
 const VM_NICENESS = '19';
 
-/**
- * The group's niceness is set once QEMU has started (its control socket answers): while a start someone
- * waits for is under way, its group competes as an equal, so it is not held up behind the host's
- * other VMs. A background machine is niced at once.
- */
-function niceAutogroup(pid: number): void {
-  try {
-    writeFileSync(`/proc/${pid}/autogroup`, VM_NICENESS);
-  } catch {
-    // no autogroup here: nothing to do
-  }
+async function niceAutogroup(pid: number): Promise<void> {
+  await writeFile(`/proc/${pid}/autogroup`, VM_NICENESS).catch(() => undefined); // no autogroup here: nothing to do
 }
 
 /**
@@ -98,21 +89,14 @@ function niceAutogroup(pid: number): void {
  * process (the next server re-adopts it); with `dieWithServer` (a golden VM being saved) it is killed
  * when this process ends, however it ends (util-linux's setpriv --pdeathsig).
  */
-export async function spawnMachine(
-  qemu: string,
-  f: MachineFiles,
-  args: string[],
-  timeoutMs: number,
-  /** `background`: a machine no one waits for (a standby, a golden VM), niced from its first moment. */
-  opts: { dieWithServer?: boolean; background?: boolean } = {},
-): Promise<Machine> {
+export async function spawnMachine(qemu: string, f: MachineFiles, args: string[], timeoutMs: number, opts: { dieWithServer?: boolean } = {}): Promise<Machine> {
   for (const p of [f.qmp, f.agent, f.assume, f.data, f.pid, f.console]) await rm(p, { force: true });
   const logFd = openSync(f.log, 'a');
   const niced = existsSync(NICE) ? [NICE, '-n', VM_NICENESS, qemu, ...args] : [qemu, ...args];
   const [cmd, ...argv] = opts.dieWithServer && existsSync(SETPRIV) ? [SETPRIV, '--pdeathsig', 'KILL', '--', ...niced] : niced;
   const child: ChildProcess = spawn(cmd, argv, { detached: true, stdio: ['ignore', logFd, logFd] });
   closeSync(logFd);
-  if (opts.background && child.pid) niceAutogroup(child.pid);
+  if (child.pid) await niceAutogroup(child.pid);
   let exitInfo: { code: number | null; signal: NodeJS.Signals | null } | undefined;
   const childExit = new Promise<void>((resolve) => {
     child.once('exit', (code, signal) => ((exitInfo = { code, signal }), resolve()));
@@ -147,7 +131,6 @@ export async function spawnMachine(
       const sock = net.connect(f.assume, () => resolve(sock));
       sock.once('error', reject);
     });
-    if (!opts.background && child.pid) niceAutogroup(child.pid);
     assumeSock.on('data', (c: Buffer) => (assumeOut += c.toString()));
     assumeSock.on('error', () => undefined);
   } catch (err) {

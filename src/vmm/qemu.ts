@@ -316,7 +316,7 @@ export class QemuDriver extends EventEmitter {
     if (!snap) throw new Error('its shape has no snapshot');
     await this.prepareDisks(spec, true);
     const t0 = performance.now();
-    const m = await spawnMachine(this.opts.qemu, this.files(id), await this.commandLine(spec, { mode: 'clone', snap }), 30_000, { background: true });
+    const m = await spawnMachine(this.opts.qemu, this.files(id), await this.commandLine(spec, { mode: 'clone', snap }), 30_000);
     try {
       const phases: Record<string, number> = { spawn_ms: performance.now() - t0 };
       await resumeIncoming(m, snap.state, ownDiskHotplugArgs(), phases);

@@ -182,7 +182,7 @@ export class SnapshotStore implements SnapshotSource {
     const t0 = Date.now();
     const args = await machineCommandLine(this.o.machine, spec, machineFiles(work), { mode: 'golden', snap });
     if (this.closed) throw new Error('the server is stopping');
-    const m = await spawnMachine(this.o.machine.qemu, machineFiles(work), args, this.o.machine.bootTimeoutMs, { dieWithServer: true, background: true });
+    const m = await spawnMachine(this.o.machine.qemu, machineFiles(work), args, this.o.machine.bootTimeoutMs, { dieWithServer: true });
     this.current = m;
     try {
       let facts: HelloFacts | null = null;
