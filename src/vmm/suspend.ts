@@ -20,7 +20,7 @@ import { filterRamStream, zeroPagesOf } from './ramDiff.ts';
 import net from 'node:net';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import { Transform, Writable } from 'node:stream';
+import { Transform } from 'node:stream';
 import { setImmediate, setTimeout as sleep } from 'node:timers/promises';
 
 const FORMAT = 1;
