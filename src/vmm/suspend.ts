@@ -5,12 +5,13 @@
  * changed, read from its QEMU's memory, and its devices (`xen-save-devices-state`) after the golden
  * stream's header and RAM section; a resume maps the same file, writes the pages back and loads the
  * devices. Any other VM (booted cold) saves QEMU's migration stream: QEMU writes it to a socket this
- * process listens on; the bytes go to `suspend.state` and through SHA-256 on the way. Only once the file is complete and
- * on disk does `suspend.json` (its size, hash and the machine it fits) appear, by rename: a state
- * without its record is never loaded, so a suspend cut short at any moment leaves nothing a start
- * would trust. A start has a QEMU wait, paused, for a stream on a socket, sends it the file through
- * SHA-256 (one read), and lets the guest run only when the hash matches (a damaged file: the VM boots
- * fresh from its disks instead). The record is removed before the guest runs on: the memory is then stale.
+ * process listens on; the bytes go to `suspend.state` and through SHA-256 on the way.
+ *
+ * Only once the file is complete and on disk does `suspend.json` (its size, hash and the machine it
+ * fits) appear, by rename: a state without its record is never loaded, so a suspend cut short at any
+ * moment leaves nothing a start would trust. A start loads the state into a QEMU waiting paused, and
+ * lets the guest run only when its hash matches the record (a damaged file: the VM boots fresh from
+ * its disks instead). The record is removed before the guest runs on: the memory is then stale.
  */
 import { createHash } from 'node:crypto';
 import { closeSync, createReadStream, createWriteStream, existsSync, fsync, openSync, readSync, writeSync } from 'node:fs';
@@ -371,33 +372,19 @@ export class DamagedState extends Error {}
 export async function load(qmp: Qmp, f: SuspendFiles, record: SuspendRecord, exited: () => boolean, deadline: number): Promise<void> {
   if (!/^[A-Za-z0-9_./-]+$/.test(f.socket)) throw new Error(`the path ${f.socket} holds characters a state cannot be loaded through`);
   // QEMU listens on the socket; the file goes to it through SHA-256, read once.
-  await rm(f.socket, { force: true });
-  await qmp('migrate-incoming', { uri: `unix:${f.socket}` });
-  const hashed = (async () => {
-    const sock = await connectTo(f.socket);
+  const got = await receive(qmp, f, exited, deadline, async (sock) => {
     const hasher = new Hasher();
-    try {
-      await pipeline(createReadStream(f.state, { highWaterMark: 1 << 20 }), hasher, sock);
-    } finally {
-      sock.destroy();
-    }
+    await pipeline(createReadStream(f.state, { highWaterMark: 1 << 20 }), hasher, sock);
     return { bytes: hasher.bytes, sha256: hasher.hash.digest('hex') };
-  })();
-  hashed.catch(() => undefined);
-  await loaded(qmp, exited, deadline);
-  const got = await hashed.catch((err: Error) => {
-    throw new DamagedState(`the saved memory could not be read back: ${err.message}`);
   });
-  await rm(f.socket, { force: true });
   if (got.bytes !== record.bytes || got.sha256 !== record.sha256) {
     throw new DamagedState(`the saved memory is damaged (${got.bytes} bytes, expected ${record.bytes}; its checksum does not match)`);
   }
 }
 
 /**
- * Reads the saved page file through SHA-256 and checks it against the record (no QEMU needed yet: a
- * start does this while its QEMU starts). Answers its head; throws DamagedState when it does not match
- * or is not one.
+ * Reads the saved page file through SHA-256 and checks it against the record (a start does this
+ * before its QEMU starts). Answers its head; throws DamagedState when it does not match or is not one.
  */
 export async function checkPageFile(f: SuspendFiles, record: SuspendRecord, ramBytes: number): Promise<PageFileHead> {
   let fd: number;
@@ -469,18 +456,7 @@ export async function loadPages(
   t = performance.now();
   // The golden stream was saved with x-ignore-shared: its RAM section says so.
   await qmp('migrate-set-capabilities', { capabilities: [{ capability: 'x-ignore-shared', state: true }] });
-  await rm(f.socket, { force: true });
-  await qmp('migrate-incoming', { uri: `unix:${f.socket}` });
-  const sent = (async () => {
-    const sock = await connectTo(f.socket);
-    await new Promise<void>((resolve, reject) => sock.end(stream, () => resolve()).once('error', reject));
-  })();
-  sent.catch(() => undefined);
-  await loaded(qmp, exited, deadline);
-  await sent.catch((err: Error) => {
-    throw new DamagedState(`the saved devices could not be sent: ${err.message}`);
-  });
-  await rm(f.socket, { force: true });
+  await receive(qmp, f, exited, deadline, (sock) => new Promise<void>((resolve, reject) => sock.end(stream, () => resolve()).once('error', reject)));
   phases.devices_ms = performance.now() - t;
 }
 
@@ -496,14 +472,33 @@ async function loaded(qmp: Qmp, exited: () => boolean, deadline: number): Promis
   }
 }
 
-/** A connection to the socket an incoming QEMU listens on (its later errors show in what is sent). */
-function connectTo(socket: string): Promise<net.Socket> {
-  return new Promise<net.Socket>((resolve, reject) => {
-    const s = net.connect(socket, () => {
-      s.off('error', reject);
-      s.on('error', () => undefined);
-      resolve(s);
+/**
+ * An incoming migration over `f.socket`: QEMU listens, `send` writes the stream to it, and this answers
+ * what `send` did once QEMU has loaded it (paused). DamagedState when QEMU refuses it or it cannot be sent.
+ */
+async function receive<T>(qmp: Qmp, f: SuspendFiles, exited: () => boolean, deadline: number, send: (sock: net.Socket) => Promise<T>): Promise<T> {
+  await rm(f.socket, { force: true });
+  await qmp('migrate-incoming', { uri: `unix:${f.socket}` });
+  const sent = (async () => {
+    const sock = await new Promise<net.Socket>((resolve, reject) => {
+      const s = net.connect(f.socket, () => {
+        s.off('error', reject);
+        s.on('error', () => undefined);
+        resolve(s);
+      });
+      s.once('error', reject);
     });
-    s.once('error', reject);
+    try {
+      return await send(sock);
+    } finally {
+      sock.destroy();
+    }
+  })();
+  sent.catch(() => undefined);
+  await loaded(qmp, exited, deadline);
+  const out = await sent.catch((err: Error) => {
+    throw new DamagedState(`the saved memory could not be sent: ${err.message}`);
   });
+  await rm(f.socket, { force: true });
+  return out;
 }
