@@ -14,7 +14,13 @@ export const ROOT_SERIAL = 'root';
  */
 export const UPPER_MODEL = 'agentvm-root';
 export const PERSIST_MODEL = 'agentvm-persist';
-export const AGENT_PROTOCOL_VERSION = 5;
+export const AGENT_PROTOCOL_VERSION = 6;
+/**
+ * From this protocol on, the assume program stays after its answer, blocked on its port, and sets a
+ * resumed VM's clock from a line `sec=… nsec=…` (answered `clock=ok`, `end`); before it, the agent's
+ * `set_clock` did.
+ */
+export const ASSUME_PORT_CLOCK = 6;
 /** Where harness runs happen, on the persist disk, owned by the harness user. */
 export const WORKSPACE = '/persist/workspace';
 /** The harness user's home, on the persist disk: logins and tool settings survive restarts. */

@@ -57,10 +57,15 @@ export interface Machine {
   exitText(): string;
   qmp<T = unknown>(command: string, args?: object): Promise<T>;
   /**
-   * Writes the assume line to its port and answers the program's key=value lines. The port is closed
-   * after, unless `more` (a standby: its second line, the VM it becomes, comes later).
+   * Writes a line to the assume program's port and answers its key=value lines: the identity (a
+   * standby's second line, the VM it becomes, later), then a resumed VM's clock (assume.pl).
    */
-  assume(line: string, opts?: { more?: boolean; timeoutMs?: number }): Promise<Record<string, string>>;
+  assume(line: string, opts?: { timeoutMs?: number }): Promise<Record<string, string>>;
+  /**
+   * The assume port's connection, kept for the machine's life: while a host is connected the assume
+   * program waits for its clock in a blocking read; with none it would look every second.
+   */
+  assumePort: net.Socket;
   kill(): Promise<void>;
 }
 
@@ -156,13 +161,13 @@ export async function spawnMachine(qemu: string, f: MachineFiles, args: string[]
     exit: childExit.then(() => describeExit(exitInfo!)),
     exitText: () => (exitInfo ? describeExit(exitInfo) : ''),
     qmp: <T,>(command: string, args?: object) => qmp<T>(q, command, args, Math.max(1000, deadline - Date.now())),
-    assume: (line: string, opts?: { more?: boolean; timeoutMs?: number }) =>
+    assumePort: as,
+    assume: (line: string, opts?: { timeoutMs?: number }) =>
       new Promise<Record<string, string>>((resolve, reject) => {
         const check = () => {
           if (!/(^|\n)end\n/.test(assumeOut)) return false;
           as.off('data', check);
           clearTimeout(timer);
-          if (!opts?.more) as.end();
           const answer = parseKeyValues(assumeOut);
           assumeOut = '';
           resolve(answer);
@@ -213,12 +218,20 @@ function shellSafe(p: string): string {
   return p;
 }
 
-/** Connects to the control and agent sockets of a machine an earlier server process started. */
-export async function connectMachine(f: MachineFiles): Promise<{ qmpCh: JsonLineChannel; agent: JsonLineChannel; data: DataChannel }> {
+/**
+ * Connects to the control, agent, data and assume sockets of a machine an earlier server process
+ * started (the assume port only to be connected: see Machine.assumePort; null if it cannot be).
+ */
+export async function connectMachine(f: MachineFiles): Promise<{ qmpCh: JsonLineChannel; agent: JsonLineChannel; data: DataChannel; assumePort: net.Socket | null }> {
   const qmpCh = await connectQmp(f.qmp);
   const agent = await connectAgent(f.agent);
   const data = await DataChannel.connect(f.data);
-  return { qmpCh, agent, data };
+  const assumePort = await new Promise<net.Socket | null>((resolve) => {
+    const sock = net.connect(f.assume, () => resolve(sock));
+    sock.once('error', () => resolve(null));
+  });
+  assumePort?.on('error', () => undefined);
+  return { qmpCh, agent, data, assumePort };
 }
 
 function pidAlive(pid: number): boolean {

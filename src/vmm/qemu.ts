@@ -22,7 +22,7 @@ import { STANDBY_DIR, standbyKey, StandbyPool, type StandbyShape } from './stand
 import { connectMachine, consoleTail, killMachine, machineEnded, machineFiles, machinePid, resumeIncoming, spawnMachine, type Machine, type MachineFiles } from './machine.ts';
 import { hostTscKhz, type Accel } from './probe.ts';
 import { checkPageFile, DamagedState, discard, hasRecord, load, loadPages, readRecord, save, savePages, suspendFiles, type SuspendRecord } from './suspend.ts';
-import { assumeLine, factsFromAssumed, type AssumeArgs, type ExecArgs, type ExecResult, type HelloFacts } from '../guest/protocol.ts';
+import { ASSUME_PORT_CLOCK, assumeLine, factsFromAssumed, type AssumeArgs, type ExecArgs, type ExecResult, type HelloFacts } from '../guest/protocol.ts';
 import type { Image } from '../image/build.ts';
 
 export interface VmSpec {
@@ -132,6 +132,8 @@ interface Handle {
   agent: JsonLineChannel;
   /** Byte streams to the guest agent: shells, files. */
   data: DataChannel;
+  /** Kept connected for the machine's life (Machine.assumePort). */
+  assumePort: { destroy(): void } | null;
   facts: HelloFacts;
   stopping: boolean;
   exited: Promise<ExitInfo>;
@@ -321,7 +323,7 @@ export class QemuDriver extends EventEmitter {
       const phases: Record<string, number> = { spawn_ms: performance.now() - t0 };
       await resumeIncoming(m, snap.state, ownDiskHotplugArgs(), phases);
       const t = performance.now();
-      const out = await m.assume(assumeLine({ ...this.assumeArgs(spec), standby: true }), { more: true });
+      const out = await m.assume(assumeLine({ ...this.assumeArgs(spec), standby: true }));
       if (out.error) throw new Error(`the guest could not take its identity: ${out.error}`);
       phases.assume_ms = performance.now() - t;
       return { m, phases };
@@ -361,7 +363,7 @@ export class QemuDriver extends EventEmitter {
       await this.opts.gateway?.port.attach(spec.vmId, f.egress);
       const facts = factsFromAssumed(out);
       this.phases.set(spec.vmId, Object.fromEntries(Object.entries({ ...s.phases, ...phases }).map(([k, v]) => [k, Math.round(v)])));
-      this.track(spec.vmId, 'standby', s.m.pid, s.m.qmpCh, s.m.agent, s.m.data, facts, s.m.exit);
+      this.track(spec.vmId, 'standby', s.m.pid, s.m.qmpCh, s.m.agent, s.m.data, s.m.assumePort, facts, s.m.exit);
       return { facts, netSlot: s.netSlot };
     } catch (err) {
       this.opts.log?.('taking a standby VM failed; starting as usual', { vm_id: spec.vmId, standby: s.id, err: (err as Error).message });
@@ -402,7 +404,7 @@ export class QemuDriver extends EventEmitter {
       this.phases.set(spec.vmId, Object.fromEntries(Object.entries(phases).map(([k, v]) => [k, Math.round(v)])));
       const facts = factsFromAssumed(out);
       if (!facts.persist.mounted) this.opts.log?.('the persist disk is not mounted', { vm_id: spec.vmId, err: facts.persist.error });
-      this.track(spec.vmId, snap ? 'snapshot' : 'cold', m.pid, m.qmpCh, m.agent, m.data, facts, m.exit);
+      this.track(spec.vmId, snap ? 'snapshot' : 'cold', m.pid, m.qmpCh, m.agent, m.data, m.assumePort, facts, m.exit);
       return facts;
     } catch (err) {
       await m.kill();
@@ -447,6 +449,8 @@ export class QemuDriver extends EventEmitter {
     qmpCh: JsonLineChannel,
     agent: JsonLineChannel,
     data: DataChannel,
+    /** Kept connected for the machine's life (Machine.assumePort). */
+    assumePort: { destroy(): void } | null,
     facts: HelloFacts,
     exitReason: Promise<string>,
   ): void {
@@ -457,6 +461,7 @@ export class QemuDriver extends EventEmitter {
       qmp: qmpCh,
       agent,
       data,
+      assumePort,
       facts,
       stopping: false,
       exited: machineEnded(pid, qmpCh, exitReason).then((reason) => ({ expected: handle.stopping, reason })),
@@ -471,6 +476,7 @@ export class QemuDriver extends EventEmitter {
       qmpCh.close();
       agent.close();
       data.close();
+      assumePort?.destroy();
       if (this.handles.get(vmId) === handle) this.handles.delete(vmId);
       this.emit('exit', vmId, info);
     });
@@ -596,8 +602,7 @@ export class QemuDriver extends EventEmitter {
         ran = true;
         t = performance.now();
         await m.qmp('cont');
-        // The guest's clock stood still while it was saved: its first word is that (its agent answers).
-        const clockSet = await agentRequest(m.agent, 'set_clock', { time_ms: Date.now() }, Math.max(5000, m.deadline - Date.now())).then(
+        const clockSet = await this.setResumedClock(m, record.facts as HelloFacts | undefined).then(
           () => true,
           (err: Error) => (this.opts.log?.("setting a resumed guest's clock failed", { vm_id: spec.vmId, err: err.message }), false),
         );
@@ -605,7 +610,7 @@ export class QemuDriver extends EventEmitter {
         // An agent that could not set the clock (an older one) still has to answer.
         const facts = clockSet && record.facts ? (record.facts as HelloFacts) : await agentRequest<HelloFacts>(m.agent, 'hello', undefined, 10_000);
         this.phases.set(spec.vmId, Object.fromEntries(Object.entries(phases).map(([k, v]) => [k, Math.round(v)])));
-        this.track(spec.vmId, 'suspended', m.pid, m.qmpCh, m.agent, m.data, facts, m.exit);
+        this.track(spec.vmId, 'suspended', m.pid, m.qmpCh, m.agent, m.data, m.assumePort, facts, m.exit);
         return facts;
       } catch (err) {
         await m.kill();
@@ -620,6 +625,23 @@ export class QemuDriver extends EventEmitter {
   }
 
   /**
+   * A resumed guest's clock stood still while it was saved: the host's first word to it is the time.
+   * Its assume program takes it on its own port (protocol ASSUME_PORT_CLOCK on); an older guest's
+   * agent takes it. Either answering is the sign that the guest runs.
+   */
+  private async setResumedClock(m: Machine, facts: HelloFacts | undefined): Promise<void> {
+    const now = Date.now();
+    const timeoutMs = Math.max(5000, m.deadline - now);
+    if ((facts?.protocol ?? 0) < ASSUME_PORT_CLOCK) {
+      await agentRequest(m.agent, 'set_clock', { time_ms: now }, timeoutMs);
+      return;
+    }
+    const sec = Math.floor(now / 1000);
+    const out = await m.assume(`sec=${sec} nsec=${(now - sec * 1000) * 1_000_000}\n`, { timeoutMs });
+    if (out.clock !== 'ok') throw new Error(out.error ?? 'the assume program did not set the clock');
+  }
+
+  /**
    * Finds a QEMU left running by an earlier server process and takes it over: the pid file names it,
    * and its command line must name this VM's directory (a recycled pid is never touched).
    */
@@ -629,7 +651,7 @@ export class QemuDriver extends EventEmitter {
     const pid = await machinePid(f);
     if (!pid) return null;
     try {
-      const { qmpCh, agent, data } = await connectMachine(f);
+      const { qmpCh, agent, data, assumePort } = await connectMachine(f);
       // A suspend or a resume that an earlier process did not finish leaves the guest paused.
       const { status } = await qmp<{ status: string }>(qmpCh, 'query-status', undefined, 5000).catch(() => ({ status: 'unknown' }));
       if (status === 'inmigrate' || ((status === 'postmigrate' || status === 'paused' || status === 'finish-migrate') && hasRecord(suspendFiles(f.dir)))) {
@@ -637,6 +659,7 @@ export class QemuDriver extends EventEmitter {
         qmpCh.close();
         agent.close();
         data.close();
+        assumePort?.destroy();
         await killMachine(f, pid);
         return null;
       }
@@ -649,12 +672,13 @@ export class QemuDriver extends EventEmitter {
         qmpCh.close();
         agent.close();
         data.close();
+        assumePort?.destroy();
         throw err;
       });
       // Stopped between resuming and taking its identity: not a VM yet; it boots again.
       if (!facts.assumed) throw new Error('the guest had not taken its identity');
       await this.opts.gateway?.port.attach(vmId, f.egress);
-      this.track(vmId, 'cold', pid, qmpCh, agent, data, facts, new Promise<string>(() => undefined));
+      this.track(vmId, 'cold', pid, qmpCh, agent, data, assumePort, facts, new Promise<string>(() => undefined));
       return facts;
     } catch (err) {
       this.opts.log?.('could not adopt a running VM; stopping it', { vm_id: vmId, err });
@@ -753,8 +777,6 @@ export class QemuDriver extends EventEmitter {
     await Promise.all([...this.handles.keys()].map((id) => this.stop(id, { graceful: false })));
   }
 
-
-
   /** Lets go of every VM without stopping it (server shutdown: the next server re-adopts them). */
   release(): void {
     for (const h of this.handles.values()) {
@@ -763,6 +785,7 @@ export class QemuDriver extends EventEmitter {
       h.qmp.close();
       h.agent.close();
       h.data.close({ error: 'vm_not_running', message: 'the VM host is restarting' });
+      h.assumePort?.destroy();
     }
     this.handles.clear();
   }
