@@ -148,7 +148,9 @@ ioctl($s, 0x890B, $rt) or $!{EEXIST} or die "SIOCADDRT: $!\n";
 close($s);
 step('network');
 
-# The VM's disks: on a clone they are plugged in as it resumes, and appear while the above ran.
+# The VM's disks: on a clone they are plugged in as it resumes, and appear while the above ran. A
+# disk counts once its device opens: the node can be there a moment before the disk is ready
+# (ENXIO, seen once as a clone's start failed and it booted cold).
 sub disk {
   my ($model) = @_;
   for (my $i = 0; $i * 5 < $a{disk_wait_ms}; $i++) {
@@ -157,7 +159,10 @@ sub disk {
       open(my $m, '<', "/sys/block/$n/device/model") or next;
       my $got = <$m> // '';
       $got =~ s/\s+$//;
-      return "/dev/$n" if $got eq $model && -b "/dev/$n";
+      next unless $got eq $model && -b "/dev/$n";
+      open(my $dev, '<', "/dev/$n") or next;
+      close($dev);
+      return "/dev/$n";
     }
     select(undef, undef, undef, 0.005);
   }

@@ -74,6 +74,9 @@ function describeExit(e: { code: number | null; signal: NodeJS.Signals | null })
   return e.code === null ? 'exited' : `exit code ${e.code}`;
 }
 
+/** The most of an assume program's answer kept (its identity's facts are about 1 KB). */
+const ASSUME_ANSWER_MAX_CHARS = 64 * 1024;
+
 const SETPRIV = '/usr/bin/setpriv';
 const NICE = '/usr/bin/nice';
 /**
@@ -123,6 +126,7 @@ export async function spawnMachine(qemu: string, f: MachineFiles, args: string[]
   let data: DataChannel | undefined;
   let assumeSock: net.Socket | undefined;
   let assumeOut = '';
+  let asking = false;
   try {
     while (!qmpCh) {
       if (exitInfo) throw new Error(`qemu exited during start (${describeExit(exitInfo)}): ${(await readFile(f.log, 'utf8').catch(() => '')).trim().split('\n').slice(-2).join(' ')}`);
@@ -136,7 +140,11 @@ export async function spawnMachine(qemu: string, f: MachineFiles, args: string[]
       const sock = net.connect(f.assume, () => resolve(sock));
       sock.once('error', reject);
     });
-    assumeSock.on('data', (c: Buffer) => (assumeOut += c.toString()));
+    // Only an answer asked for is kept, and only so much of it: the port stays connected for the
+    // machine's life, and what a guest writes there on its own is not the server's memory to fill.
+    assumeSock.on('data', (c: Buffer) => {
+      if (asking && assumeOut.length < ASSUME_ANSWER_MAX_CHARS) assumeOut += c.toString();
+    });
     assumeSock.on('error', () => undefined);
   } catch (err) {
     qmpCh?.close();
@@ -169,14 +177,19 @@ export async function spawnMachine(qemu: string, f: MachineFiles, args: string[]
           as.off('data', check);
           clearTimeout(timer);
           const answer = parseKeyValues(assumeOut);
+          asking = false;
           assumeOut = '';
           resolve(answer);
           return true;
         };
         const timer = setTimeout(() => {
           as.off('data', check);
-          reject(new Error(exitInfo ? `qemu ${describeExit(exitInfo)}` : 'the guest did not take its identity in time'));
+          asking = false;
+          assumeOut = '';
+          reject(new Error(exitInfo ? `qemu ${describeExit(exitInfo)}` : 'the assume program did not answer in time'));
         }, opts?.timeoutMs ?? Math.max(1000, deadline - Date.now()));
+        assumeOut = '';
+        asking = true;
         as.on('data', check);
         as.write(line);
         check();
