@@ -1,5 +1,5 @@
 /**
- * The guest agent: one resident process inside every VM (PID 1 is tini, which reaps orphans).
+ * The guest agent: one resident process inside every VM (PID 1 is a Perl loop in init.sh that reaps orphans).
  * It answers the host on the virtio-serial port named AGENT_PORT_NAME. The assume program it starts
  * (assume.pl, on a port of its own) makes the bare boot a particular VM: identity, root layer,
  * persist disk; the agent learns of it from ASSUMED_FILE.

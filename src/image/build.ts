@@ -26,7 +26,7 @@ const SUITE = 'trixie';
  */
 const KERNEL_META_PACKAGE = 'linux-image-cloud-amd64';
 /** Guest packages beyond debootstrap's minbase. */
-const GUEST_PACKAGES = ['nodejs', 'tini', 'iproute2', 'e2fsprogs', 'ca-certificates', 'procps', 'util-linux'];
+const GUEST_PACKAGES = ['nodejs', 'iproute2', 'e2fsprogs', 'ca-certificates', 'procps', 'util-linux'];
 /** Loaded by the initramfs, dependencies first (the builder also reads each module's own `depends=`). */
 const GUEST_MODULES = [
   'virtio_ring', 'virtio', 'virtio_mmio', 'virtio_blk', 'virtio_console', 'failover', 'net_failover', 'virtio_net', 'virtio-rng',

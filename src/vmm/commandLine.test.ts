@@ -118,10 +118,10 @@ describe('the QEMU command line', () => {
   });
 
   test('the TSC frequency goes to the guest kernel under TCG only', () => {
-    assert.equal(valuesOf(cold, '-append')[0], 'console=ttyS0 quiet panic=-1 pci=off reboot=t tsc_early_khz=2500000');
+    assert.equal(valuesOf(cold, '-append')[0], 'console=ttyS0 quiet panic=-1 pci=off reboot=t psi=0 tsc_early_khz=2500000 tsc=reliable');
     assert.deepEqual(valuesOf(cold, '-accel'), ['tcg,tb-size=128']);
     const kvm = line({ mode: 'cold' }, { accel: 'kvm' });
-    assert.equal(valuesOf(kvm, '-append')[0], 'console=ttyS0 quiet panic=-1 pci=off reboot=t');
+    assert.equal(valuesOf(kvm, '-append')[0], 'console=ttyS0 quiet panic=-1 pci=off reboot=t psi=0');
     assert.deepEqual(valuesOf(kvm, '-accel'), ['kvm']);
     assert.deepEqual(valuesOf(kvm, '-cpu'), ['host,-arch-capabilities']);
   });

@@ -107,8 +107,13 @@ export function ownDiskHotplugArgs(): object[] {
   return OWN_DISKS.map((d) => ({ driver: 'scsi-hd', id: d.id, drive: d.drive, bus: 'scsi0.0', 'scsi-id': d.scsiId, lun: 0, product: d.product }));
 }
 
+/**
+ * The guest kernel's command line. An idle guest should not wake: no pressure-stall averaging every
+ * 2 s (`psi=0`), and under TCG no clocksource watchdog checking the TSC twice a second
+ * (`tsc=reliable`: QEMU's TSC there is the host's clock, and each check wakes the guest).
+ */
 function kernelCommandLine(accel: Accel, tscKhz: number): string {
-  return ['console=ttyS0', 'quiet', 'panic=-1', 'pci=off', 'reboot=t', ...(accel === 'tcg' ? [`tsc_early_khz=${tscKhz}`] : [])].join(' ');
+  return ['console=ttyS0', 'quiet', 'panic=-1', 'pci=off', 'reboot=t', 'psi=0', ...(accel === 'tcg' ? [`tsc_early_khz=${tscKhz}`, 'tsc=reliable'] : [])].join(' ');
 }
 
 /** The translation cache of a resumed guest under TCG, in MiB (AGENTVM_TCG_TB_MIB; the density benchmark weighs it). */

@@ -38,4 +38,15 @@ mount --move /sys /newroot/sys
 mount -t tmpfs -o mode=1777 tmpfs /newroot/tmp
 mount -t tmpfs -o mode=0755 tmpfs /newroot/run
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root
-exec switch_root /newroot /usr/bin/tini -- /usr/bin/node /opt/agentvm/agent.mjs
+# PID 1 of the root: the guest agent's parent, reaping every orphan, blocked in wait() with no timer
+# (tini, before it, looked every second: under emulation each wake-up costs). Its end is the agent's.
+exec switch_root /newroot /usr/bin/perl -e '
+  $0 = "agentvm-init";
+  my $agent = fork // die "fork: $!\n";
+  if (!$agent) { exec "/usr/bin/node", "/opt/agentvm/agent.mjs"; die "node: $!\n"; }
+  for (;;) {
+    my $pid = wait;
+    exit(($? >> 8) || 1) if $pid == $agent;
+    select(undef, undef, undef, 1) if $pid < 0;
+  }
+'
