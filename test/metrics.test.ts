@@ -9,7 +9,12 @@ import assert from 'node:assert/strict';
 import { backends, createTestApp, insertVm, type TestApp } from './helpers.ts';
 import * as metricsStore from '../src/store/metrics.ts';
 import * as egressStore from '../src/store/egress.ts';
-import { parseGuestReport, processPssMib, processTimes } from '../src/host/metrics.ts';
+import { MetricsSampler, parseGuestReport, processPssMib, processTimes } from '../src/host/metrics.ts';
+import type { QemuDriver } from '../src/vmm/qemu.ts';
+import { spawn } from 'node:child_process';
+import { Writable } from 'node:stream';
+import { systemClock } from '../src/domain/clock.ts';
+import { createLogger } from '../src/log.ts';
 
 for (const backend of backends()) {
   describe(`VM metrics on ${backend.name}`, () => {
@@ -60,6 +65,47 @@ for (const backend of backends()) {
       // Stopped since: its last sample.
       await t.db.query(`UPDATE vms SET status = 'stopped', desired_state = 'stopped' WHERE vm_id = $1`, [vmId]);
       assert.equal((await t.request('GET', url, { key: tenant.key })).body.sampled_at, later.toISOString());
+    });
+
+    test('the sampler asks a quiet guest for its figures once in a while, a busy one every time', async () => {
+      // Two real processes stand for two VMs' QEMUs: one asleep, one spinning. The driver is a double
+      // that counts the guest's `stats` questions (the real agent answers them in metrics-vm.test.ts).
+      const tenant = await t.tenant();
+      const quietVm = await insertVm(t.db, tenant.tenantId);
+      const busyVm = await insertVm(t.db, tenant.tenantId);
+      const quiet = spawn('sleep', ['60']);
+      const busy = spawn('sh', ['-c', 'while :; do :; done']);
+      const asked = { [quietVm]: 0, [busyVm]: 0 };
+      const driver = {
+        pidOf: (vmId: string) => (vmId === quietVm ? quiet.pid : busy.pid),
+        isRunning: () => true,
+        request: async (vmId: string, op: string) => {
+          assert.equal(op, 'stats');
+          asked[vmId]++;
+          return { mem_total_kib: 1024 * 1024, mem_available_kib: 1024 * (1024 - 100 - asked[vmId]), disk_used_bytes: 4096 * asked[vmId] };
+        },
+      } as unknown as QemuDriver;
+      const sampler = new MetricsSampler({ db: t.db, clock: systemClock, driver, hostId: 'h', log: createLogger('warn', new Writable({ write: (_c, _e, cb) => cb() })), guestMaxAgeMs: 1500 });
+      const latest = async (vmId: string) => (await metricsStore.latest(t.db, vmId))!;
+      try {
+        for (let i = 0; i < 3; i++) {
+          await Promise.all([sampler.sample(quietVm, 1), sampler.sample(busyVm, 1)]);
+          await new Promise((r) => setTimeout(r, 400));
+        }
+        assert.deepEqual([asked[quietVm], asked[busyVm]], [1, 3]);
+        // The quiet VM's samples carry its guest's last figures, with a fresh CPU reading.
+        const q = await latest(quietVm);
+        assert.deepEqual([q.memory_used_mib, q.disk_used_bytes, q.cpu_percent], [101, 4096, 0]);
+        assert.equal((await latest(busyVm)).memory_used_mib, 103);
+        // Past guestMaxAgeMs the quiet guest is asked again.
+        await new Promise((r) => setTimeout(r, 400));
+        await sampler.sample(quietVm, 1);
+        assert.equal(asked[quietVm], 2);
+        assert.equal((await latest(quietVm)).disk_used_bytes, 8192);
+      } finally {
+        quiet.kill('SIGKILL');
+        busy.kill('SIGKILL');
+      }
     });
 
     test('a VM never sampled that is not running is 409 vm_not_running; unknown and malformed ids are 404', async () => {
