@@ -424,7 +424,7 @@ export const LedgerPage = z
 export const VmMetrics = z
   .object({
     cpu_percent: z.number().meta({ description: "CPU use over the last sampling interval, as a percent of the VM's vCPUs together (100: every vCPU busy)" }),
-    memory_used_mib: z.int().meta({ description: 'Memory in use in the guest (MemTotal − MemAvailable); the QEMU process\'s proportional set size when the guest does not answer' }),
+    memory_used_mib: z.int().meta({ description: 'Memory in use in the guest (MemTotal − MemAvailable); the QEMU process\'s proportional set size when the guest does not answer. A quiet VM (its QEMU under 5% of a core a vCPU) is asked at most once a minute: its memory and disk figures are then the last it gave' }),
     memory_mib: z.int().meta({ description: "The VM's memory" }),
     disk_used_bytes: z.int().meta({ description: 'Bytes used on the persist disk, as the guest sees it' }),
     disk_bytes: z.int().meta({ description: "The persist disk's size" }),

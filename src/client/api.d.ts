@@ -1149,7 +1149,7 @@ export interface components {
         VmMetrics: {
             /** @description CPU use over the last sampling interval, as a percent of the VM's vCPUs together (100: every vCPU busy) */
             cpu_percent: number;
-            /** @description Memory in use in the guest (MemTotal − MemAvailable); the QEMU process's proportional set size when the guest does not answer */
+            /** @description Memory in use in the guest (MemTotal − MemAvailable); the QEMU process's proportional set size when the guest does not answer. A quiet VM (its QEMU under 5% of a core a vCPU) is asked at most once a minute: its memory and disk figures are then the last it gave */
             memory_used_mib: number;
             /** @description The VM's memory */
             memory_mib: number;
