@@ -29,7 +29,7 @@ import * as metricsStore from '../store/metrics.ts';
 const TICKS_PER_S = 100;
 
 /** Below this share of a core a vCPU since the guest's last figures, a VM is quiet (idle: about 2%). */
-export const QUIET_CPU_FRACTION = 0.05;
+const QUIET_CPU_FRACTION = 0.05;
 
 /** utime + stime (ticks) and start time (ticks after boot) of a process, from /proc/<pid>/stat. */
 export async function processTimes(pid: number): Promise<{ cpuTicks: number; startTicks: number }> {
