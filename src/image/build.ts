@@ -15,6 +15,7 @@ import { fileURLToPath } from 'node:url';
 import { createGunzip, createGzip } from 'node:zlib';
 import { build as esbuild } from 'esbuild';
 import { geminiSettingsFiles } from '../harness/geminiSettings.ts';
+import { GUEST_AWK } from '../guest/protocol.ts';
 
 /** Bump when the way an image is put together changes, so that every image is rebuilt. */
 const BUILDER_VERSION = 4;
@@ -26,7 +27,7 @@ const SUITE = 'trixie';
  */
 const KERNEL_META_PACKAGE = 'linux-image-cloud-amd64';
 /** Guest packages beyond debootstrap's minbase. */
-const GUEST_PACKAGES = ['nodejs', 'iproute2', 'e2fsprogs', 'ca-certificates', 'procps', 'util-linux'];
+const GUEST_PACKAGES = ['nodejs', 'iproute2', 'e2fsprogs', 'ca-certificates', 'procps', 'util-linux', 'busybox-static'];
 /** Loaded by the initramfs, dependencies first (the builder also reads each module's own `depends=`). */
 const GUEST_MODULES = [
   'virtio_ring', 'virtio', 'virtio_mmio', 'virtio_blk', 'virtio_console', 'failover', 'net_failover', 'virtio_net', 'virtio-rng',
@@ -223,7 +224,7 @@ function harnessesKey(): string {
 }
 
 function imageIdOf(i: Inputs): string {
-  return sha256(String(BUILDER_VERSION), harnessesKey(), i.kernelPackage, i.kernelVersion, rootfsBaseKey(i), i.agentBundle, i.initScript, ...i.diagnostics, GUEST_MODULES.join(','), ROOTFS_SIZE, `${IDENTITY_DIR}:${IDENTITY_FILES.join(',')}`).slice(0, 20);
+  return sha256(String(BUILDER_VERSION), harnessesKey(), i.kernelPackage, i.kernelVersion, rootfsBaseKey(i), i.agentBundle, i.initScript, ...i.diagnostics, GUEST_MODULES.join(','), ROOTFS_SIZE, `${IDENTITY_DIR}:${IDENTITY_FILES.join(',')}`, GUEST_AWK).slice(0, 20);
 }
 
 /** The id the current inputs make, whether or not it is built. */
@@ -503,6 +504,9 @@ export async function buildImage(imageDir: string, progress: Progress = () => un
   for (const [n, program] of DIAGNOSTIC_PROGRAMS.entries()) {
     await writeFile(path.join(staging, 'usr/local/bin', program), i.diagnostics[n], { mode: 0o755 });
   }
+  // Their awk (GUEST_AWK): a link to the static BusyBox, which takes its applet from the name.
+  await mkdir(path.join(staging, path.dirname(GUEST_AWK)), { recursive: true });
+  await symlink('/usr/bin/busybox', path.join(staging, GUEST_AWK));
   await mkdir(path.join(staging, 'var/lib/agentvm-echo'), { recursive: true });
   await chown(path.join(staging, 'var/lib/agentvm-echo'), GUEST_USER.uid, GUEST_USER.gid);
   // The harness programs, their trees and settings, over the root.

@@ -1,19 +1,23 @@
-// The echo harness's program (files/agentvm-echo), run by the host's mawk as the guest runs it, with
-// its root-filesystem counter directory pointed at a temporary one. The real VM tests run it in the guest.
+// The echo harness's program (files/agentvm-echo), run by the host's static BusyBox awk (the image
+// builder's busybox-static, the guest's own package) through a link named awk as the guest runs it,
+// with its root-filesystem counter directory pointed at a temporary one. The real VM tests run it in the guest.
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { buildInvocation } from '../harness/invoke.ts';
+import { GUEST_AWK } from '../guest/protocol.ts';
 
 const source = new URL('./files/agentvm-echo', import.meta.url);
 const ROOTFS_DIR = '"/var/lib/agentvm-echo"';
 
-describe('the echo harness program', { skip: existsSync('/usr/bin/mawk') ? false : 'no mawk here' }, () => {
+const BUSYBOX = '/bin/busybox';
+
+describe('the echo harness program', { skip: existsSync(BUSYBOX) ? false : 'no busybox here' }, () => {
   let dir: string;
   let program: string;
   let home: string;
@@ -24,8 +28,11 @@ describe('the echo harness program', { skip: existsSync('/usr/bin/mawk') ? false
     await mkdir(path.join(dir, 'rootfs'));
     const text = await readFile(source, 'utf8');
     assert.ok(text.includes(ROOTFS_DIR), 'the program names its root-filesystem counter directory');
+    assert.ok(text.startsWith(`#!${GUEST_AWK} -f\n`), 'the program runs with the guest\'s awk');
+    const awk = path.join(dir, 'awk');
+    await symlink(BUSYBOX, awk);
     program = path.join(dir, 'agentvm-echo');
-    await writeFile(program, text.replace(ROOTFS_DIR, JSON.stringify(path.join(dir, 'rootfs'))));
+    await writeFile(program, text.replace(GUEST_AWK, awk).replace(ROOTFS_DIR, JSON.stringify(path.join(dir, 'rootfs'))));
     await chmod(program, 0o755);
   });
   after(() => rm(dir, { recursive: true, force: true }));

@@ -1,7 +1,8 @@
 // The standby pool's warm-up gives way to starts: paused (QMP stop) while the host is busy, on again
-// (cont) once it is quiet, and its time limit counts only the time it ran. The guest here is a test
-// double on a Unix socket (an agent that answers and "runs" the warm-up for 800 ms of unpaused time);
-// the real guest's warm-up is tested in test/vm-real.test.ts.
+// (cont) once it is quiet, and its time limit counts only the time it ran; a warm-up run that fails
+// makes no standby. The guest here is a test double on a Unix socket (an agent that answers and
+// "runs" the warm-up's echo run for 800 ms of unpaused time, its clean-up at once); the real guest's
+// warm-up is tested in test/vm-real.test.ts.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -16,13 +17,19 @@ import type { Image } from '../image/build.ts';
 
 const RUN_MS = 800;
 
-/** A guest agent that runs a warm-up for RUN_MS of the time it is not paused. */
-function fakeGuest(sock: string) {
+/**
+ * A guest agent that runs the warm-up's first run for RUN_MS of the time it is not paused, and the
+ * others at once; each ends with `exitCode`.
+ */
+function fakeGuest(exitCode = 0) {
   let paused = false;
   let ranMs = 0;
   let last = performance.now();
   let started: () => void = () => undefined;
   const runStarted = new Promise<void>((r) => (started = r));
+  const runs: string[][] = [];
+  const end = (c: net.Socket, runId: string) =>
+    c.write(`${JSON.stringify({ event: 'run_end', run_id: runId, last_seq: 0, end: { exit_code: exitCode, signal: null } })}\n`);
   const tick = () => {
     const now = performance.now();
     if (!paused) ranMs += now - last;
@@ -37,6 +44,11 @@ function fakeGuest(sock: string) {
         buf = buf.slice(i + 1);
         c.write(`${JSON.stringify({ id: msg.id, ok: true, result: {} })}\n`);
         if (msg.op === 'run_start') {
+          runs.push(msg.args.argv);
+          if (runs.length > 1) {
+            end(c, msg.args.run_id);
+            continue;
+          }
           ranMs = 0;
           last = performance.now();
           started();
@@ -44,7 +56,7 @@ function fakeGuest(sock: string) {
             tick();
             if (ranMs < RUN_MS) return;
             clearInterval(timer);
-            c.write(`${JSON.stringify({ event: 'run_end', run_id: msg.args.run_id })}\n`);
+            end(c, msg.args.run_id);
           }, 10);
         }
       }
@@ -53,6 +65,7 @@ function fakeGuest(sock: string) {
   return {
     server,
     runStarted,
+    runs,
     setPaused(p: boolean) {
       tick();
       paused = p;
@@ -60,41 +73,49 @@ function fakeGuest(sock: string) {
   };
 }
 
+/** A pool whose standby's machine is the fake guest's (its QMP commands recorded). */
+function poolOn(dir: string, guest: ReturnType<typeof fakeGuest>, quiet: () => boolean, log?: (msg: string) => void) {
+  const commands: Array<{ command: string; at: number }> = [];
+  const machine = { killed: false };
+  const pool = new StandbyPool({
+    vmsDir: dir,
+    hasSnapshot: async () => true,
+    slotsInUse: async () => new Set(),
+    quiet,
+    log,
+    launch: async () => {
+      const agent = await connectAgent(path.join(dir, 'agent.sock'));
+      const m = {
+        pid: 0,
+        agent,
+        exit: new Promise<string>(() => undefined),
+        qmp: async (command: string) => {
+          commands.push({ command, at: performance.now() });
+          if (command === 'stop') guest.setPaused(true);
+          if (command === 'cont') guest.setPaused(false);
+          return {};
+        },
+        kill: async () => {
+          machine.killed = true;
+          agent.close();
+        },
+      } as unknown as Machine;
+      return { m, phases: {} };
+    },
+  });
+  return { pool, commands, machine };
+}
+
+const shape = { image: { id: 'img' } as Image, vcpus: 1, memoryMib: 1024, diskGib: 10 } satisfies StandbyShape;
+
 describe('standby warm-up', () => {
   test('pauses while the host is busy and goes on once it is quiet', { timeout: 60_000 }, async () => {
     const dir = await mkdtemp(path.join(os.tmpdir(), 'standby-test-'));
-    const guest = fakeGuest(path.join(dir, 'agent.sock'));
+    const guest = fakeGuest();
     await new Promise<void>((r) => guest.server.listen(path.join(dir, 'agent.sock'), r));
-    const commands: Array<{ command: string; at: number }> = [];
     let quiet = true;
-    let killed = false;
-    const pool = new StandbyPool({
-      vmsDir: dir,
-      hasSnapshot: async () => true,
-      slotsInUse: async () => new Set(),
-      quiet: () => quiet,
-      launch: async () => {
-        const agent = await connectAgent(path.join(dir, 'agent.sock'));
-        const m = {
-          pid: 0,
-          agent,
-          exit: new Promise<string>(() => undefined),
-          qmp: async (command: string) => {
-            commands.push({ command, at: performance.now() });
-            if (command === 'stop') guest.setPaused(true);
-            if (command === 'cont') guest.setPaused(false);
-            return {};
-          },
-          kill: async () => {
-            killed = true;
-            agent.close();
-          },
-        } as unknown as Machine;
-        return { m, phases: {} };
-      },
-    });
+    const { pool, commands, machine } = poolOn(dir, guest, () => quiet);
     try {
-      const shape = { image: { id: 'img' } as Image, vcpus: 1, memoryMib: 1024, diskGib: 10 } satisfies StandbyShape;
       pool.keep(shape, 1);
       // The warm-up has begun (the guest was asked to run it); a start begins 200 ms later.
       await guest.runStarted;
@@ -116,6 +137,10 @@ describe('standby warm-up', () => {
         commands.map((c) => c.command),
         ['stop', 'cont'],
       );
+      assert.deepEqual(guest.runs, [
+        ['agentvm-echo', '--', 'warm-up'],
+        ['sh', '-c', 'rm -f -- "$@" && sync', 'sh', '/persist/home/.agentvm-echo-count', '/var/lib/agentvm-echo/count'],
+      ]);
       const s = pool.take('img/1/1024/10')!;
       assert.ok(s.phases.paused_ms >= 1400, `paused ${s.phases.paused_ms} ms`);
       assert.ok(s.phases.warm_ms >= RUN_MS - 50 && s.phases.warm_ms < RUN_MS + 600, `warmed ${s.phases.warm_ms} ms`);
@@ -125,6 +150,25 @@ describe('standby warm-up', () => {
       guest.server.close();
       await rm(dir, { recursive: true, force: true });
     }
-    assert.ok(killed);
+    assert.ok(machine.killed);
+  });
+
+  test('a warm-up run that fails makes no standby, and its machine is ended', { timeout: 60_000 }, async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'standby-test-'));
+    const guest = fakeGuest(1);
+    await new Promise<void>((r) => guest.server.listen(path.join(dir, 'agent.sock'), r));
+    const failures: string[] = [];
+    const { pool, machine } = poolOn(dir, guest, () => true, (msg) => failures.push(msg));
+    try {
+      pool.keep(shape, 1);
+      for (let i = 0; i < 200 && failures.length === 0; i++) await sleep(20);
+      assert.deepEqual(failures, ['making a standby VM failed']);
+      assert.equal(pool.count, 0);
+      assert.ok(machine.killed);
+    } finally {
+      await pool.close();
+      guest.server.close();
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });

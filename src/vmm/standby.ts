@@ -13,7 +13,6 @@
  * on once it is quiet.
  */
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { readdir, readFile, readlink, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -21,7 +20,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { agentRequest } from './channel.ts';
 import { STANDBY_SLOTS } from './commandLine.ts';
 import { killMachine, machineFiles, machinePid, type Machine } from './machine.ts';
-import { HARNESS_HOME } from '../guest/protocol.ts';
+import { HARNESS_HOME, type RunEndEvent } from '../guest/protocol.ts';
+import { buildInvocation } from '../harness/invoke.ts';
 import type { Image } from '../image/build.ts';
 
 /** The shape standby VMs are kept of: a new VM of exactly this (and no template) takes one. */
@@ -62,8 +62,6 @@ export interface StandbyPoolDeps {
   quiet(): boolean;
   log?: (msg: string, fields?: object) => void;
 }
-
-const WARM_UP = readFileSync(new URL('../guest/warm-up.awk', import.meta.url), 'utf8');
 
 export class StandbyPool {
   private readonly ready: Standby[] = [];
@@ -281,33 +279,48 @@ export class StandbyPool {
 }
 
 /**
- * A standby's first run, before any VM is its: under emulation a guest's first use of a code path
- * costs a translation in each QEMU, and a VM's first run (the agent's run code, a process of the
- * harness user, mawk as the echo harness runs it) costs several times the next. The run is
- * forgotten once acknowledged.
+ * The files the echo harness's run leaves, its two counters (src/image/files/agentvm-echo): a
+ * standby's warm-up removes them, so that the VM's first run counts 1.
+ */
+const ECHO_COUNTERS = [`${HARNESS_HOME}/.agentvm-echo-count`, '/var/lib/agentvm-echo/count'];
+
+/**
+ * A standby's first runs, before any VM is its: under emulation a guest's first use of a code path
+ * costs a translation in each QEMU, and a VM's first run costs several times the next. The warm-up
+ * is one run of the echo harness as a VM's run starts it (the agent's run code, a process of the
+ * harness user, the awk and the counters' appends on the persist disk and the root's layer: a first
+ * echo run after it took 30–45 ms in the guest against 55–105 after a run of another awk program),
+ * then one that removes its counters and `sync`s: what the standby's start and the runs left dirty is
+ * written now, while the host is idle, not 30 s later (the kernel's age for dirty data) in the middle
+ * of creates. Each run is forgotten once acknowledged.
  */
 async function warmUp(m: Machine, pausedMs: () => number): Promise<void> {
+  await warmUpRun(m, buildInvocation('echo', { task: 'warm-up' }).argv, pausedMs);
+  await warmUpRun(m, ['sh', '-c', 'rm -f -- "$@" && sync', 'sh', ...ECHO_COUNTERS], pausedMs);
+}
+
+async function warmUpRun(m: Machine, argv: string[], pausedMs: () => number): Promise<void> {
   const runId = `run_standby${randomBytes(6).toString('hex')}`;
   let onMessage: (msg: Record<string, unknown>) => void = () => undefined;
-  const ended = new Promise<void>((resolve) => {
+  const ended = new Promise<RunEndEvent>((resolve) => {
     onMessage = (msg) => {
-      if (msg.event === 'run_end' && msg.run_id === runId) resolve();
+      if (msg.event === 'run_end' && msg.run_id === runId) resolve(msg as unknown as RunEndEvent);
     };
     m.agent.on('message', onMessage);
   });
   try {
-    const argv = ['mawk', '--', WARM_UP, HARNESS_HOME, '/var/tmp'];
     await agentRequest(m.agent, 'run_start', { run_id: runId, argv, timeout_ms: 30_000, max_output_bytes: 4096 }, 30_000);
     // 30 s of the guest running (time it was paused for a start does not count).
     const t0 = performance.now();
     let done = false;
-    const timedOut = (async () => {
+    const timedOut = (async (): Promise<never> => {
       while (!done && performance.now() - t0 - pausedMs() < 30_000) await sleep(250);
-      if (!done) throw new Error('the warm-up run did not end');
+      throw new Error('the warm-up run did not end');
     })();
     timedOut.catch(() => undefined);
-    await Promise.race([ended, timedOut]).finally(() => (done = true));
-    await agentRequest(m.agent, 'run_ack', { run_id: runId, seq: 0, done: true }, 30_000);
+    const { end, last_seq } = await Promise.race([ended, timedOut]).finally(() => (done = true));
+    await agentRequest(m.agent, 'run_ack', { run_id: runId, seq: last_seq, done: true }, 30_000);
+    if (end.exit_code !== 0) throw new Error(`the warm-up run ${argv[0]} ended with ${end.exit_code ?? end.signal}`);
   } finally {
     m.agent.off('message', onMessage);
   }
