@@ -15,6 +15,7 @@
  *   costs an idle guest about 19 ms of CPU, and it was most of what 25 idle VMs cost a 2-core host.
  * - Egress: summed from the VM's egress log when the sample is written.
  */
+import { setMaxListeners } from 'node:events';
 import { readFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Db } from '../store/db.ts';
@@ -77,7 +78,12 @@ export class MetricsSampler extends PeriodicJob {
   /** The guest's last figures for each VM, and its QEMU's ticks and the time (ms) when they were asked for. */
   private readonly guestLast = new Map<string, { pid: number; cpuTicks: number; atMs: number; memoryUsedMib: number; diskUsedBytes: number | null }>();
   /** Ends the waits of a pass under way (stop). */
-  private readonly stopping = new AbortController();
+  // Every VM's wait in a pass listens on it (more than the default warning's ten).
+  private readonly stopping = (() => {
+    const c = new AbortController();
+    setMaxListeners(0, c.signal);
+    return c;
+  })();
 
   constructor(private readonly o: MetricsSamplerOptions) {
     super(o, 'sampling VMs failed');
@@ -94,7 +100,7 @@ export class MetricsSampler extends PeriodicJob {
    * 2-core host for most of a second; a VM's first run that fell there took about 1 s, not 0.3.
    */
   protected async pass(): Promise<void> {
-    const rows = await vmStore.listOnHost(this.o.db, this.o.hostId);
+    const rows = await vmStore.listStatesOnHost(this.o.db, this.o.hostId);
     const running = rows.filter((r) => r.status === 'running' && this.o.driver.isRunning(r.vm_id));
     const here = new Set(running.map((r) => r.vm_id));
     for (const vmId of this.last.keys()) if (!here.has(vmId)) this.last.delete(vmId);

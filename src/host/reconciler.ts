@@ -59,7 +59,7 @@ export function retryDelayMs(attempts: number): number {
 }
 
 /** The part of a row a customer changes: a new request on a waiting VM is acted on at once. */
-const generation = (row: VmRecord) => `${row.desired_state}:${row.restart_requested}:${row.reprovision_requested}`;
+const generation = (row: vmStore.VmState) => `${row.desired_state}:${row.restart_requested}:${row.reprovision_requested}`;
 
 /** The restart and reprovision requests a boot of this row serves (acknowledged whether it boots or fails). */
 const served = (row: VmRecord) => ({ restartDone: row.restart_requested, reprovisionDone: row.reprovision_requested });
@@ -173,7 +173,7 @@ export class Reconciler {
     const deadline = Date.now() + timeoutMs;
     while (Date.now() < deadline) {
       await Promise.allSettled([...this.inflight.values()]);
-      const rows = await vmStore.listOnHost(this.o.db, this.o.hostId);
+      const rows = await vmStore.listStatesOnHost(this.o.db, this.o.hostId);
       if (this.inflight.size === 0 && !rows.some((r) => this.needsWork(r))) return;
       this.kick();
       await new Promise((r) => setTimeout(r, 100));
@@ -182,7 +182,7 @@ export class Reconciler {
   }
 
   private async tick(): Promise<void> {
-    const rows = await vmStore.listOnHost(this.o.db, this.o.hostId);
+    const rows = await vmStore.listStatesOnHost(this.o.db, this.o.hostId);
     const now = Date.now();
     for (const row of rows) {
       if (!this.running) return;
@@ -209,7 +209,7 @@ export class Reconciler {
   }
 
   /** A VM that could not proceed is retried later, each time later (the 1 s loop picks it up when due). */
-  private recordOutcome(row: VmRecord, outcome: Outcome): void {
+  private recordOutcome(row: vmStore.VmState, outcome: Outcome): void {
     if (outcome.done) {
       this.waits.delete(row.vm_id);
       return;
@@ -219,7 +219,7 @@ export class Reconciler {
     this.waits.set(row.vm_id, { at: Date.now() + retryDelayMs(attempts), attempts, generation: generation(row), waitingFor: outcome.waitingFor });
   }
 
-  needsWork(row: VmRecord): boolean {
+  needsWork(row: vmStore.VmState): boolean {
     const up = this.o.driver.isRunning(row.vm_id);
     if (row.desired_state === 'deleted') return true;
     if (row.desired_state === 'stopped') return up || row.status !== 'stopped';
@@ -240,7 +240,7 @@ export class Reconciler {
     return row ?? null;
   }
 
-  private async converge(seen: VmRecord): Promise<Outcome> {
+  private async converge(seen: vmStore.VmState): Promise<Outcome> {
     const row = await this.claim(seen.vm_id);
     if (!row) return { done: false, waitingFor: 'a lease held by another process' };
     const renew = setInterval(() => void this.claim(row.vm_id).catch(() => undefined), (this.o.leaseMs ?? 60_000) / 3);

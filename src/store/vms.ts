@@ -311,11 +311,22 @@ export function listHoldingRoom(
   );
 }
 
-/** The `count` lowest network slots free on a host. */
+/**
+ * The `count` lowest network slots free on a host: the gaps between the slots held (from 0 to
+ * NET_SLOTS), each counted out only as far as `count`. Each create asks (a burst of 20 asks 20
+ * times), and listing all 24,576 slots to drop the held ones cost PGlite about 7 ms a time.
+ */
 export async function freeNetSlots(q: Queryable, hostId: string, count: number): Promise<number[]> {
   const rows = await q.query<{ s: number }>(
-    `SELECT s FROM generate_series(0, ${NET_SLOTS}) AS s
-     WHERE s NOT IN (SELECT net_slot FROM vms WHERE host_id = $1 AND disks_removed_at IS NULL AND net_slot IS NOT NULL)
+    `WITH held AS (
+       SELECT -1 AS s
+       UNION ALL
+       SELECT net_slot FROM vms WHERE host_id = $1 AND disks_removed_at IS NULL AND net_slot BETWEEN 0 AND ${NET_SLOTS}
+     ), gaps AS (
+       SELECT s + 1 AS lo, coalesce(lead(s) OVER (ORDER BY s), ${NET_SLOTS + 1}) - 1 AS hi FROM held
+     )
+     SELECT lo + k AS s FROM gaps, generate_series(0, least(hi - lo, $2 - 1)) AS k
+     WHERE hi >= lo
      ORDER BY s LIMIT $2`,
     [hostId, count],
   );
@@ -341,6 +352,25 @@ export async function setNetSlot(q: Queryable, vmId: string, slot: number): Prom
 /** The VMs a host still has disks for. */
 export function listOnHost(q: Queryable, hostId: string): Promise<VmRecord[]> {
   return q.query<VmRecord>('SELECT * FROM vms WHERE host_id = $1 AND disks_removed_at IS NULL', [hostId]);
+}
+
+/** What the host's loops look at of each VM of the host: the state it is in and is wanted in. */
+export type VmState = Pick<
+  VmRecord,
+  'vm_id' | 'status' | 'desired_state' | 'restart_requested' | 'restart_done' | 'reprovision_requested' | 'reprovision_done' | 'vcpus'
+>;
+
+/**
+ * The VMs of a host, as listOnHost, with only their state: the reconciler asks on every change (a
+ * burst of 20 creates asked about 40 times) and the metrics sampler every pass, and every column
+ * of every row cost PGlite about 2 ms more a time with 40 VMs.
+ */
+export function listStatesOnHost(q: Queryable, hostId: string): Promise<VmState[]> {
+  return q.query<VmState>(
+    `SELECT vm_id, status, desired_state, restart_requested, restart_done, reprovision_requested, reprovision_done, vcpus
+     FROM vms WHERE host_id = $1 AND disks_removed_at IS NULL`,
+    [hostId],
+  );
 }
 
 /** A VM by id, locked for the rest of the transaction. */

@@ -115,7 +115,8 @@ export class StandbyPool {
       for (;;) {
         const shape = this.shape;
         if (this.closed || !shape || this.wanted <= this.ready.length) return;
-        if (!this.d.quiet() || (await idleCores(500)) < Math.max(1, os.availableParallelism() * 0.5)) {
+        // Quiet before and after the look at the cores: a start that began meanwhile comes first.
+        if (!this.d.quiet() || (await idleCores(500)) < Math.max(1, os.availableParallelism() * 0.5) || !this.d.quiet()) {
           await pause(200);
           continue;
         }
