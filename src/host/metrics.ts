@@ -78,15 +78,12 @@ export class MetricsSampler extends PeriodicJob {
   /** The guest's last figures for each VM, and its QEMU's ticks and the time (ms) when they were asked for. */
   private readonly guestLast = new Map<string, { pid: number; cpuTicks: number; atMs: number; memoryUsedMib: number; diskUsedBytes: number | null }>();
   /** Ends the waits of a pass under way (stop). */
-  // Every VM's wait in a pass listens on it (more than the default warning's ten).
-  private readonly stopping = (() => {
-    const c = new AbortController();
-    setMaxListeners(0, c.signal);
-    return c;
-  })();
+  private readonly stopping = new AbortController();
 
   constructor(private readonly o: MetricsSamplerOptions) {
     super(o, 'sampling VMs failed');
+    // Every VM's wait in a pass listens on it: more than the ten past which Node warns.
+    setMaxListeners(0, this.stopping.signal);
   }
 
   override async stop(): Promise<void> {
