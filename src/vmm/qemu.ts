@@ -238,6 +238,20 @@ export class QemuDriver extends EventEmitter {
     return this.handles.get(vmId)?.pid;
   }
 
+  /**
+   * Under TCG, what the running VM's QEMU has translated so far, by its own count (HMP `info jit`):
+   * blocks of guest code and bytes of host code. Null under KVM (nothing is translated) or for a VM
+   * not running here.
+   */
+  async translated(vmId: string): Promise<{ blocks: number; codeBytes: number } | null> {
+    const h = this.handles.get(vmId);
+    if (!h || this.opts.accel !== 'tcg') return null;
+    const text = await qmp<string>(h.qmp, 'human-monitor-command', { 'command-line': 'info jit' }, 5000);
+    const blocks = /^TB count\s+(\d+)/m.exec(text);
+    const code = /^gen code size\s+(\d+)/m.exec(text);
+    return blocks && code ? { blocks: Number(blocks[1]), codeBytes: Number(code[1]) } : null;
+  }
+
   /** VM directories on disk (running or not). */
   async listVmDirs(): Promise<string[]> {
     return (await readdir(this.opts.vmsDir).catch(() => [] as string[])).filter((n) => /^vm_[A-Za-z0-9]+$/.test(n));
