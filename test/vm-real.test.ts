@@ -173,6 +173,12 @@ describe('real microVMs', { skip }, () => {
       }
     }
     for (const [k, values] of seen) assert.equal(values.size, 2, `${k} differs between clones`);
+    // Under TCG a QEMU counts the guest code it translated (the lifecycle bench reads it); under KVM
+    // nothing is translated. A VM not running here has no count.
+    const translated = await driver.translated(vms[1]);
+    if (driver.opts.accel === 'tcg') assert.ok(translated && translated.blocks > 1000 && translated.codeBytes > translated.blocks, JSON.stringify(translated));
+    else assert.equal(translated, null);
+    assert.equal(await driver.translated('vm_notrunninghere'), null);
     // Restart resumes again: a fresh root layer, the same persist disk.
     const vmId = vms[0];
     await api('POST', `/v1/api/vms/${vmId}/restart`);
