@@ -223,6 +223,10 @@ test('CONNECT to an allowlisted pinned name is tunnelled; anything else is refus
   assert.equal(allowed.host, 'allowed.test');
   assert.equal(allowed.port, upstreamPort);
   await until(async () => (await egressStore.listLog(db, vmId, 50)).data.find((e) => e.decision === 'allowed')!.bytes_in > 0);
+  // The bytes the tunnel carried, each way: the request inside it, and the answer the client got.
+  const logged = (await egressStore.listLog(db, vmId, 50)).data.find((e) => e.decision === 'allowed')!;
+  assert.equal(logged.bytes_out, Buffer.byteLength(`GET /inside HTTP/1.1\r\nhost: allowed.test:${upstreamPort}\r\nconnection: close\r\n\r\n`));
+  assert.equal(logged.bytes_in, Buffer.byteLength(ok.body));
 });
 
 test('in public mode the deny list still holds: loopback, private, link-local and metadata addresses, also inside IPv6', async () => {

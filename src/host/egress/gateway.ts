@@ -182,9 +182,6 @@ export class EgressGateway {
       upstream.setTimeout(0);
       client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
       if (head.length) upstream.write(head);
-      tally.out += head.length;
-      client.on('data', (c: Buffer) => (tally.out += c.length));
-      upstream.on('data', (c: Buffer) => (tally.in += c.length));
       client.pipe(upstream);
       upstream.pipe(client);
     });
@@ -196,6 +193,10 @@ export class EgressGateway {
     client.once('close', () => upstream.destroy());
     upstream.once('close', () => {
       client.end();
+      // What went up (head and all the client sent after it) and came back, by the upstream socket's
+      // own counts: no listener on each chunk of a busy tunnel.
+      tally.out += upstream.bytesWritten;
+      tally.in += upstream.bytesRead;
       this.finish(tally);
     });
   }
