@@ -60,10 +60,22 @@ try {
 
   const p50 = pct(toFirst, 50);
   const g50 = pct(guestFirst, 50);
-  const added = p50 - g50;
+  // What the platform adds to each run (its whole path less the guest's own time for that same run),
+  // p50: the guest's own time varies from run to run by more than the target, so the difference of
+  // the two p50s (shown too) mixes that spread into the figure.
+  const added = pct(toFirst.map((t, i) => t - guestFirst[i]), 50);
+  const apart = p50 - g50;
   const lag95 = pct(lags, 95);
   await report(`Runs as records (${N} ticker runs; ${WATCHERS} watchers × ${LINES} lines; accel ${server.host.driver!.opts.accel})`, [
-    row('runs', 'async POST /run → first stdout event at a watcher, p50 ms (added)', `${p50.toFixed(1)} (+${added.toFixed(1)})`, `${g50.toFixed(1)} guest's own first line`, p50 / g50, 'adds ≤ 20 ms', added <= 20),
+    row(
+      'runs',
+      "async POST /run → first stdout event at a watcher, p50 ms (added to each run, p50; the p50s' difference)",
+      `${p50.toFixed(1)} (+${added.toFixed(1)}; +${apart.toFixed(1)})`,
+      `${g50.toFixed(1)} guest's own first line`,
+      p50 / g50,
+      'adds ≤ 20 ms',
+      added <= 20,
+    ),
     row('runs', 'same, p95 ms', pct(toFirst, 95).toFixed(1), pct(guestFirst, 95).toFixed(1), pct(toFirst, 95) / pct(guestFirst, 95)),
     row('runs', `${WATCHERS} watchers: a line at each after the first of them, p95 ms`, lag95.toFixed(1), `max ${Math.max(...lags).toFixed(1)}`, null, '≤ 50 ms', lag95 <= 50),
   ]);
