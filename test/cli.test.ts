@@ -194,6 +194,22 @@ describe('the CLI and the MCP server against a real server', () => {
     assert.match(completion.stdout, /"vms"\) words="[^"]*create/);
   });
 
+  test('a reader that goes before the output ends (`| head`) ends the command quietly, exit 141 as SIGPIPE would', async () => {
+    for (const args of [['harnesses', 'list'], ['whoami'], ['vms', 'list', '--json']]) {
+      const child = spawn(process.execPath, [BIN, ...args], {
+        env: { ...process.env, AGENTVM_BASE_URL: url, XDG_CONFIG_HOME: configHome, AGENTVM_API_KEY: '' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      // The reader is gone before the command has written anything: its first write fails with EPIPE.
+      child.stdout.destroy();
+      let stderr = '';
+      child.stderr.on('data', (c) => (stderr += c));
+      const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+      assert.equal(code, 141, `${args.join(' ')}: ${stderr}`);
+      assert.equal(stderr, '', args.join(' '));
+    }
+  });
+
   test('MCP over streamable HTTP: the tools, read tools answer, a money tool with a read key is read_only_key', async () => {
     const read = JSON.parse((await cli(['keys', 'issue', '--json'])).stdout).key;
     const connect = async (key: string) => {

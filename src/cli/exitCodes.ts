@@ -2,7 +2,7 @@
  * The exit codes of every `agentvm` command (customer and `admin`), one per kind of failure, so that
  * scripts can tell them apart. README.md ("The CLI and MCP") documents them: keep the two in step.
  */
-export const EXIT = { ok: 0, usage: 2, auth: 3, invalid: 4, payment: 5, notFound: 6, unreachable: 7, conflict: 8, server: 9 } as const;
+export const EXIT = { ok: 0, usage: 2, auth: 3, invalid: 4, payment: 5, notFound: 6, unreachable: 7, conflict: 8, server: 9, closedOutput: 141 } as const;
 
 /** HTTP status of an API error → exit code. Any status not here (429, 5xx) is the server's side. */
 const EXIT_BY_STATUS: Readonly<Record<number, number>> = {

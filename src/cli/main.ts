@@ -4,6 +4,7 @@ import { startServer } from '../server.ts';
 import { adminCommands } from './admin.ts';
 import { customerCommands } from './customer.ts';
 import { bashCompletion } from './completion.ts';
+import { EXIT } from './exitCodes.ts';
 import { createMcpServer } from '../mcp/server.ts';
 import { apiClient, resolveCredentials } from '../client/client.ts';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
@@ -28,8 +29,20 @@ function exitOnUnhandled(err: unknown): never {
   process.exit(1);
 }
 
+/**
+ * A reader that goes before the output ends (`agentvm vms list | head -1`) ends the command quietly,
+ * as SIGPIPE ends a Unix tool (Node ignores the signal, so the write fails with EPIPE instead): exit
+ * 141, the status a shell shows for a tool that SIGPIPE ended. What the command asked of the server
+ * stands. Not for `serve` and `host`: their stdout is the log, and a server outlives its log reader.
+ */
+function endOnClosedStdout(): void {
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => (err.code === 'EPIPE' ? process.exit(EXIT.closedOutput) : exitOnUnhandled(err)));
+}
+
 export async function main(argv: string[]): Promise<void> {
   process.on('unhandledRejection', exitOnUnhandled);
+  const command = argv.slice(2).find((a) => !a.startsWith('-'));
+  if (command !== 'serve' && command !== 'host') endOnClosedStdout();
   const program = new Command('agentvm')
     .description('agentvm: an isolated microVM for every AI coding agent')
     .showHelpAfterError();

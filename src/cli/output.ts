@@ -31,7 +31,7 @@ export function table(rows: Record<string, unknown>[], columns: string[]): void 
 
 export function record(obj: Record<string, unknown>): void {
   const width = Math.max(...Object.keys(obj).map((k) => k.length));
-  for (const [k, v] of Object.entries(obj)) process.stdout.write(`${k.padEnd(width)}  ${show(v)}\n`);
+  process.stdout.write(Object.entries(obj).map(([k, v]) => `${k.padEnd(width)}  ${show(v)}\n`).join(''));
 }
 
 /** One object as `key  value` lines; `view` picks or reshapes what a person sees. */
