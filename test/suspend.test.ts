@@ -196,6 +196,29 @@ describe('suspend with memory on real microVMs', { skip }, () => {
     await api('DELETE', `/v1/api/vms/${vmId}`);
   });
 
+  test('idle stop: a VM suspended for longer than its auto_stop_after_s is not stopped when started; its idle clock starts at the start', { timeout: 10 * 60_000 }, async () => {
+    const vmId = (await api('POST', '/v1/api/vms', { harness: 'echo', auto_stop_after_s: 60 })).body.vm_id;
+    await untilStatus(vmId, 'running');
+    await sh(vmId, 'mkdir -p /mnt/mem && mount -t tmpfs mem /mnt/mem && echo kept-in-memory > /mnt/mem/marker');
+    await api('POST', `/v1/api/vms/${vmId}/suspend`);
+    await untilStatus(vmId, 'suspended');
+    // Suspended for two hours: everything that counts as its last activity is that old.
+    await server.services.db.query(
+      `UPDATE vms SET created_at = created_at - interval '2 hours', booted_at = booted_at - interval '2 hours',
+         last_activity_at = last_activity_at - interval '2 hours' WHERE vm_id = $1`,
+      [vmId],
+    );
+    assert.deepEqual(await server.services.vms.stopIdle(), [], 'a suspended VM is not stopped for idleness');
+    await api('POST', `/v1/api/vms/${vmId}/start`);
+    await untilStatus(vmId, 'running');
+    assert.equal(server.host.driver!.startedFrom(vmId), 'suspended');
+    assert.deepEqual(await server.services.vms.stopIdle(), [], 'the time it was suspended is not idle time');
+    const v = await vm(vmId);
+    assert.equal(v.status, 'running', `${v.status} ${v.status_reason}`);
+    assert.equal(await sh(vmId, 'cat /mnt/mem/marker'), 'kept-in-memory');
+    await api('DELETE', `/v1/api/vms/${vmId}`);
+  });
+
   test('QEMU killed in the middle of a suspend: suspended with a whole state, or failed/running with a reason; never a half state', { timeout: 10 * 60_000 }, async () => {
     const vmId = (await api('POST', '/v1/api/vms', { harness: 'echo' })).body.vm_id;
     await untilStatus(vmId, 'running');

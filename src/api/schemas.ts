@@ -91,7 +91,7 @@ export const Vm = z
     }),
     egress: Egress,
     auto_stop_after_s: z.int().nullable().meta({
-      description: 'Stopped (status_reason `idle`) after this many seconds without a run, a shell or egress traffic; null: never (extension)',
+      description: 'Stopped (status_reason `idle`) after this many seconds running without a run, a shell or egress traffic (time suspended does not count); null: never (extension)',
     }),
     expires_at: timestamp.nullable().meta({ description: 'Destroyed at this time (status_reason `expired`); null: never (extension)' }),
     cost_cents_month: z.int().meta({

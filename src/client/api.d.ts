@@ -786,7 +786,7 @@ export interface components {
             /** @description The secrets the platform keeps and its gateway adds to the provider's requests; they never enter the guest (extension) */
             brokered_secret_names: string[];
             egress: components["schemas"]["Egress"];
-            /** @description Stopped (status_reason `idle`) after this many seconds without a run, a shell or egress traffic; null: never (extension) */
+            /** @description Stopped (status_reason `idle`) after this many seconds running without a run, a shell or egress traffic (time suspended does not count); null: never (extension) */
             auto_stop_after_s: number | null;
             /**
              * Format: date-time

@@ -413,7 +413,11 @@ export class Reconciler {
     try {
       const t0 = performance.now();
       const facts = await driver.resume(spec);
-      await this.transition(row.vm_id, (tx) => vmStore.markRunning(tx, row.vm_id, image.id, facts.ipv4 ?? netOfSlot(row.net_slot!).guest, clock.now()));
+      await this.transition(row.vm_id, async (tx) => {
+        await vmStore.markRunning(tx, row.vm_id, image.id, facts.ipv4 ?? netOfSlot(row.net_slot!).guest, clock.now());
+        // Not a boot (booted_at stays), but its idle clock starts again here: the time it was suspended is not idle time.
+        await vmStore.touchActivity(tx, row.vm_id, clock.now());
+      });
       this.o.log.info({ vm_id: row.vm_id, resume_ms: Math.round(performance.now() - t0), ...driver.phases.get(row.vm_id) }, 'VM resumed from its suspend');
       return { done: true };
     } catch (err) {
