@@ -48,7 +48,12 @@ if (!inOwnNetns()) {
       process.env.AGENTVM_PROVIDER_ANTHROPIC_URL = named(providers.anthropic.url, 'anthropic.test');
       process.env.AGENTVM_PROVIDER_OPENAI_URL = named(providers.openai.url, 'openai.test');
       process.env.AGENTVM_PROVIDER_GOOGLE_URL = named(providers.google.url, 'google.test');
-      site = http.createServer((_req, res) => res.end('hello from allowed.test'));
+      site = http.createServer((req, res) => {
+        if (req.url !== '/slow') return res.end('hello from allowed.test');
+        // The first part at once, then nothing: a request in the middle of its answer (a model's stream).
+        res.writeHead(200, { 'content-type': 'text/plain' });
+        res.write('part one\n');
+      });
       await new Promise<void>((r) => site.listen(0, '127.0.0.1', r));
       sitePort = (site.address() as AddressInfo).port;
       dataDir = await mkdtemp(path.join(os.tmpdir(), 'agentvm-egress-'));
@@ -178,6 +183,43 @@ if (!inOwnNetns()) {
       const again = await probe(vm.vm_id, 'proxy', `allowed.test:${sitePort}`);
       assert.equal(again.status, '200', JSON.stringify(again));
       for (const id of [vm.vm_id, other.vm_id]) await api('DELETE', `/v1/api/vms/${id}`);
+    });
+
+    test('a request through the gateway in the middle of a suspend ends with an error when the VM starts again, never a hang', { timeout: 10 * 60_000 }, async () => {
+      const created = await api('POST', '/v1/api/vms', { harness: 'echo', egress: { mode: 'allowlist', allow: ['allowed.test'] } });
+      const vm = await running(created.body.vm_id);
+      // A program of the harness user in the middle of a request: what it saw, and when, in a file.
+      const script = `
+        const net = require('net'), fs = require('fs'), t0 = Date.now();
+        const log = (s) => fs.appendFileSync('/tmp/slow.log', (Date.now() - t0) + ' ' + s + '\\n');
+        const s = net.connect(3128, 'gateway.agentvm.internal', () => s.write('GET http://allowed.test:${sitePort}/slow HTTP/1.1\\r\\nhost: allowed.test\\r\\n\\r\\n'));
+        s.on('data', (d) => log(String(d).includes('part one') ? 'part one' : 'data'));
+        s.on('end', () => { log('end'); process.exit(0); });
+        s.on('error', (e) => { log('error ' + e.code); process.exit(0); });
+        setTimeout(() => { log('hang'); process.exit(0); }, 600000);`;
+      const exec = (argv: string[]) => server.host.driver!.exec(vm.vm_id, { argv, uid: HARNESS_USER.uid, gid: HARNESS_USER.gid }, 60_000);
+      const started = await exec(['sh', '-c', 'setsid -f node -e "$0" >/dev/null 2>&1 </dev/null', script]);
+      assert.equal(started.exit_code, 0, started.stderr);
+      const seen = async () => (await exec(['sh', '-c', 'cat /tmp/slow.log 2>/dev/null; true'])).stdout;
+      await until('the first part of the answer', async () => (await seen()).includes('part one'), 120_000);
+
+      assert.equal((await api('POST', `/v1/api/vms/${vm.vm_id}/suspend`)).status, 200);
+      await until('suspended', async () => (await api('GET', `/v1/api/vms/${vm.vm_id}`)).body.status === 'suspended');
+      assert.equal((await api('POST', `/v1/api/vms/${vm.vm_id}/start`)).status, 200);
+      await running(vm.vm_id);
+      assert.equal(server.host.driver!.startedFrom(vm.vm_id), 'suspended');
+      const t0 = Date.now();
+      // Ended at the start (its other end went with the suspended QEMU): an error the program can act on.
+      const log = await until('the request ends', async () => {
+        const text = await seen();
+        return /error|end|hang/.test(text) ? text : undefined;
+      }, 120_000);
+      assert.match(log, /error ECONN(ABORTED|RESET)/, log);
+      process.stderr.write(`a request cut by a suspend ended ${Date.now() - t0} ms after the start was seen: ${log.trim().split('\n').at(-1)}\n`);
+      // And the next one goes through.
+      const again = await probe(vm.vm_id, 'proxy', `allowed.test:${sitePort}`);
+      assert.equal(again.status, '200', JSON.stringify(again));
+      await api('DELETE', `/v1/api/vms/${vm.vm_id}`);
     });
 
     /**

@@ -236,6 +236,12 @@ if ($a{standby} && !$@) {
 # nsec=…`, answered `clock=ok` and `end`. This program's read is all that wakes for it: under emulation
 # a resumed guest translates every code path afresh, and the guest agent's way (Node, then a pipe to
 # a Perl program of its own) cost a resume 100–150 ms more.
+#
+# After the answer (the VM is running without waiting for it), the guest's TCP connections to its
+# gateway are ended (`ss -K`, the kernel's tcp_diag): their other end went with the QEMU that was
+# suspended (QEMU's user-mode network does not save a connection it hands to a program), and nothing
+# would tell the guest, whose program in the middle of a request would wait on it for ever. Ended, the
+# program sees ECONNABORTED at once and can ask again.
 exit if $@;
 $patient = 1;
 for (;;) {
@@ -243,4 +249,14 @@ for (;;) {
   my $err = !($c{sec} =~ /^\d+$/ && $c{nsec} =~ /^\d+$/) ? 'a clock line is sec=... nsec=...'
     : syscall($SYS{clock_settime}, 0, pack('q q', $c{sec}, $c{nsec})) == 0 ? '' : "clock_settime: $!";
   syswrite($io, ($err ? "error=$err\n" : "clock=ok\n") . "end\n");
+  next if $err || !$a{egress};
+  my $pid = fork();
+  if (defined $pid && $pid == 0) {
+    open(STDIN, '<', '/dev/null');
+    open(STDOUT, '>', '/dev/null');
+    open(STDERR, '>', '/dev/null');
+    exec('/usr/bin/ss', '-K', '-t', 'dst', $a{egress});
+    exit 127;
+  }
+  waitpid($pid, 0) if $pid;
 }

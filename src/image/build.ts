@@ -33,6 +33,9 @@ const GUEST_MODULES = [
   'virtio_ring', 'virtio', 'virtio_mmio', 'virtio_blk', 'virtio_console', 'failover', 'net_failover', 'virtio_net', 'virtio-rng',
   // A VM's own disks are SCSI disks (plugged into a resumed clone); its root is an overlay.
   'virtio_scsi', 'sd_mod', 'overlay',
+  // Sockets can be ended from outside (`ss -K`, with the kernel's INET_DIAG_DESTROY): a resumed guest's
+  // assume program ends its connections through the gateway, which did not survive the suspend.
+  'tcp_diag',
 ];
 const ROOTFS_SIZE = '4G';
 
