@@ -301,5 +301,30 @@ if (!inOwnNetns()) {
       assert.equal(result.body.exit_code, 0, result.body.stderr.slice(-3000));
       assert.equal((await exec(['cat', STANDIN_PROOF_PATH])).stdout, 'brokered-ok\n', `its shell tool ran: ${result.body.stdout.slice(-1500)} ${result.body.stderr.slice(-1500)}`);
     });
+
+    // Last in the file: the stand-in's stall is armed until an answer takes it.
+    test("claude-code suspended in the middle of its model's answer and started again: it asks again, and the run ends done", { timeout: 15 * 60_000 }, async () => {
+      const created = await api('POST', '/v1/api/vms', { harness: 'claude-code' });
+      const vm = await running(created.body.vm_id);
+      assert.equal((await api('PUT', `/v1/api/vms/${vm.vm_id}/secrets`, { ANTHROPIC_API_KEY: KEYS.anthropic })).status, 200);
+      const stalled = providers.stallNextCall();
+      const queued = await api('POST', `/v1/api/vms/${vm.vm_id}/run`, { task: 'Write the proof file with your shell tool.' }, { prefer: 'respond-async' });
+      assert.equal(queued.status, 202, JSON.stringify(queued.body));
+      await stalled; // its model's answer has begun, and says nothing more
+      assert.equal((await api('POST', `/v1/api/vms/${vm.vm_id}/suspend`)).status, 200);
+      await until('suspended', async () => (await api('GET', `/v1/api/vms/${vm.vm_id}`)).body.status === 'suspended', 120_000);
+      assert.equal((await api('POST', `/v1/api/vms/${vm.vm_id}/start`)).status, 200);
+      await running(vm.vm_id);
+      assert.equal(server.host.driver!.startedFrom(vm.vm_id), 'suspended', 'resumed with its memory: the same claude-code process goes on');
+      const ended = await until('the run ends', async () => {
+        const r = (await api('GET', `/v1/api/vms/${vm.vm_id}/runs/${queued.body.run_id}`)).body;
+        return r.finished_at ? r : undefined;
+      }, 12 * 60_000);
+      assert.equal(ended.exit_code, 0, `${ended.status}: ${String(ended.stderr).slice(-3000)}`);
+      assert.match(ended.stdout, /done/);
+      const proof = await server.host.driver!.exec(vm.vm_id, { argv: ['cat', STANDIN_PROOF_PATH] }, 60_000);
+      assert.equal(proof.stdout, 'brokered-ok\n', 'its tool ran after the start');
+      await api('DELETE', `/v1/api/vms/${vm.vm_id}`);
+    });
   });
 }

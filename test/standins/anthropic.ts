@@ -80,6 +80,12 @@ function messages(ex: Exchange, script: TurnScript) {
   const emit = (data: { type: string } & Record<string, unknown>) => sse.send(data, data.type);
   emit({ type: 'message_start', message: { ...message, content: [], stop_reason: null, usage: { ...message.usage, output_tokens: 1 } } });
   emit({ type: 'ping' });
+  if (turn.kind === 'call' && script.stallNextCall) {
+    const stalled = script.stallNextCall;
+    script.stallNextCall = undefined;
+    stalled();
+    return; // the stream stays open with nothing more to say, until its client goes
+  }
   content.forEach((block, index) => {
     if (block.type === 'text') {
       emit({ type: 'content_block_start', index, content_block: { type: 'text', text: '' } });

@@ -35,6 +35,8 @@ export interface ProviderStandins {
   google: ProviderEndpoint;
   /** Every request any of the three saw, in arrival order. */
   seen: SeenRequest[];
+  /** Anthropic's next streamed answer that calls the tool stalls after its first events: resolves when it has. */
+  stallNextCall(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -57,6 +59,7 @@ export async function startProviderStandins(opts: ProviderStandinOptions = {}): 
     openai: { url: openai.url, baseUrl: `${openai.url}/v1` },
     google: { url: google.url, baseUrl: google.url },
     seen,
+    stallNextCall: () => new Promise<void>((resolve) => (script.stallNextCall = resolve)),
     close: async () => {
       await Promise.all([anthropic.close(), openai.close(), google.close()]);
     },

@@ -12,6 +12,11 @@ export interface TurnScript {
   finalText: string;
   /** The answer to side requests that offer no tools (titles, summaries). */
   sideText: string;
+  /**
+   * Armed by a test: the next streamed answer that calls the tool stops after its first events and
+   * says nothing more (a model's stream cut off in the middle), and this is called; later answers are whole.
+   */
+  stallNextCall?: () => void;
 }
 
 /**
