@@ -124,6 +124,15 @@ if (!inOwnNetns()) {
         return vm.status === 'running' && server.host.driver!.isRunning(vmId) && vm;
       });
 
+    /** Suspended with its memory, then started again: resumed from what was saved. */
+    const suspendAndStart = async (vmId: string) => {
+      assert.equal((await api('POST', `/v1/api/vms/${vmId}/suspend`)).status, 200);
+      await until('suspended', async () => (await api('GET', `/v1/api/vms/${vmId}`)).body.status === 'suspended', 120_000);
+      assert.equal((await api('POST', `/v1/api/vms/${vmId}/start`)).status, 200);
+      await running(vmId);
+      assert.equal(server.host.driver!.startedFrom(vmId), 'suspended', 'resumed with its memory: its processes go on');
+    };
+
     test('refused at once (a refusal, never a hang) and logged: the host, private ranges, metadata, another VM, a pinned name not allowed', { timeout: 20 * 60_000 }, async () => {
       const a = await api('POST', '/v1/api/vms', { harness: 'echo', egress: { mode: 'allowlist', allow: ['allowed.test'] } });
       assert.equal(a.status, 201, JSON.stringify(a.body));
@@ -203,11 +212,7 @@ if (!inOwnNetns()) {
       const seen = async () => (await exec(['sh', '-c', 'cat /tmp/slow.log 2>/dev/null; true'])).stdout;
       await until('the first part of the answer', async () => (await seen()).includes('part one'), 120_000);
 
-      assert.equal((await api('POST', `/v1/api/vms/${vm.vm_id}/suspend`)).status, 200);
-      await until('suspended', async () => (await api('GET', `/v1/api/vms/${vm.vm_id}`)).body.status === 'suspended');
-      assert.equal((await api('POST', `/v1/api/vms/${vm.vm_id}/start`)).status, 200);
-      await running(vm.vm_id);
-      assert.equal(server.host.driver!.startedFrom(vm.vm_id), 'suspended');
+      await suspendAndStart(vm.vm_id);
       const t0 = Date.now();
       // Ended at the start (its other end went with the suspended QEMU): an error the program can act on.
       const log = await until('the request ends', async () => {
@@ -311,11 +316,7 @@ if (!inOwnNetns()) {
       const queued = await api('POST', `/v1/api/vms/${vm.vm_id}/run`, { task: 'Write the proof file with your shell tool.' }, { prefer: 'respond-async' });
       assert.equal(queued.status, 202, JSON.stringify(queued.body));
       await stalled; // its model's answer has begun, and says nothing more
-      assert.equal((await api('POST', `/v1/api/vms/${vm.vm_id}/suspend`)).status, 200);
-      await until('suspended', async () => (await api('GET', `/v1/api/vms/${vm.vm_id}`)).body.status === 'suspended', 120_000);
-      assert.equal((await api('POST', `/v1/api/vms/${vm.vm_id}/start`)).status, 200);
-      await running(vm.vm_id);
-      assert.equal(server.host.driver!.startedFrom(vm.vm_id), 'suspended', 'resumed with its memory: the same claude-code process goes on');
+      await suspendAndStart(vm.vm_id);
       const ended = await until('the run ends', async () => {
         const r = (await api('GET', `/v1/api/vms/${vm.vm_id}/runs/${queued.body.run_id}`)).body;
         return r.finished_at ? r : undefined;
