@@ -111,7 +111,6 @@ async function compose(config: Config, db: Db, log: Logger): Promise<{ services:
   const domainOpts = {
     mailer: createMailer(config.smtpUrl, config.mailFrom, log),
     runLimits: { timeoutMs: config.runTimeoutMs, maxOutputBytes: config.runOutputMaxBytes, maxQueued: config.runQueueMax },
-    providerUrls: config.providerUrls,
     webhookAllowHosts: config.webhookAllowHosts,
   };
   const rateLimit = { perSecond: config.rateLimitPerSecond, burst: config.rateLimitBurst };

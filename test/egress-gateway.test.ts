@@ -15,7 +15,8 @@ import { randomBytes } from 'node:crypto';
 import { EgressGateway } from '../src/host/egress/gateway.ts';
 import { HostCredentials } from '../src/host/egress/credentials.ts';
 import { SecretBox } from '../src/host/egress/secretBox.ts';
-import { DenyList, embeddedV4 } from '../src/host/egress/denyList.ts';
+import { DenyList } from '../src/domain/denyList.ts';
+import { canonicalIp, embeddedV4 } from '../src/domain/ipAddress.ts';
 import { allowEntryProblem, decideName, parsePins, policyProblem } from '../src/domain/egress.ts';
 import { providerHosts, providerUrlsFromEnv } from '../src/harness/providers.ts';
 import { createLogger } from '../src/log.ts';
@@ -79,10 +80,11 @@ test('pins and provider settings are checked when read', () => {
   assert.throws(() => parsePins('a.test'), /not name=address/);
   assert.throws(() => parsePins('a.test=not-an-ip'), /not name=address/);
   assert.throws(() => providerUrlsFromEnv({ AGENTVM_PROVIDER_OPENAI_URL: 'ftp://x' }), /AGENTVM_PROVIDER_OPENAI_URL/);
-  const urls = providerUrlsFromEnv({ AGENTVM_PROVIDER_ANTHROPIC_URL: 'http://anthropic.test:9/' });
-  assert.deepEqual(providerHosts('claude-code', urls), ['anthropic.test']);
-  assert.deepEqual(providerHosts('opencode', urls), ['anthropic.test', 'api.openai.com', 'generativelanguage.googleapis.com']);
-  assert.deepEqual(providerHosts('echo', urls), []);
+  assert.equal(providerUrlsFromEnv({ AGENTVM_PROVIDER_ANTHROPIC_URL: 'http://127.0.0.1:9/' }).anthropic, 'http://127.0.0.1:9', 'an IP literal is the operator\'s choice');
+  // Policies name providers by their public API hosts, whatever URL the operator set.
+  assert.deepEqual(providerHosts('claude-code'), ['api.anthropic.com']);
+  assert.deepEqual(providerHosts('opencode'), ['api.anthropic.com', 'api.openai.com', 'generativelanguage.googleapis.com']);
+  assert.deepEqual(providerHosts('echo'), []);
 });
 
 test('sealed secrets open only with their key, for their VM and name; the generated key file is 0600', async () => {
@@ -254,7 +256,8 @@ test('absolute-form HTTP is proxied by policy; a policy change applies to the ne
 });
 
 test('a brokered request carries the real key to the provider, streams, and the log names no key', async () => {
-  await setPolicy('allowlist', ['anthropic.test']);
+  // The policy names the public API host; the request goes to the operator's URL.
+  await setPolicy('allowlist', ['api.anthropic.com']);
   const missing = await exchange(`POST /providers/anthropic/v1/messages HTTP/1.1\r\nhost: gw\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}`);
   assert.match(missing.text, /^HTTP\/1\.1 401/);
   assert.match(missing.text, /no ANTHROPIC_API_KEY/);

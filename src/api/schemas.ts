@@ -56,7 +56,10 @@ export const Egress = z
     allow: z
       .array(z.string().max(300))
       .max(MAX_ALLOW_ENTRIES)
-      .meta({ description: 'Lowercase hostnames, or `*.` + a domain for any of its subdomains (not over a public suffix); used in `allowlist` mode' }),
+      .meta({
+        description:
+          'Lowercase hostnames, `*.` + a domain for any of its subdomains (not over a public suffix), or a preset (`@debian`, `@npm`, `@pypi`, `@github`, `@crates`, `@go`: one entry each, expanded by the gateway); used in `allowlist` mode',
+      }),
   })
   .meta({
     id: 'Egress',

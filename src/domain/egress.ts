@@ -8,6 +8,7 @@
  */
 import { parse as parseDomain } from 'tldts';
 import { isIP } from 'node:net';
+import { canonicalIp } from './ipAddress.ts';
 
 export type EgressMode = 'none' | 'allowlist' | 'public';
 export const EGRESS_MODES: readonly EgressMode[] = ['none', 'allowlist', 'public'];
@@ -21,8 +22,27 @@ export const MAX_ALLOW_ENTRIES = 100;
 const MAX_NAME = 253;
 const LABEL = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
 
-/** What is wrong with one `allow` entry, or null when it is a lowercase hostname or `*.` + a domain. */
+/**
+ * Named sets of hosts a policy may allow in one entry (`@npm`): the package registries and code hosts a
+ * workstation's tools reach. Expanded when the gateway decides; a preset counts as one entry.
+ */
+export const EGRESS_PRESETS: Readonly<Record<string, readonly string[]>> = {
+  '@debian': ['deb.debian.org', 'security.debian.org'],
+  '@npm': ['registry.npmjs.org'],
+  '@pypi': ['pypi.org', 'files.pythonhosted.org'],
+  '@github': ['github.com', 'api.github.com', 'codeload.github.com', 'objects.githubusercontent.com', 'raw.githubusercontent.com'],
+  '@crates': ['crates.io', 'index.crates.io', 'static.crates.io'],
+  '@go': ['proxy.golang.org', 'sum.golang.org'],
+};
+
+/** The hosts of a preset entry, or null when `entry` is not one. */
+export const presetHosts = (entry: string): readonly string[] | null => (Object.hasOwn(EGRESS_PRESETS, entry) ? EGRESS_PRESETS[entry] : null);
+
+/** What is wrong with one `allow` entry, or null when it is a lowercase hostname, `*.` + a domain, or a preset. */
 export function allowEntryProblem(entry: string): string | null {
+  if (entry.startsWith('@')) {
+    return presetHosts(entry) ? null : `is not a preset (${Object.keys(EGRESS_PRESETS).join(', ')})`;
+  }
   const wildcard = entry.startsWith('*.');
   const name = wildcard ? entry.slice(2) : entry;
   if (entry === '*' || entry === '*.') return 'a wildcard alone would allow everything: use mode "public"';
@@ -59,9 +79,14 @@ export function normalizePolicy(p: EgressPolicy): EgressPolicy {
   return { mode: p.mode, allow: [...new Set(p.allow)].sort() };
 }
 
-/** The name a client asked for, as the decision compares it: lowercase, without a trailing dot or IPv6 brackets. */
+/**
+ * The name a client asked for, as the decision compares it: lowercase, without a trailing dot or IPv6
+ * brackets, and an IP literal in its one canonical spelling (an IPv6 address carrying an IPv4 one as that
+ * IPv4 address).
+ */
 export function canonicalHost(host: string): string {
-  return host.trim().toLowerCase().replace(/\.$/, '').replace(/^\[(.*)\]$/, '$1');
+  const name = host.trim().toLowerCase().replace(/\.$/, '').replace(/^\[(.*)\]$/, '$1');
+  return canonicalIp(name) ?? name;
 }
 
 export type Decision = { allowed: true; reason: string } | { allowed: false; reason: string };
@@ -73,10 +98,17 @@ export function decideName(policy: EgressPolicy, rawHost: string): Decision {
   if (policy.mode === 'public') return { allowed: true, reason: 'policy mode public' };
   if (isIP(host)) return { allowed: false, reason: 'not in the allowlist (an IP address)' };
   for (const entry of policy.allow) {
+    const preset = presetHosts(entry);
+    if (preset?.includes(host)) return { allowed: true, reason: `allowlist ${entry} (${host})` };
     if (entry === host) return { allowed: true, reason: `allowlist ${entry}` };
     if (entry.startsWith('*.') && host.endsWith(entry.slice(1)) && host.length > entry.length - 1) return { allowed: true, reason: `allowlist ${entry}` };
   }
   return { allowed: false, reason: 'not in the allowlist' };
+}
+
+/** The hosts a policy's `allow` names, presets expanded: what a person reads to know what a VM reaches. */
+export function expandedAllow(allow: readonly string[]): string[] {
+  return [...new Set(allow.flatMap((entry) => presetHosts(entry) ?? [entry]))].sort();
 }
 
 /** `name=address,…` (AGENTVM_EGRESS_HOSTS): names the gateway resolves to a fixed address. */

@@ -17,7 +17,6 @@ import { WebhookService } from './webhooks.ts';
 import { SessionService } from './sessions.ts';
 import { LedgerPaymentProvider, type PaymentProvider } from './payments.ts';
 import type { DriverProbe } from '../vmm/probe.ts';
-import type { ProviderUrls } from '../harness/providers.ts';
 
 export const DEFAULT_RUN_LIMITS: RunLimits = { timeoutMs: 30 * 60_000, maxOutputBytes: 4 * 1024 * 1024, maxQueued: 16 };
 
@@ -86,13 +85,13 @@ export interface VmHostPort {
 export function buildServices(
   core: CoreServices,
   host: VmHostPort,
-  opts: { runLimits?: RunLimits; mailer?: Mailer; providerUrls?: ProviderUrls; webhookAllowHosts?: Set<string> } = {},
+  opts: { runLimits?: RunLimits; mailer?: Mailer; webhookAllowHosts?: Set<string> } = {},
 ): Services {
   const { db, clock, billing, hosts, runFeed, vmFeed } = core;
   const keys = new KeyService(db, clock);
   const templates = new TemplateService(db, clock, host.capture ?? null);
   const login = new LoginService(db, clock, keys, opts.mailer ?? { send: async () => undefined });
-  const vms = new VmService(db, clock, billing, hosts, templates, { onChange: host.vmsChanged, showLostHosts: host.showLostHosts, providerUrls: opts.providerUrls, feed: vmFeed });
+  const vms = new VmService(db, clock, billing, hosts, templates, { onChange: host.vmsChanged, showLostHosts: host.showLostHosts, feed: vmFeed });
   return {
     ...core,
     keys,

@@ -18,7 +18,7 @@ import * as templateStore from '../store/templates.ts';
 import * as egressStore from '../store/egress.ts';
 import type { VmRow } from '../store/vms.ts';
 import { normalizePolicy, policyProblem, type EgressPolicy } from './egress.ts';
-import { providerHosts, providerUrlsFromEnv, type ProviderUrls } from '../harness/providers.ts';
+import { providerHosts } from '../harness/providers.ts';
 import { recordCreditsLow, recordVmChange, withMonthCosts } from './events.ts';
 import type { VmFeed } from './feed.ts';
 
@@ -131,8 +131,6 @@ export interface VmServiceOptions {
    * its host is back). One process with its own host never needs it.
    */
   showLostHosts?: boolean;
-  /** Where brokered provider requests go: their hosts are a new VM's default egress allowlist. */
-  providerUrls?: ProviderUrls;
   /** Word of the VMs a request changed, for whoever waits for their status (waitFor). */
   feed: VmFeed;
 }
@@ -165,9 +163,9 @@ export class VmService {
     private readonly opts: VmServiceOptions,
   ) {}
 
-  /** A new VM's policy when its request gives none: its harness's provider hosts. */
+  /** A new VM's policy when its request gives none: its harness's providers' public API hosts. */
   defaultEgress(harness: string): EgressPolicy {
-    return { mode: 'allowlist', allow: providerHosts(harness, this.opts.providerUrls ?? providerUrlsFromEnv({})) };
+    return { mode: 'allowlist', allow: providerHosts(harness) };
   }
 
   /** Replaces a VM's egress policy; the gateway applies it to the VM's next connection, running or not. */

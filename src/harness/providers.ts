@@ -1,15 +1,18 @@
 /**
  * The model providers whose keys the gateway brokers: a harness in a VM gets a placeholder key and a
  * base URL on the gateway (`/providers/<id>/`), and the gateway adds the real key on the way out.
+ *
+ * A policy names a provider by its public API host (`api.anthropic.com`), whatever URL the operator
+ * set: the operator's URL (an on-premises proxy, a loopback stand-in, an IP literal) is trusted as the
+ * operator's choice and reached only through the brokered path.
  */
-import { isIP } from 'node:net';
 import { getHarness } from './catalogue.ts';
 
 export interface Broker {
   id: 'anthropic' | 'openai' | 'google';
   /** The secret's name (a harness's `auth.env` name). */
   env: string;
-  /** Where requests go unless the operator points them elsewhere. */
+  /** Where requests go unless the operator points them elsewhere; its host is the one policies name. */
   defaultUrl: string;
   /** The operator setting that points them elsewhere. */
   setting: string;
@@ -46,6 +49,12 @@ export const BROKERS: readonly Broker[] = [
 
 export const brokerById = (id: string): Broker | undefined => BROKERS.find((b) => b.id === id);
 
+/** The host a policy names the provider by: its public API's, whatever the operator set. */
+export const publicHost = (b: Broker): string => new URL(b.defaultUrl).hostname;
+
+/** The HTTP methods the providers' APIs use: the only ones a brokered request may carry. */
+export const BROKERED_METHODS: readonly string[] = ['GET', 'POST', 'DELETE'];
+
 /** Where each provider's requests go: the operator's setting or the public API. */
 export type ProviderUrls = Record<Broker['id'], string>;
 
@@ -71,10 +80,8 @@ export function brokeredNames(harnessId: string): string[] {
   return BROKERS.filter((b) => env.includes(b.env)).map((b) => b.env);
 }
 
-/** The provider hosts a harness reaches: its default egress allowlist. */
-export function providerHosts(harnessId: string, urls: ProviderUrls): string[] {
+/** The provider hosts a harness reaches, by their public names: its default egress allowlist. */
+export function providerHosts(harnessId: string): string[] {
   const names = brokeredNames(harnessId);
-  const hosts = BROKERS.filter((b) => names.includes(b.env)).map((b) => new URL(urls[b.id]).hostname.toLowerCase());
-  // An operator's URL with an IP address cannot be an allowlist entry: point providers at names.
-  return [...new Set(hosts.filter((h) => isIP(h.replace(/^\[(.*)\]$/, '$1')) === 0))].sort();
+  return [...new Set(BROKERS.filter((b) => names.includes(b.env)).map(publicHost))].sort();
 }

@@ -7,9 +7,12 @@
  * On that socket it is an HTTP proxy: CONNECT (HTTPS and any TCP) and absolute-form HTTP requests are
  * judged by the VM's policy, read from the database on every connection (a change through any
  * replica applies to the next connection), and then by the address the name resolves to at connect
- * time (denyList.ts; names the operator pins with AGENTVM_EGRESS_HOSTS are exempt). Requests to
- * `/providers/<id>/…` on the gateway itself are brokered: forwarded to the provider with the VM's
- * real key, which never enters the guest. A refusal is an immediate 403 with a one-line body.
+ * time and again on the address the connection reached (domain/denyList.ts; names the operator pins
+ * with AGENTVM_EGRESS_HOSTS are exempt). Requests to `/providers/<id>/…` on the gateway itself are
+ * brokered: allowed while the policy allows the provider's public API host, forwarded to the operator's
+ * provider URL (trusted, never reached any other way) with the VM's real key, which never enters the
+ * guest, and never anywhere else. A refusal is an immediate 403 with a one-line body.
+ * Each VM has at most GATEWAY_LIMITS open and new connections; an idle one is closed.
  * Every connection is logged (host, port, decision, reason, bytes), never a body, header or key.
  */
 import http from 'node:http';
@@ -23,15 +26,27 @@ import type { Logger } from '../../log.ts';
 import * as egressStore from '../../store/egress.ts';
 import * as vmStore from '../../store/vms.ts';
 import { canonicalHost, decideName, type Decision, type EgressPolicy } from '../../domain/egress.ts';
-import { brokerById, type ProviderUrls } from '../../harness/providers.ts';
+import { BROKERED_METHODS, BROKERS, brokerById, publicHost, type ProviderUrls } from '../../harness/providers.ts';
 import { EGRESS_GATEWAY_NAME } from '../../guest/protocol.ts';
 import { BROKERED_PATH } from '../../harness/invoke.ts';
-import { DenyList } from './denyList.ts';
+import { DenyList } from '../../domain/denyList.ts';
 import type { HostCredentials } from './credentials.ts';
 
 export const LOG_KEEP_MS = 7 * 24 * 3600_000;
 const CONNECT_TIMEOUT_MS = 10_000;
 const RESOLVE_TIMEOUT_MS = 5_000;
+
+/** What one VM may hold at its gateway (decisions.md section 8). */
+export interface GatewayLimits {
+  /** Connections open at once. */
+  maxOpen: number;
+  /** New connections in one second. */
+  newPerSecond: number;
+  /** A connection that moves no byte either way this long is closed. */
+  idleMs: number;
+}
+export const GATEWAY_LIMITS: GatewayLimits = { maxOpen: 256, newPerSecond: 50, idleMs: 10 * 60_000 };
+
 const HOP_BY_HOP = ['connection', 'proxy-connection', 'proxy-authorization', 'proxy-authenticate', 'keep-alive', 'te', 'trailer', 'upgrade', 'host'];
 
 export interface GatewayDeps {
@@ -40,6 +55,17 @@ export interface GatewayDeps {
   providerUrls: ProviderUrls;
   pins: Map<string, string>;
   log: Logger;
+  /** GATEWAY_LIMITS unless given (tests shorten them). */
+  limits?: Partial<GatewayLimits>;
+  /** Milliseconds since the epoch, for the per-second count (Date.now unless given). */
+  now?: () => number;
+}
+
+/** A VM's connections at the gateway: how many are open, and how many began in the current second. */
+interface VmConnections {
+  open: number;
+  second: number;
+  began: number;
 }
 
 /** Where a connection may go: an address, or why not. */
@@ -59,9 +85,15 @@ export class EgressGateway {
   private readonly open = new Set<Duplex>();
   private readonly deny = new DenyList();
   private readonly prune: NodeJS.Timeout;
+  private readonly limits: GatewayLimits;
+  private readonly perVm = new Map<string, VmConnections>();
+  /** Hosts of the operator's provider URLs that are not the public APIs: reached only through the brokered path. */
+  private readonly brokeredOnly: Set<string>;
   private closed = false;
 
   constructor(private readonly d: GatewayDeps) {
+    this.limits = { ...GATEWAY_LIMITS, ...d.limits };
+    this.brokeredOnly = new Set(BROKERS.filter((b) => d.providerUrls[b.id] !== b.defaultUrl).map((b) => canonicalHost(new URL(d.providerUrls[b.id]).hostname)));
     this.http = http.createServer({ keepAlive: true });
     this.http.on('request', (req, res) => void this.onRequest(req, res).catch((err) => this.fail(res, err)));
     this.http.on('connect', (req, socket: Duplex, head: Buffer) => void this.onConnect(req, socket, head).catch((err) => this.failSocket(socket, err)));
@@ -72,11 +104,7 @@ export class EgressGateway {
   /** Listens on a VM's socket (QEMU's forward connects there); again after a restart re-adopts the VM. */
   async attach(vmId: string, socketPath: string): Promise<void> {
     if (this.closed || this.listeners.has(vmId)) return;
-    const server = net.createServer((socket) => {
-      this.vmOf.set(socket, vmId);
-      this.track(socket);
-      this.http.emit('connection', socket);
-    });
+    const server = net.createServer((socket) => this.accept(vmId, socket));
     this.listeners.set(vmId, server);
     // A socket file an earlier process left (it went without closing): listening needs the path free.
     await rm(socketPath, { force: true });
@@ -87,6 +115,40 @@ export class EgressGateway {
       this.listeners.delete(vmId);
       throw err;
     });
+  }
+
+  /**
+   * One connection from a VM's guest, however it arrived (the VM is known from where it arrived, never
+   * from what the guest says): admitted within the VM's limits, or answered 429 and closed.
+   */
+  accept(vmId: string, socket: Duplex): void {
+    const refusal = this.closed ? 'the gateway is closing' : this.admit(vmId);
+    if (refusal) {
+      socket.on('error', () => undefined);
+      return refuseSocket(socket, 429, `agentvm egress: ${refusal}`);
+    }
+    const c = this.perVm.get(vmId)!;
+    c.open++;
+    socket.once('close', () => {
+      c.open--;
+      if (c.open === 0 && this.perVm.get(vmId) === c) this.perVm.delete(vmId);
+    });
+    this.vmOf.set(socket, vmId);
+    this.track(socket);
+    closeWhenIdle(socket, this.limits.idleMs);
+    this.http.emit('connection', socket);
+  }
+
+  /** Why a VM may not open one more connection now, or null (and then it is counted as begun). */
+  private admit(vmId: string): string | null {
+    const second = Math.floor((this.d.now ?? Date.now)() / 1000);
+    let c = this.perVm.get(vmId);
+    if (!c) this.perVm.set(vmId, (c = { open: 0, second, began: 0 }));
+    if (c.second !== second) [c.second, c.began] = [second, 0];
+    if (c.open >= this.limits.maxOpen) return `this VM has ${c.open} connections open, the most it may (${this.limits.maxOpen})`;
+    if (c.began >= this.limits.newPerSecond) return `this VM opened ${c.began} connections this second, the most it may (${this.limits.newPerSecond} a second)`;
+    c.began++;
+    return null;
   }
 
   /** The VM is gone: its socket closes, and so do its open connections. */
@@ -120,13 +182,21 @@ export class EgressGateway {
   /** The policy's decision on a name, then the address it resolves to now. */
   private async target(vmId: string, host: string, policy: EgressPolicy | null): Promise<Target> {
     if (!policy) return { ok: false, status: 403, reason: 'the VM is gone' };
-    const decision: Decision = host === EGRESS_GATEWAY_NAME ? { allowed: false, reason: 'the gateway itself' } : decideName(policy, host);
+    const decision: Decision =
+      host === EGRESS_GATEWAY_NAME
+        ? { allowed: false, reason: 'the gateway itself' }
+        : this.brokeredOnly.has(host)
+          ? { allowed: false, reason: "the operator's provider URL, reached only through /providers/<provider>/" }
+          : decideName(policy, host);
     if (!decision.allowed) return { ok: false, status: 403, reason: decision.reason };
     return this.resolve(host);
   }
 
-  /** A pinned name's address, or the first address of the name (or literal) if none it has is denied. */
-  private async resolve(host: string): Promise<Target> {
+  /**
+   * A pinned name's address, or the first address of the name (or literal) if none it has is denied;
+   * `trusted` (the operator's provider URL): the first address, whatever it is.
+   */
+  private async resolve(host: string, trusted = false): Promise<Target> {
     const pinned = this.d.pins.get(host);
     if (pinned) return { ok: true, address: pinned };
     let addresses: string[];
@@ -142,7 +212,7 @@ export class EgressGateway {
         return { ok: false, status: 502, reason: `cannot resolve: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}` };
       }
     }
-    for (const address of addresses) {
+    for (const address of trusted ? [] : addresses) {
       const why = this.deny.reason(address);
       if (why) return { ok: false, status: 403, reason: `resolves to ${address} (${why})` };
     }
@@ -180,6 +250,8 @@ export class EgressGateway {
     upstream.once('timeout', () => upstream.destroy(new Error('connect timed out')));
     upstream.once('connect', () => {
       upstream.setTimeout(0);
+      const reached = this.reachedDenied(host, upstream);
+      if (reached) return (upstream.destroy(), refuseSocket(client, 403, `agentvm egress policy denies ${host}`), this.d.log.warn({ vm_id: vmId, host, reached }, 'egress connection reached a denied address'));
       client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
       if (head.length) upstream.write(head);
       client.pipe(upstream);
@@ -209,9 +281,11 @@ export class EgressGateway {
     const url = new URL(raw, `http://${EGRESS_GATEWAY_NAME}`);
     const toGateway = raw.startsWith('/') || canonicalHost(url.hostname) === EGRESS_GATEWAY_NAME;
     if (toGateway) {
-      const m = new RegExp(`^${BROKERED_PATH}/([a-z]+)(/.*)?$`).exec(url.pathname);
+      // The path as the guest sent it, not as URL parsing normalised it: the broker judges every spelling.
+      const rawPath = raw.startsWith('/') ? raw : raw.replace(/^[a-z][a-z0-9+.-]*:\/\/[^/?#]*/i, '');
+      const m = new RegExp(`^${BROKERED_PATH}/([a-z]+)(/[^?]*)?(\\?.*)?$`).exec(rawPath);
       if (!m) return refuse(res, 404, 'agentvm egress: not a proxy request (use this address as an HTTP proxy, or /providers/<provider>/)');
-      return this.broker(req, res, vmId, m[1], `${m[2] ?? '/'}${url.search}`);
+      return this.broker(req, res, vmId, m[1], `${m[2] ?? '/'}${m[3] ?? ''}`);
     }
     if (url.protocol !== 'http:') return refuse(res, 400, 'agentvm egress: only http:// URLs go through as requests; HTTPS uses CONNECT');
     const host = canonicalHost(url.hostname);
@@ -219,7 +293,13 @@ export class EgressGateway {
     const t = await this.target(vmId, host, await vmStore.egressOf(this.d.db, vmId));
     const tally = this.logged(vmId, host, port, t.ok, t.ok ? 'allowed' : t.reason);
     if (!t.ok) return (this.finish(tally), refuse(res, t.status, refusalText(host, t)));
-    this.forward(req, res, tally, { url, address: t.address, headers: forwardHeaders(req, url.host) });
+    this.forward(req, res, tally, { url, address: t.address, headers: forwardHeaders(req, url.host), checkReached: host });
+  }
+
+  /** Why the address a connection actually reached is denied (a pinned name's is not), or null. */
+  private reachedDenied(host: string, socket: net.Socket): string | null {
+    if (this.d.pins.has(host)) return null;
+    return socket.remoteAddress ? this.deny.reason(socket.remoteAddress) : 'no remote address';
   }
 
   /** A provider's request with the VM's real key in place of the placeholder. */
@@ -227,24 +307,28 @@ export class EgressGateway {
     const broker = brokerById(providerId);
     if (!broker) return refuse(res, 404, `agentvm egress: no provider "${providerId}" is brokered (anthropic, openai, google)`);
     const base = new URL(this.d.providerUrls[broker.id]);
-    const url = new URL(`${base.pathname.replace(/\/+$/, '')}${rest}`, base);
-    url.searchParams.delete('key'); // Gemini's query-string key: the real one goes in a header
-    const host = canonicalHost(url.hostname);
-    const port = Number(url.port || (url.protocol === 'https:' ? 443 : 80));
+    const url = brokeredTarget(base, rest);
+    const named = publicHost(broker);
+    const host = canonicalHost(base.hostname);
+    const port = Number(base.port || (base.protocol === 'https:' ? 443 : 80));
     const refused = (status: number, reason: string, text: string) => {
-      this.finish(this.logged(vmId, host, port, false, reason));
+      this.finish(this.logged(vmId, named, port, false, reason));
       refuse(res, status, text);
     };
+    if (!url) return refused(400, 'a path that leaves the provider URL', `agentvm egress: a brokered path may not hold //, \\, .. or an encoded form of them`);
+    if (!BROKERED_METHODS.includes(req.method ?? '')) {
+      return refused(405, `method ${String(req.method).slice(0, 16)}`, `agentvm egress: brokered requests are ${BROKERED_METHODS.join(', ')} only`);
+    }
     const policy = await vmStore.egressOf(this.d.db, vmId);
-    const decision = policy ? decideName(policy, host) : { allowed: false, reason: 'the VM is gone' };
-    if (!decision.allowed) return refused(403, decision.reason, `agentvm egress policy denies ${host}`);
+    const decision = policy ? decideName(policy, named) : { allowed: false, reason: 'the VM is gone' };
+    if (!decision.allowed) return refused(403, decision.reason, `agentvm egress policy denies ${named}`);
     const key = await this.d.credentials.key(vmId, broker.env);
     if (key === null) {
       return refused(401, `no brokered ${broker.env} on this VM`, `agentvm egress: this VM has no ${broker.env}: set it with PUT /v1/api/vms/{id}/secrets (it is kept by the platform, never in the VM)`);
     }
-    const t = await this.resolve(host);
+    const t = await this.resolve(host, true);
     if (!t.ok) return refused(t.status, t.reason, refusalText(host, t));
-    const tally = this.logged(vmId, host, port, true, `brokered ${broker.env}`);
+    const tally = this.logged(vmId, named, port, true, `brokered ${broker.env}`);
     const headers = forwardHeaders(req, url.host);
     broker.authorize(headers, key);
     this.forward(req, res, tally, { url, address: t.address, headers });
@@ -254,7 +338,7 @@ export class EgressGateway {
     req: http.IncomingMessage,
     res: http.ServerResponse,
     tally: Tally,
-    o: { url: URL; address: string; headers: http.OutgoingHttpHeaders },
+    o: { url: URL; address: string; headers: http.OutgoingHttpHeaders; checkReached?: string },
   ): void {
     const secure = o.url.protocol === 'https:';
     const upstream = (secure ? https : http).request({
@@ -271,7 +355,14 @@ export class EgressGateway {
       timeout: CONNECT_TIMEOUT_MS,
       agent: false,
     });
-    upstream.once('socket', (s) => this.track(s));
+    upstream.once('socket', (s: net.Socket) => {
+      this.track(s);
+      if (o.checkReached === undefined) return;
+      const host = o.checkReached;
+      s.once('connect', () => {
+        if (this.reachedDenied(host, s)) upstream.destroy(new Error('the address reached is denied'));
+      });
+    });
     upstream.once('timeout', () => upstream.destroy(new Error('no answer in time')));
     req.on('data', (c: Buffer) => (tally.out += c.length));
     upstream.once('response', (up) => {
@@ -302,6 +393,34 @@ export class EgressGateway {
     this.d.log.error({ err }, 'egress gateway CONNECT failed');
     refuseSocket(socket, 502, 'agentvm egress: internal error');
   }
+}
+
+/**
+ * The URL a brokered request goes to: the provider URL's origin and path prefix, then `rest`; null when
+ * `rest` could leave them (`//host`, a backslash, a `.` or `..` segment, or an encoded slash, backslash
+ * or dot in the path). Gemini's query-string key is dropped: the real one goes in a header.
+ */
+export function brokeredTarget(base: URL, rest: string): URL | null {
+  const q = rest.indexOf('?');
+  const path = q < 0 ? rest : rest.slice(0, q);
+  if (!path.startsWith('/') || path.startsWith('//') || path.includes('\\') || /%(2e|2f|5c)/i.test(path)) return null;
+  if (path.split('/').some((seg) => seg === '.' || seg === '..')) return null;
+  const prefix = base.pathname.replace(/\/+$/, '');
+  const url = new URL(`${base.origin}${prefix}${rest}`);
+  if (url.origin !== base.origin || !url.pathname.startsWith(`${prefix}/`)) return null;
+  url.searchParams.delete('key');
+  return url;
+}
+
+/** Closes a connection that moves no byte either way for `ms` (a socket's timeout counts reads and writes). */
+function closeWhenIdle(socket: Duplex, ms: number): void {
+  if (socket instanceof net.Socket) return void socket.setTimeout(ms, () => socket.destroy());
+  const timer = setTimeout(() => socket.destroy(), ms).unref();
+  const touch = () => timer.refresh();
+  socket.on('data', touch);
+  const write = socket.write.bind(socket);
+  socket.write = ((...args: Parameters<Duplex['write']>) => (touch(), write(...args))) as Duplex['write'];
+  socket.once('close', () => clearTimeout(timer));
 }
 
 function withoutHopByHop(h: http.IncomingHttpHeaders): http.OutgoingHttpHeaders {
