@@ -259,6 +259,11 @@ test('absolute-form HTTP is proxied by policy; a policy change applies to the ne
   const ok = await exchange(`GET http://allowed.test:${upstreamPort}/plain HTTP/1.1\r\nhost: allowed.test\r\nconnection: close\r\n\r\n`);
   assert.match(ok.text, /^HTTP\/1\.1 200/);
   assert.match(ok.text, /upstream GET \/plain/);
+  // The log counts the request line and headers that went up, and the whole answer that came back.
+  await until(async () => (await egressStore.listLog(db, vmId, 1)).data[0].bytes_in > 0);
+  const row = (await egressStore.listLog(db, vmId, 1)).data[0];
+  assert.ok(row.bytes_out >= Buffer.byteLength(`GET /plain HTTP/1.1\r\nhost: allowed.test:${upstreamPort}\r\n\r\n`), `bytes_out ${row.bytes_out}`);
+  assert.ok(row.bytes_in > Buffer.byteLength(`upstream GET /plain`), `bytes_in ${row.bytes_in}`);
   await setPolicy('allowlist', []);
   const t0 = Date.now();
   const denied = await exchange(`GET http://allowed.test:${upstreamPort}/plain HTTP/1.1\r\nhost: allowed.test\r\n\r\n`);

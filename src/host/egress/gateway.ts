@@ -354,7 +354,9 @@ export class EgressGateway {
       timeout: CONNECT_TIMEOUT_MS,
       agent: false,
     });
+    let socket: net.Socket | null = null;
     upstream.once('socket', (s: net.Socket) => {
+      socket = s;
       this.track(s);
       if (o.checkReached === undefined) return;
       const host = o.checkReached;
@@ -363,11 +365,9 @@ export class EgressGateway {
       });
     });
     upstream.once('timeout', () => upstream.destroy(new Error('no answer in time')));
-    req.on('data', (c: Buffer) => (tally.out += c.length));
     upstream.once('response', (up) => {
       upstream.setTimeout(0);
       res.writeHead(up.statusCode ?? 502, up.statusMessage, withoutHopByHop(up.headers));
-      up.on('data', (c: Buffer) => (tally.in += c.length));
       up.pipe(res);
       up.once('error', () => res.destroy());
     });
@@ -377,6 +377,10 @@ export class EgressGateway {
     });
     res.once('close', () => {
       upstream.destroy();
+      // Every byte of the exchange each way, the request line, headers and the answer's head included.
+      const s = socket as net.Socket | null;
+      tally.out += s?.bytesWritten ?? 0;
+      tally.in += s?.bytesRead ?? 0;
       this.finish(tally);
     });
     req.pipe(upstream);
