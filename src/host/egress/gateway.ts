@@ -148,19 +148,6 @@ export class EgressGateway {
     return null;
   }
 
-  /**
-   * A connection of `vmId` to its gateway, as a byte stream: what attach's listener does for each
-   * socket, for a connection carried on the VM's data port (src/vmm/egress.ts). The VM is the one whose
-   * port it came on: nothing in it names the VM.
-   */
-  accept(vmId: string, socket: Duplex): void {
-    if (this.closed) return void socket.destroy();
-    this.vmOf.set(socket, vmId);
-    this.track(socket);
-    socket.on('error', () => undefined);
-    this.http.emit('connection', socket);
-  }
-
   /** The VM is gone: its socket closes, and so do its open connections. */
   detach(vmId: string): void {
     const server = this.listeners.get(vmId);
