@@ -19,6 +19,7 @@ import { WebhookSender } from './jobs/webhookSender.ts';
 import { LifecycleJob } from './jobs/lifecycle.ts';
 import { RemoteGuest } from './replica/remoteGuest.ts';
 import { serveShellSockets, type ShellSockets } from './api/shellSocket.ts';
+import { hostsBaseImage, trackBaseImage } from './image/manifest.ts';
 
 /** How long a stopping server lets requests in flight finish before it closes their connections. */
 const SHUTDOWN_GRACE_MS = 5000;
@@ -125,6 +126,7 @@ async function compose(config: Config, db: Db, log: Logger): Promise<{ services:
         guest: new RemoteGuest(db, config.internalToken!, log),
         capture: (templateId) => remote.capture(templateId),
         showLostHosts: true,
+        baseImage: hostsBaseImage(config.imageDir, () => core.hosts.liveImageIds()),
       },
       domainOpts,
     );
@@ -133,7 +135,7 @@ async function compose(config: Config, db: Db, log: Logger): Promise<{ services:
   const host = await localVmHost(config, core, log);
   const services = buildServices(
     core,
-    { driver: () => host.probe(), executor: host.executor, guest: host.guest, capture: host.capture, vmsChanged: () => host.vmsChanged() },
+    { driver: () => host.probe(), executor: host.executor, guest: host.guest, capture: host.capture, vmsChanged: () => host.vmsChanged(), baseImage: trackBaseImage(host.imageReady) },
     domainOpts,
   );
   const app =

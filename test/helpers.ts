@@ -18,6 +18,7 @@ import * as runStore from '../src/store/runs.ts';
 import type { VmExecutor } from '../src/domain/runs.ts';
 import type { Clock } from '../src/domain/clock.ts';
 import type { DriverProbe } from '../src/vmm/probe.ts';
+import type { BaseImageSource } from '../src/domain/baseImage.ts';
 
 /** The databases the suite runs on: always PGlite; a PostgreSQL server too when AGENTVM_TEST_DATABASE_URL is set. */
 export function backends(): { name: 'pglite' | 'postgres'; url?: string }[] {
@@ -103,6 +104,8 @@ export async function createTestApp(
     capture?: (templateId: string) => void;
     /** Webhook hosts allowed http and loopback (AGENTVM_WEBHOOK_ALLOW_HOSTS). */
     webhookAllowHosts?: Set<string>;
+    /** The guest image a VM host would report (GET /v1/api/images/base); none by default. */
+    baseImage?: BaseImageSource;
   } = {},
 ): Promise<TestApp> {
   const { db, drop } = await freshDb(backend);
@@ -115,7 +118,7 @@ export async function createTestApp(
   });
   const services = buildServices(
     buildCoreServices(db, { clock: opts.clock }),
-    { driver: opts.driver ?? usableDriver, capture: opts.capture },
+    { driver: opts.driver ?? usableDriver, capture: opts.capture, baseImage: opts.baseImage },
     { mailer: opts.mailer, webhookAllowHosts: opts.webhookAllowHosts },
   );
   const adminToken = `avm_admin_${randomBase62(40)}`;

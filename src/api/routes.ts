@@ -26,6 +26,7 @@ import { updateVM } from './operations/updateVM.ts';
 import { createWebhook, listWebhooks, deleteWebhook, listWebhookDeliveries } from './operations/webhooks.ts';
 import { openVMShell } from './operations/openVMShell.ts';
 import { readVMFile, writeVMFile } from './operations/files.ts';
+import { getBaseImage } from './operations/images.ts';
 import { createTenant, setCard, removeCard, addCredits } from './admin/tenants.ts';
 
 /** Every customer operation: the 19 of the contract, then the extensions. */
@@ -73,6 +74,7 @@ export const CUSTOMER_OPERATIONS: Operation[] = [
   loginComplete,
   suspendVM,
   waitVM,
+  getBaseImage,
 ];
 
 export const ADMIN_OPERATIONS: Operation[] = [createTenant, setCard, removeCard, addCredits];

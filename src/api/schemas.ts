@@ -254,6 +254,26 @@ export const Template = z
   })
   .meta({ id: 'Template' });
 
+export const ImagePackage = z
+  .object({ name: z.string(), version: z.string() })
+  .meta({ id: 'ImagePackage', description: 'An installed package: Debian packages by their dpkg name and version, and npm' });
+
+export const Image = z
+  .object({
+    image_id: z.string().meta({ description: '`base`, or an `img_` id' }),
+    slug: z.string(),
+    name: z.string(),
+    visibility: z.enum(['public', 'private']),
+    status: z.enum(['queued', 'building', 'ready', 'failed']),
+    status_reason: z.string().nullable().meta({ description: 'Why the image failed; null otherwise' }),
+    parent: z.string().nullable().meta({ description: 'The image it is built FROM (`base` or an `img_` id); null for `base`' }),
+    size_bytes: z.int().nullable().meta({ description: 'What the image takes on disk; null until it is ready' }),
+    packages: z.array(ImagePackage).meta({ description: 'What is installed, by name; empty until the image is ready' }),
+    created_at: timestamp.meta({ description: 'When its build began (for `base` not yet ready: when this server began to look for it)' }),
+    ready_at: timestamp.nullable(),
+  })
+  .meta({ id: 'Image' });
+
 export const TemplateList = z
   .object({
     data: z.array(Template),

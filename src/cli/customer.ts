@@ -41,6 +41,7 @@ const GROUPS: Record<string, string> = {
   runs: "a VM's task runs: list, inspect, follow, cancel",
   webhooks: 'where your events are POSTed, signed, and how each delivery went',
   billing: 'card on file and credits; `billing ledger` lists every charge and draw',
+  images: 'what a VM starts with: `images get base` lists its packages and versions',
 };
 
 const jsonOpt = () => new Option('--json', 'print JSON (for scripts)');
@@ -229,6 +230,24 @@ function logout(cmd: Command): void {
     }));
 }
 
+/** `images get base`: the image by the name a person uses (the base image is the one there is). */
+function imagesGet(cmd: Command): void {
+  cmd
+    .description("an image: its status, size and packages with their versions (`base`: every VM's workstation image)")
+    .argument('<image>', 'base')
+    .addOption(jsonOpt())
+    .addHelpText('after', '\nExample:\n  agentvm images get base\n  agentvm images get base --json | jq -r \'.packages[] | "\\(.name) \\(.version)"\'')
+    .action(apiAction(async (image: string, opts: Out) => {
+      if (image !== 'base') throw new ClientError('not_found', `image ${image} not found`, 'the image every VM starts with is `base`');
+      const answer = await call((await customerClient()).GET('/v1/api/images/base'));
+      print(answer, opts, () => {
+        const { packages, ...rest } = answer;
+        record(rest);
+        table(packages, ['name', 'version']);
+      });
+    }));
+}
+
 /** Every customer command, in the order of `agentvm --help`. */
 const COMMANDS: CommandEntry[] = [
   { command: 'whoami', operationId: 'whoami' },
@@ -335,6 +354,7 @@ const COMMANDS: CommandEntry[] = [
   { command: 'keys list', operationId: 'listKeys', render: asTable(['key_id', 'prefix', 'label', 'scope', 'created_at', 'last_used_at']) },
   { command: 'keys issue', operationId: 'issueKey', examples: ['agentvm keys issue --label ci --scope readwrite'] },
   { command: 'keys revoke', operationId: 'revokeKey' },
+  { command: 'images get', operationIds: ['getBaseImage'], build: imagesGet },
   { command: 'login', operationIds: ['loginStart', 'loginComplete'], build: login },
   { command: 'logout', operationIds: ['revokeKey'], build: logout },
 ];

@@ -31,6 +31,11 @@ export class HostService {
     await hostStore.heartbeat(this.db, hostId, imageId ?? null, this.clock.now());
   }
 
+  /** The guest images the live hosts run, the newest heartbeat's first. */
+  liveImageIds(): Promise<string[]> {
+    return hostStore.liveImageIds(this.db, new Date(this.clock.now().getTime() - this.staleMs));
+  }
+
   /**
    * Picks a live host with room for `count` VMs of `need` and locks it for the rest of the transaction,
    * so that concurrent creates cannot both take the last room. Room counts the VMs meant to run;

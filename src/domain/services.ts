@@ -17,6 +17,7 @@ import { WebhookService } from './webhooks.ts';
 import { SessionService } from './sessions.ts';
 import { LedgerPaymentProvider, type PaymentProvider } from './payments.ts';
 import type { DriverProbe } from '../vmm/probe.ts';
+import { noBaseImage, type BaseImageSource } from './baseImage.ts';
 
 export const DEFAULT_RUN_LIMITS: RunLimits = { timeoutMs: 30 * 60_000, maxOutputBytes: 4 * 1024 * 1024, maxQueued: 16 };
 
@@ -42,6 +43,8 @@ export interface Services {
   /** Web console sign-ins. */
   sessions: SessionService;
   driver: () => Promise<DriverProbe>;
+  /** The guest image VMs run here, for `GET /v1/api/images/base`. */
+  baseImage: BaseImageSource;
 }
 
 /** The services a VM host needs too, built first so that the host can be built before the rest. */
@@ -80,6 +83,8 @@ export interface VmHostPort {
   vmsChanged?: () => void;
   /** API replicas: VMs of silent hosts show `host_unavailable`. */
   showLostHosts?: boolean;
+  /** The guest image this host runs (or the replicas' view of the hosts'); none where no host is attached. */
+  baseImage?: BaseImageSource;
 }
 
 export function buildServices(
@@ -107,5 +112,6 @@ export function buildServices(
     events: new EventService(db, clock),
     webhooks: new WebhookService(db, clock, opts.webhookAllowHosts ?? new Set()),
     driver: host.driver,
+    baseImage: host.baseImage ?? noBaseImage,
   };
 }

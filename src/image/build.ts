@@ -1,14 +1,15 @@
 /**
  * The guest image pipeline: Debian's cloud kernel unpacked from its package, an initramfs of our own
- * that loads the virtio modules, a Debian 13 root made by debootstrap holding Node 20, the guest agent
- * and the harness programs, and an ext4 base image. Everything is content-addressed under the image
+ * that loads the virtio modules, a Debian 13 root made by debootstrap holding a workstation's
+ * toolchain (workstation.ts), the guest agent and the harness programs, and an ext4 base image. Everything is content-addressed under the image
  * dir: an image's id is a hash of every input, so nothing is rebuilt unless an input changed, and
  * finished steps are kept.
  */
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream, existsSync } from 'node:fs';
-import { chmod, chown, copyFile, link, mkdir, readdir, readFile, rename, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import { chmod, chown, copyFile, link, mkdir, open, readdir, readFile, rename, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { fileURLToPath } from 'node:url';
@@ -16,9 +17,10 @@ import { createGunzip, createGzip } from 'node:zlib';
 import { build as esbuild } from 'esbuild';
 import { geminiSettingsFiles } from '../harness/geminiSettings.ts';
 import { GUEST_AWK } from '../guest/protocol.ts';
+import { configureWorkstation, DPKG_QUERY_ARGS, installNpm, NPM_PACKAGE, parseDpkgQuery, ROOT_PACKAGES, workstationInputs, type PackageVersion } from './workstation.ts';
 
 /** Bump when the way an image is put together changes, so that every image is rebuilt. */
-const BUILDER_VERSION = 4;
+const BUILDER_VERSION = 5;
 /** Debian 13: its Node 20 runs gemini-cli, which Debian 12's Node 18 cannot. */
 const SUITE = 'trixie';
 /**
@@ -26,8 +28,6 @@ const SUITE = 'trixie';
  * resolved before anything is built, and trixie's userland runs on it.
  */
 const KERNEL_META_PACKAGE = 'linux-image-cloud-amd64';
-/** Guest packages beyond debootstrap's minbase. */
-const GUEST_PACKAGES = ['nodejs', 'iproute2', 'e2fsprogs', 'ca-certificates', 'procps', 'util-linux', 'busybox-static'];
 /** Loaded by the initramfs, dependencies first (the builder also reads each module's own `depends=`). */
 const GUEST_MODULES = [
   'virtio_ring', 'virtio', 'virtio_mmio', 'virtio_blk', 'virtio_console', 'failover', 'net_failover', 'virtio_net', 'virtio-rng',
@@ -109,9 +109,15 @@ export interface ImageManifest {
   kernel_version: string;
   kernel_release: string;
   suite: string;
-  packages: string[];
+  /** What is installed in the root: its Debian packages (dpkg-query) and npm, by name. */
+  packages: PackageVersion[];
   built_at: string;
+  /** The root filesystem's file (sparse: its size is the root's capacity). */
   rootfs_bytes: number;
+  /** What the image takes on disk: the blocks the root filesystem's file holds, the kernel and the initramfs. */
+  size_bytes: number;
+  /** How long the build of this image took, in milliseconds (its cached steps cost nothing). */
+  build_ms: number;
   /** Harness id → the pinned packages its program came from. */
   harnesses: Record<string, string[]>;
   /** Harness id → why the image does not carry it. */
@@ -159,6 +165,8 @@ function runTool(cmd: string, args: string[], opts: { cwd?: string; input?: stri
     child.on('close', (code) =>
       code === 0 ? resolve(Buffer.concat(out).toString()) : reject(new Error(`${cmd} ${args.join(' ')} failed (${code}): ${err.trim()}`)),
     );
+    // A program that reads no input may be gone before its (empty) stdin is closed.
+    child.stdin.on('error', () => undefined);
     child.stdin.end(opts.input ?? '');
   });
 }
@@ -219,15 +227,19 @@ async function inputs(): Promise<Inputs> {
 }
 
 function rootfsBaseKey(i: Inputs): string {
-  return sha256(String(BUILDER_VERSION), SUITE, i.mirror, GUEST_PACKAGES.join(','), JSON.stringify(GUEST_USER)).slice(0, 16);
+  return sha256(String(BUILDER_VERSION), SUITE, i.mirror, workstationInputs(GUEST_USER.name, SUITE), JSON.stringify(GUEST_USER)).slice(0, 16);
 }
 
 function harnessesKey(): string {
   return sha256(String(BUILDER_VERSION), JSON.stringify(HARNESS_PACKAGES)).slice(0, 16);
 }
 
+function npmKey(): string {
+  return sha256(String(BUILDER_VERSION), NPM_PACKAGE.name, NPM_PACKAGE.version).slice(0, 16);
+}
+
 function imageIdOf(i: Inputs): string {
-  return sha256(String(BUILDER_VERSION), harnessesKey(), i.kernelPackage, i.kernelVersion, rootfsBaseKey(i), i.agentBundle, i.initScript, ...i.diagnostics, GUEST_MODULES.join(','), ROOTFS_SIZE, `${IDENTITY_DIR}:${IDENTITY_FILES.join(',')}`, GUEST_AWK).slice(0, 20);
+  return sha256(String(BUILDER_VERSION), harnessesKey(), npmKey(), i.kernelPackage, i.kernelVersion, rootfsBaseKey(i), i.agentBundle, i.initScript, ...i.diagnostics, GUEST_MODULES.join(','), ROOTFS_SIZE, `${IDENTITY_DIR}:${IDENTITY_FILES.join(',')}`, GUEST_AWK).slice(0, 20);
 }
 
 /** The id the current inputs make, whether or not it is built. */
@@ -343,28 +355,43 @@ async function buildKernel(cacheDir: string, i: Inputs, progress: Progress): Pro
   return { dir, release };
 }
 
-async function buildRootfsBase(cacheDir: string, i: Inputs, progress: Progress): Promise<string> {
+/** The debootstrapped root as a tree, and its installed Debian packages. */
+async function buildRootfsBase(cacheDir: string, i: Inputs, progress: Progress): Promise<{ tree: string; packages: PackageVersion[] }> {
   const dir = path.join(cacheDir, 'rootfs-base', rootfsBaseKey(i));
-  if (await done(dir)) return path.join(dir, 'tree');
+  const result = async () => ({ tree: path.join(dir, 'tree'), packages: JSON.parse(await readFile(path.join(dir, 'packages.json'), 'utf8')) as PackageVersion[] });
+  if (await done(dir)) return result();
   const work = `${dir}.work`;
   await rm(work, { recursive: true, force: true });
   await mkdir(work, { recursive: true });
   const tree = path.join(work, 'tree');
-  progress(`root: debootstrap ${SUITE} (minbase + ${GUEST_PACKAGES.join(', ')}) from ${i.mirror}; this takes a minute or two`);
-  await runTool('debootstrap', ['--variant=minbase', `--include=${GUEST_PACKAGES.join(',')}`, SUITE, tree, i.mirror]);
-  progress('root: adding the harness user and trimming caches');
+  progress(`root: debootstrap ${SUITE} (minbase + ${ROOT_PACKAGES.join(', ')}) from ${i.mirror}; this takes a few minutes`);
+  await runTool('debootstrap', ['--variant=minbase', `--include=${ROOT_PACKAGES.join(',')}`, SUITE, tree, i.mirror]);
+  progress('root: adding the harness user with its sudo, no documentation, trimming caches');
   await runTool('chroot', [tree, 'groupadd', '-g', String(GUEST_USER.gid), GUEST_USER.name]);
   await runTool('chroot', [tree, 'useradd', '-m', '-u', String(GUEST_USER.uid), '-g', String(GUEST_USER.gid), '-s', '/bin/bash', '-d', GUEST_USER.home, GUEST_USER.name]);
-  for (const sub of ['var/cache/apt/archives', 'var/lib/apt/lists', 'usr/share/doc', 'usr/share/man', 'usr/share/locale']) {
-    for (const f of await readdir(path.join(tree, sub)).catch(() => [] as string[])) {
-      if (f === 'partial' || f === 'lock') continue;
-      await rm(path.join(tree, sub, f), { recursive: true, force: true });
-    }
-  }
+  await configureWorkstation(tree, GUEST_USER.name, SUITE);
+  const packages = parseDpkgQuery(await runTool('chroot', [tree, 'dpkg-query', ...DPKG_QUERY_ARGS]));
+  if (!ROOT_PACKAGES.every((p) => packages.some((q) => q.name === p))) throw new Error('debootstrap left out a package it was asked for');
+  await writeFile(path.join(work, 'packages.json'), JSON.stringify(packages));
   await writeFile(path.join(work, '.complete'), '');
   await rm(dir, { recursive: true, force: true });
   await rename(work, dir);
-  return path.join(dir, 'tree');
+  return result();
+}
+
+/** npm, as a tree to copy over the root. */
+async function buildNpm(cacheDir: string, progress: Progress): Promise<string> {
+  const dir = path.join(cacheDir, 'npm', npmKey());
+  if (await done(dir)) return path.join(dir, 'root');
+  progress(`npm: ${NPM_PACKAGE.name}@${NPM_PACKAGE.version} from the npm registry`);
+  const work = `${dir}.work`;
+  await rm(work, { recursive: true, force: true });
+  await installNpm(path.join(work, 'root'), (cmd, args) => runTool(cmd, args));
+  await runTool('chmod', ['-R', 'u+rwX,go+rX,go-w', path.join(work, 'root')]);
+  await writeFile(path.join(work, '.complete'), '');
+  await rm(dir, { recursive: true, force: true });
+  await rename(work, dir);
+  return path.join(dir, 'root');
 }
 
 /** A shell launcher that runs a Node program's entry with the guest's Node. */
@@ -473,6 +500,49 @@ async function buildInitramfs(kernelDir: string, initScript: string, out: string
   await rm(staging, { recursive: true, force: true });
 }
 
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * One build at a time in an image dir: two processes building the same steps would remove each
+ * other's work (a server's build at its start and `agentvm image build`, side by side). A lock left
+ * by a process that is gone is taken over.
+ */
+async function withBuildLock<T>(imageDir: string, progress: Progress, fn: () => Promise<T>): Promise<T> {
+  const file = path.join(imageDir, 'build.lock');
+  await mkdir(imageDir, { recursive: true });
+  let told = false;
+  for (;;) {
+    try {
+      const handle = await open(file, 'wx');
+      await handle.writeFile(`${process.pid}\n`);
+      await handle.close();
+      break;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    }
+    const holder = Number((await readFile(file, 'utf8').catch(() => '')).trim());
+    if (!holder || !alive(holder)) {
+      await rm(file, { force: true });
+      continue;
+    }
+    if (!told) progress(`waiting for the build that process ${holder} is making in ${imageDir}`);
+    told = true;
+    await sleep(1000);
+  }
+  try {
+    return await fn();
+  } finally {
+    await rm(file, { force: true });
+  }
+}
+
 /**
  * Builds (or finds) the image of the current inputs. Needs root (debootstrap, chroot) and Debian's
  * debootstrap, cpio, busybox-static, lz4 and e2fsprogs.
@@ -482,11 +552,17 @@ export async function buildImage(imageDir: string, progress: Progress = () => un
   const id = imageIdOf(i);
   const existing = await loadImage(imageDir, id);
   if (existing) return existing;
+  return withBuildLock(imageDir, progress, async () => (await loadImage(imageDir, id)) ?? build(imageDir, i, id, progress));
+}
+
+async function build(imageDir: string, i: Inputs, id: string, progress: Progress): Promise<Image> {
+  const started = Date.now();
   progress(`building guest image ${id}`);
   const cacheDir = path.join(imageDir, 'cache');
   await mkdir(cacheDir, { recursive: true });
   const kernel = await buildKernel(cacheDir, i, progress);
-  const baseTree = await buildRootfsBase(cacheDir, i, progress);
+  const base = await buildRootfsBase(cacheDir, i, progress);
+  const npmRoot = await buildNpm(cacheDir, progress);
   const harnesses = await buildHarnesses(cacheDir, progress);
 
   const work = path.join(imageDir, `${id}.work`);
@@ -494,7 +570,8 @@ export async function buildImage(imageDir: string, progress: Progress = () => un
   await mkdir(work, { recursive: true });
   progress('root: adding the guest agent and making the ext4 image');
   const staging = path.join(work, 'root');
-  await runTool('cp', ['-a', baseTree, staging]);
+  await runTool('cp', ['-a', base.tree, staging]);
+  await runTool('cp', ['-a', '--no-preserve=ownership', `${npmRoot}/.`, staging]);
   await mkdir(path.join(staging, 'opt/agentvm'), { recursive: true });
   await mkdir(path.join(staging, 'persist'), { recursive: true });
   await writeFile(path.join(staging, 'opt/agentvm/agent.mjs'), i.agentBundle);
@@ -519,15 +596,18 @@ export async function buildImage(imageDir: string, progress: Progress = () => un
   progress('initramfs: busybox, the virtio modules and our init');
   await buildInitramfs(kernel.dir, i.initScript, path.join(work, 'initramfs.cpio.gz'));
   await link(path.join(kernel.dir, 'vmlinux'), path.join(work, 'vmlinux')).catch(() => copyFile(path.join(kernel.dir, 'vmlinux'), path.join(work, 'vmlinux')));
+  const files = await Promise.all(['rootfs.ext4', 'vmlinux', 'initramfs.cpio.gz'].map((f) => stat(path.join(work, f))));
   const manifest: ImageManifest = {
     id,
     kernel_package: i.kernelPackage,
     kernel_version: i.kernelVersion,
     kernel_release: kernel.release,
     suite: SUITE,
-    packages: GUEST_PACKAGES,
+    packages: [...base.packages, { name: NPM_PACKAGE.name, version: NPM_PACKAGE.version }].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)),
     built_at: new Date().toISOString(),
-    rootfs_bytes: (await stat(path.join(work, 'rootfs.ext4'))).size,
+    rootfs_bytes: files[0].size,
+    size_bytes: files.reduce((sum, f) => sum + f.blocks * 512, 0),
+    build_ms: Date.now() - started,
     harnesses: { ...harnesses.installed, echo: ['agentvm-echo (in this repository)'], ticker: ['agentvm-ticker (in this repository)'] },
     unavailable: harnesses.unavailable,
   };

@@ -53,6 +53,7 @@ export const TOOL_NAMES: Record<string, string> = {
   listWebhooks: 'webhooks_list',
   deleteWebhook: 'webhook_delete',
   listWebhookDeliveries: 'webhook_deliveries_list',
+  getBaseImage: 'image_base_get',
 };
 
 const DESTRUCTIVE = new Set(['destroyVM', 'revokeKey', 'restartVM', 'reprovisionVM', 'stopVM', 'cancelVMRun', 'deleteWebhook']);

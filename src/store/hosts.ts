@@ -67,6 +67,15 @@ export async function countTakingVms(q: Queryable, since: Date): Promise<number>
   return row.n;
 }
 
+/** The guest images live hosts run, the newest heartbeat's first. */
+export async function liveImageIds(q: Queryable, since: Date): Promise<string[]> {
+  const rows = await q.query<{ image_id: string }>(
+    'SELECT image_id FROM hosts WHERE heartbeat_at > $1 AND image_id IS NOT NULL GROUP BY image_id ORDER BY max(heartbeat_at) DESC',
+    [since],
+  );
+  return rows.map((r) => r.image_id);
+}
+
 /** Hosts silent since `since` (or before): lost. */
 export async function listLost(q: Queryable, since: Date): Promise<string[]> {
   const rows = await q.query<{ host_id: string }>('SELECT host_id FROM hosts WHERE heartbeat_at <= $1', [since]);
