@@ -713,6 +713,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/api/images/base": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get the base image: what every VM starts with, its packages and versions
+         * @description The workstation image VMs run unless they name another: Debian 13 with git, curl, wget, ssh, gnupg, sudo (passwordless for the user agent), gcc, g++, make, pkg-config, Python 3 with pip and venv, Node.js with npm, jq, ripgrep, fd, zip, xz, less, procps, iproute2, vim-tiny and nano. `packages` is read from the image the VM host runs (its dpkg database, and npm).
+         */
+        get: operations["getBaseImage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -815,7 +835,7 @@ export interface components {
              * @enum {string}
              */
             mode: "none" | "allowlist" | "public";
-            /** @description Lowercase hostnames, or `*.` + a domain for any of its subdomains (not over a public suffix); used in `allowlist` mode */
+            /** @description Lowercase hostnames, `*.` + a domain for any of its subdomains (not over a public suffix), or a preset (`@debian`, `@npm`, `@pypi`, `@github`, `@crates`, `@go`: one entry each, expanded by the gateway); used in `allowlist` mode */
             allow: string[];
         };
         CreateVMResponse: {
@@ -852,7 +872,7 @@ export interface components {
                  * @enum {string}
                  */
                 mode: "none" | "allowlist" | "public";
-                /** @description Lowercase hostnames, or `*.` + a domain for any of its subdomains (not over a public suffix); used in `allowlist` mode */
+                /** @description Lowercase hostnames, `*.` + a domain for any of its subdomains (not over a public suffix), or a preset (`@debian`, `@npm`, `@pypi`, `@github`, `@crates`, `@go`: one entry each, expanded by the gateway); used in `allowlist` mode */
                 allow: string[];
             };
             /** @description Stop the VM after this many seconds without a run, a shell or egress traffic (60–604800); null: never */
@@ -998,7 +1018,7 @@ export interface components {
                  * @enum {string}
                  */
                 mode: "none" | "allowlist" | "public";
-                /** @description Lowercase hostnames, or `*.` + a domain for any of its subdomains (not over a public suffix); used in `allowlist` mode */
+                /** @description Lowercase hostnames, `*.` + a domain for any of its subdomains (not over a public suffix), or a preset (`@debian`, `@npm`, `@pypi`, `@github`, `@crates`, `@go`: one entry each, expanded by the gateway); used in `allowlist` mode */
                 allow: string[];
             };
             /** @description Stop the VM after this many seconds without a run, a shell or egress traffic (60–604800); null: never */
@@ -1345,6 +1365,39 @@ export interface components {
             email: string;
             code: string;
             label?: string;
+        };
+        Image: {
+            /** @description `base`, or an `img_` id */
+            image_id: string;
+            slug: string;
+            name: string;
+            /** @enum {string} */
+            visibility: "public" | "private";
+            /** @enum {string} */
+            status: "queued" | "building" | "ready" | "failed";
+            /** @description Why the image failed; null otherwise */
+            status_reason: string | null;
+            /** @description The image it is built FROM (`base` or an `img_` id); null for `base` */
+            parent: string | null;
+            /** @description What the image takes on disk; null until it is ready */
+            size_bytes: number | null;
+            /** @description What is installed, by name; empty until the image is ready */
+            packages: components["schemas"]["ImagePackage"][];
+            /**
+             * Format: date-time
+             * @description When its build began (for `base` not yet ready: when this server began to look for it)
+             */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description RFC 3339 UTC timestamp
+             */
+            ready_at: string | null;
+        };
+        /** @description An installed package: Debian packages by their dpkg name and version, and npm */
+        ImagePackage: {
+            name: string;
+            version: string;
         };
     };
     responses: never;
@@ -5508,6 +5561,87 @@ export interface operations {
                 headers: {
                     /** @description Identifies the request in the server log */
                     "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getBaseImage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The base image */
+            200: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Image"];
+                };
+            };
+            /** @description `invalid_request`: Malformed JSON, wrong type, unknown field or value out of range; `message` names the field */
+            400: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unauthorized`: Missing, malformed, unknown or revoked key; `message` is empty */
+            401: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `rate_limited`: Over the per-key rate; see Retry-After */
+            429: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `internal`: Unexpected server error; `message` is empty, the detail is logged under the request id */
+            500: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unavailable`: No host capacity or the VM driver is down; see Retry-After */
+            503: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
