@@ -13,6 +13,7 @@ const ERROR_MEANING: Record<ErrorCode, string> = {
   insufficient_credits: 'Prepaid credits do not cover an hour per VM',
   card_declined: 'The card on file was declined',
   read_only_key: 'A read key on a write',
+  quota_exceeded: 'Over one of the tenant\'s limits (GET /v1/api/limits); `message` names the limit, its value and the current count; nothing was charged or changed',
   not_found: 'Unknown or unowned id; do not retry',
   method_not_allowed: 'Known path, other method; the Allow header lists the methods',
   vm_not_running: 'The VM is not running',

@@ -28,6 +28,7 @@ import { openVMShell } from './operations/openVMShell.ts';
 import { readVMFile, writeVMFile } from './operations/files.ts';
 import { getBaseImage } from './operations/images.ts';
 import { createTenant, setCard, removeCard, addCredits } from './admin/tenants.ts';
+import { getLimits, adminSetLimits } from './operations/limits.ts';
 
 /** Every customer operation: the 19 of the contract, then the extensions. */
 export const CUSTOMER_OPERATIONS: Operation[] = [
@@ -74,7 +75,8 @@ export const CUSTOMER_OPERATIONS: Operation[] = [
   loginComplete,
   suspendVM,
   waitVM,
+  getLimits,
   getBaseImage,
 ];
 
-export const ADMIN_OPERATIONS: Operation[] = [createTenant, setCard, removeCard, addCredits];
+export const ADMIN_OPERATIONS: Operation[] = [createTenant, setCard, removeCard, addCredits, adminSetLimits];

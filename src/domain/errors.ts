@@ -6,6 +6,7 @@ export const ERROR_STATUS = {
   insufficient_credits: 402,
   card_declined: 402,
   read_only_key: 403,
+  quota_exceeded: 403,
   not_found: 404,
   method_not_allowed: 405,
   vm_not_running: 409,

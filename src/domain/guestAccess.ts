@@ -11,6 +11,7 @@ import type { VmService, VmRow } from './vms.ts';
 import { filesPath, type DirEntry } from '../guest/protocol.ts';
 import { shellEnvironment } from '../harness/invoke.ts';
 import * as ticketStore from '../store/shellTickets.ts';
+import { shellLeaseId, StreamLease, takeStreamLease } from './limits.ts';
 
 /** The largest file a write takes. */
 export const MAX_FILE_BYTES = 100 * 1024 * 1024;
@@ -119,7 +120,12 @@ export class ShellService {
     const ticket = `avm_shell_${randomBytes(24).toString('base64url')}`;
     const now = this.clock.now();
     const expiresAt = new Date(now.getTime() + SHELL_TICKET_TTL_MS);
-    await ticketStore.insert(this.db, { ticket_hash: hashTicket(ticket), tenant_id: tenantId, vm_id: vmId, expires_at: expiresAt }, now);
+    const ticketHash = hashTicket(ticket);
+    await this.db.transaction(async (tx) => {
+      // The shell counts in run_streams from its ticket (which runs out, with its lease, if unused).
+      await takeStreamLease(tx, { lease_id: shellLeaseId(ticketHash), tenant_id: tenantId, kind: 'shell', expires_at: expiresAt }, now);
+      await ticketStore.insert(tx, { ticket_hash: ticketHash, tenant_id: tenantId, vm_id: vmId, expires_at: expiresAt }, now);
+    });
     return { ticket, expiresAt };
   }
 
@@ -129,11 +135,30 @@ export class ShellService {
    */
   async connect(vmId: string, ticket: string, size: { cols: number; rows: number }): Promise<GuestShell | null> {
     if (!/^avm_shell_[A-Za-z0-9_-]{20,64}$/.test(ticket)) return null;
-    const used = await ticketStore.redeem(this.db, hashTicket(ticket), vmId, this.clock.now());
+    const ticketHash = hashTicket(ticket);
+    const used = await ticketStore.redeem(this.db, ticketHash, vmId, this.clock.now());
     if (!used) return null;
-    const vm = await this.vms.get(used.tenant_id, vmId);
-    if (vm.status !== 'running') throw notRunning(vm);
-    if (!this.guest) throw noHost();
-    return this.guest.openShell(vmId, { ...size, env: shellEnvironment(vm.harness, vm.brokered_secret_names) });
+    // The ticket's lease is the open shell's from now on: renewed while it is open, ended with it.
+    const lease = new StreamLease(this.db, this.clock, { lease_id: shellLeaseId(ticketHash), tenant_id: used.tenant_id, kind: 'shell' }, { renewNow: true });
+    try {
+      const vm = await this.vms.get(used.tenant_id, vmId);
+      if (vm.status !== 'running') throw notRunning(vm);
+      if (!this.guest) throw noHost();
+      const shell = await this.guest.openShell(vmId, { ...size, env: shellEnvironment(vm.harness, vm.brokered_secret_names) });
+      void shell.ended.finally(() => lease.end());
+      return {
+        write: (bytes) => shell.write(bytes),
+        resize: (cols, rows) => shell.resize(cols, rows),
+        output: (fn) => shell.output(fn),
+        close: () => {
+          void lease.end();
+          shell.close();
+        },
+        ended: shell.ended,
+      };
+    } catch (err) {
+      await lease.end();
+      throw err;
+    }
   }
 }

@@ -2,6 +2,7 @@ import type { Db, Queryable } from '../store/db.ts';
 import type { Clock } from './clock.ts';
 import { newApiKey, newId, sha256Hex, KEY_PREFIX } from './ids.ts';
 import { recordKeyIssued, recordKeyRevoked } from './events.ts';
+import { requireQuota } from './limits.ts';
 
 export type Scope = 'read' | 'readwrite';
 
@@ -49,6 +50,7 @@ export class KeyService {
     if (!tx) return this.db.transaction((t) => this.issue(t, tenantId, opts));
     const key = newApiKey();
     const now = this.clock.now();
+    await requireQuota(tx, tenantId, { api_keys: 1 }, now);
     const [record] = await tx.query<KeyRecord>(
       `INSERT INTO api_keys (key_id, tenant_id, key_hash, prefix, label, scope, created_at)
        VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING ${KEY_COLUMNS}`,

@@ -16,6 +16,7 @@ import { EventService } from './events.ts';
 import { WebhookService } from './webhooks.ts';
 import { SessionService } from './sessions.ts';
 import { LedgerPaymentProvider, type PaymentProvider } from './payments.ts';
+import { LimitService } from './limits.ts';
 import type { DriverProbe } from '../vmm/probe.ts';
 import { noBaseImage, type BaseImageSource } from './baseImage.ts';
 
@@ -42,6 +43,8 @@ export interface Services {
   webhooks: WebhookService;
   /** Web console sign-ins. */
   sessions: SessionService;
+  /** Per-tenant limits and quotas. */
+  limits: LimitService;
   driver: () => Promise<DriverProbe>;
   /** The guest image VMs run here, for `GET /v1/api/images/base`. */
   baseImage: BaseImageSource;
@@ -108,6 +111,7 @@ export function buildServices(
     shells: new ShellService(db, clock, vms, host.guest ?? null),
     login,
     sessions: new SessionService(db, clock, login),
+    limits: new LimitService(db, clock),
     templates,
     events: new EventService(db, clock),
     webhooks: new WebhookService(db, clock, opts.webhookAllowHosts ?? new Set()),

@@ -5,6 +5,8 @@ import { newId } from './ids.ts';
 import * as templateStore from '../store/templates.ts';
 import * as vmStore from '../store/vms.ts';
 import type { TemplateQuery, TemplateRow } from '../store/templates.ts';
+import { requireQuota } from './limits.ts';
+import { lockQuota } from '../store/limits.ts';
 
 export type { TemplateRow } from '../store/templates.ts';
 
@@ -38,12 +40,16 @@ export class TemplateService {
   async capture(tenantId: string, vmId: string, input: { visibility?: 'public' | 'private'; name?: string }): Promise<TemplateRow> {
     const capturer = this.capturer;
     const row = await this.db.transaction(async (tx) => {
+      // The quota lock before the VM's row, in the order a create takes them.
+      await lockQuota(tx, tenantId);
       const vm = await vmStore.lockForCapture(tx, tenantId, vmId);
       if (!vm) throw notFound('VM');
       if (vm.status !== 'running' && vm.status !== 'stopped') {
         throw new ApiError('vm_not_running', `the VM is ${vm.status}; a capture needs it running or stopped`, 'wait until it is running or stopped');
       }
       if (!capturer) throw new ApiError('unavailable', 'no VM host is attached to this server', 'try again later', { 'Retry-After': '30' });
+      // A template counts one, and its disk image the source VM's persist disk.
+      await requireQuota(tx, tenantId, { templates: 1, disk_gib: vm.disk_gib }, this.clock.now());
       const visibility = input.visibility ?? 'private';
       const name = input.name ?? `${vm.harness} workspace from ${vm.vm_id}`;
       const base = slugify(name);

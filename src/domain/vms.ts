@@ -21,6 +21,8 @@ import { normalizePolicy, policyProblem, type EgressPolicy } from './egress.ts';
 import { providerHosts } from '../harness/providers.ts';
 import { recordCreditsLow, recordVmChange, withMonthCosts } from './events.ts';
 import type { VmFeed } from './feed.ts';
+import { lifecycleCharge, orderCharge, requireQuota, vmCompute } from './limits.ts';
+import { lockQuota } from '../store/limits.ts';
 
 export type { VmRow } from '../store/vms.ts';
 
@@ -263,6 +265,7 @@ export class VmService {
     const order = resolveOrder(input, this.clock.now());
     const result = await this.db.transaction((tx) =>
       onceForKey(tx, tenantId, idempotencyKey, 'createVM', requestHash('createVM', '', input), async () => {
+        await requireQuota(tx, tenantId, orderCharge(order), this.clock.now());
         if (order.tier) {
           await this.billing.requireCredits(tx, tenantId, TIERS[order.tier].cents_per_hour * order.count);
         } else {
@@ -309,6 +312,7 @@ export class VmService {
           throw invalid('plan', `this template's disk is ${templateDisk} GiB and a ${plan} VM's is ${PLANS[plan].disk_gib} GiB: fork it as ${template.plan} or larger`);
         }
         const order = resolveOrder({ plan, harness: template.harness, egress: input.egress, auto_stop_after_s: input.auto_stop_after_s, expires_at: input.expires_at }, this.clock.now());
+        await requireQuota(tx, tenantId, orderCharge(order), this.clock.now());
         await this.billing.requireCard(tx, tenantId);
         const [vmId] = await this.insertVms(tx, tenantId, order, template.template_id);
         await this.billing.chargeCard(tx, tenantId, planPriceCents(plan, 'monthly'), {
@@ -432,6 +436,10 @@ export class VmService {
   /** Records a lifecycle request for the reconciler; answers the VM as it now stands. */
   async lifecycle(tenantId: string, vmId: string, action: LifecycleAction): Promise<VmRow> {
     const row = await this.db.transaction(async (tx) => {
+      // A start, restart or reprovision may raise running_vms, vcpus and memory_mib: the quota lock
+      // comes before the VM's row, in the order a create takes them.
+      const mayRaise = action !== 'stop' && action !== 'suspend';
+      if (mayRaise) await lockQuota(tx, tenantId);
       const vm = await vmStore.lockForTenant(tx, tenantId, vmId);
       if (!vm) throw notFound('VM');
       if (action === 'suspend' && !canSuspend(vm)) {
@@ -439,6 +447,10 @@ export class VmService {
       }
       const patch = applyLifecycle(vm, action);
       if (!patch) return vm;
+      if (mayRaise) {
+        const after = { ...vm, status: patch.status ?? vm.status, desired_state: patch.desired_state ?? vm.desired_state };
+        await requireQuota(tx, tenantId, lifecycleCharge(vmCompute(vm), vmCompute(after)), this.clock.now());
+      }
       const updated = await vmStore.recordLifecycle(
         tx,
         tenantId,

@@ -14,6 +14,7 @@ import { EVENT_TYPES, type EventType } from './eventTypes.ts';
 import { DenyList } from './denyList.ts';
 import * as webhookStore from '../store/webhooks.ts';
 import type { DeliveryRow, WebhookRow } from '../store/webhooks.ts';
+import { requireQuota } from './limits.ts';
 
 /** The operator's exceptions to the public-https rule: lowercase host names (AGENTVM_WEBHOOK_ALLOW_HOSTS). */
 export function parseAllowHosts(raw: string | undefined): Set<string> {
@@ -73,13 +74,16 @@ export class WebhookService {
   async create(tenantId: string, input: { url: string; events: string[] }): Promise<WebhookRow> {
     const url = checkWebhookUrl(input.url, this.allowHosts);
     const events = checkEventTypes(input.events);
-    return webhookStore.insert(this.db, {
-      webhook_id: `wh_${randomBase62(22)}`,
-      tenant_id: tenantId,
-      url: url.toString(),
-      events,
-      secret: `whsec_${randomBase62(40)}`,
-      created_at: this.clock.now(),
+    return this.db.transaction(async (tx) => {
+      await requireQuota(tx, tenantId, { webhooks: 1 }, this.clock.now());
+      return webhookStore.insert(tx, {
+        webhook_id: `wh_${randomBase62(22)}`,
+        tenant_id: tenantId,
+        url: url.toString(),
+        events,
+        secret: `whsec_${randomBase62(40)}`,
+        created_at: this.clock.now(),
+      });
     });
   }
 

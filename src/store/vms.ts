@@ -119,9 +119,9 @@ export async function lockForCapture(
   q: Queryable,
   tenantId: string,
   vmId: string,
-): Promise<{ vm_id: string; status: string; harness: string; plan: string | null } | undefined> {
-  const [vm] = await q.query<{ vm_id: string; status: string; harness: string; plan: string | null }>(
-    'SELECT vm_id, status, harness, plan FROM vms WHERE tenant_id = $1 AND vm_id = $2 AND deleted_at IS NULL FOR UPDATE',
+): Promise<{ vm_id: string; status: string; harness: string; plan: string | null; disk_gib: number } | undefined> {
+  const [vm] = await q.query<{ vm_id: string; status: string; harness: string; plan: string | null; disk_gib: number }>(
+    'SELECT vm_id, status, harness, plan, disk_gib FROM vms WHERE tenant_id = $1 AND vm_id = $2 AND deleted_at IS NULL FOR UPDATE',
     [tenantId, vmId],
   );
   return vm;

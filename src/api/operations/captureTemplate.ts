@@ -13,7 +13,7 @@ export const captureTemplate = defineOperation({
   params: IdParam,
   body: { schema: CaptureRequest, required: false },
   success: { status: 201, schema: Template, description: 'The new template, capturing' },
-  errors: ['not_found', 'vm_not_running', 'unavailable'],
+  errors: ['not_found', 'vm_not_running', 'quota_exceeded', 'unavailable'],
   handler: async ({ services, principal, params, body }) => ({
     status: 201,
     body: presentTemplate(await services.templates.capture(principal.tenantId, params.id, body ?? {}), principal.tenantId),

@@ -15,7 +15,7 @@ export const createVM = defineOperation({
   money: true,
   body: { schema: CreateVmRequest, required: true },
   success: { status: 201, schema: CreateVmResponse, description: 'Accepted for provisioning' },
-  errors: ['card_required', 'card_declined', 'insufficient_credits', 'idempotency_conflict', 'unavailable'],
+  errors: ['card_required', 'card_declined', 'insufficient_credits', 'quota_exceeded', 'idempotency_conflict', 'unavailable'],
   handler: async ({ c, services, principal, body }) => {
     const key = idempotencyKey(c.req.header('idempotency-key'));
     return replayable(await services.vms.create(principal.tenantId, body, key));

@@ -15,7 +15,7 @@ export const forkTemplate = defineOperation({
   params: TemplateIdParam,
   body: { schema: ForkRequest, required: false },
   success: { status: 201, schema: ForkResponse, description: 'The new VM, seeded from the template' },
-  errors: ['not_found', 'card_required', 'card_declined', 'idempotency_conflict', 'unavailable'],
+  errors: ['not_found', 'card_required', 'card_declined', 'quota_exceeded', 'idempotency_conflict', 'unavailable'],
   handler: async ({ c, services, principal, params, body }) => {
     const key = idempotencyKey(c.req.header('idempotency-key'));
     return replayable(await services.vms.fork(principal.tenantId, params.id, body ?? {}, key));

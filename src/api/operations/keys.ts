@@ -27,7 +27,7 @@ export const issueKey = defineOperation({
   audience: 'customer',
   body: { schema: IssueKeyRequest, required: false },
   success: { status: 201, schema: IssuedKey, description: 'The new key, with its plaintext shown only here' },
-  errors: [],
+  errors: ['quota_exceeded'],
   handler: async ({ services, principal, body }) => {
     const { key, record } = await services.keys.issue(null, principal.tenantId, {
       label: body.label ?? '',

@@ -25,12 +25,13 @@ function lifecycleOperation(operationId: string, action: LifecycleAction, summar
 }
 
 export const stopVM = lifecycleOperation('stopVM', 'stop', 'Stop a VM: compute pauses, the persist disk stays');
-export const startVM = lifecycleOperation('startVM', 'start', 'Start a stopped VM');
-export const restartVM = lifecycleOperation('restartVM', 'restart', 'Restart a VM with a fresh root filesystem; the persist disk stays');
+export const startVM = lifecycleOperation('startVM', 'start', 'Start a stopped VM', { errors: ['quota_exceeded'] });
+export const restartVM = lifecycleOperation('restartVM', 'restart', 'Restart a VM with a fresh root filesystem; the persist disk stays', { errors: ['quota_exceeded'] });
 export const reprovisionVM = lifecycleOperation(
   'reprovisionVM',
   'reprovision',
   'Rebuild the guest from the current image; the persist disk stays',
+  { errors: ['quota_exceeded'] },
 );
 export const suspendVM = lifecycleOperation('suspendVM', 'suspend', "Suspend a running VM with its memory: processes resume where they were on start", {
   errors: ['vm_not_running'],

@@ -30,7 +30,7 @@ export const loginComplete = defineOperation({
   extension: true,
   body: { schema: LoginCompleteRequest, required: true },
   success: { status: 201, schema: IssuedKey, description: 'The new key, with its plaintext shown only here' },
-  errors: ['unauthorized'],
+  errors: ['unauthorized', 'quota_exceeded'],
   handler: async ({ services, body }) => {
     const { key, record } = await services.login.complete(body.email, body.code, body.label ?? 'cli');
     return { status: 201, body: presentIssuedKey(record, key) };

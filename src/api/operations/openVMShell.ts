@@ -28,7 +28,7 @@ export const openVMShell = defineOperation({
   extension: true,
   params: IdParam,
   success: { status: 201, schema: ShellTicket, description: 'The socket to connect to, and until when' },
-  errors: ['not_found', 'vm_not_running', 'unavailable'],
+  errors: ['not_found', 'vm_not_running', 'quota_exceeded', 'unavailable'],
   extensions: {
     'x-agentvm-websocket': {
       path: '/v1/api/vms/{id}/shell/socket',

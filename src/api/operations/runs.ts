@@ -79,9 +79,11 @@ export const streamVMRun = defineOperation({
     'Last-Event-ID': z.string().optional().meta({ description: 'The id of the last event seen: the stream starts after it' }),
   }),
   success: { status: 200, schema: RunEventStream, description: 'The event stream', contentType: 'text/event-stream' },
-  errors: ['not_found'],
+  errors: ['not_found', 'quota_exceeded'],
   handler: async ({ c, services, principal, params }) => {
     const { run, after } = await services.runs.beginFollowing(principal.tenantId, params.id, params.run_id, requestHeader(c, 'last-event-id'));
+    // An open stream counts in run_streams until it ends or its client goes.
+    const lease = await services.limits.openStream(principal.tenantId, 'events');
     const abort = new AbortController();
     const encoder = new TextEncoder();
     let keepalive: NodeJS.Timeout | undefined;
@@ -97,11 +99,13 @@ export const streamVMRun = defineOperation({
           .catch(() => undefined)
           .finally(() => {
             clearInterval(keepalive);
+            void lease.end();
             if (!abort.signal.aborted) controller.close();
           });
       },
       cancel() {
         clearInterval(keepalive);
+        void lease.end();
         abort.abort();
       },
     });

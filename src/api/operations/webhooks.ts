@@ -20,7 +20,7 @@ export const createWebhook = defineOperation({
   extension: true,
   body: { schema: CreateWebhookRequest, required: true },
   success: { status: 201, schema: CreatedWebhook, description: 'The webhook, with its signing secret shown only here' },
-  errors: [],
+  errors: ['quota_exceeded'],
   handler: async ({ services, principal, body }) => {
     const w = await services.webhooks.create(principal.tenantId, body);
     return { body: { ...present(w), secret: w.secret } };
