@@ -7,6 +7,14 @@
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
+import { execFile } from 'node:child_process';
+import type { AddressInfo } from 'node:net';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { serve, type ServerType } from '@hono/node-server';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { backends, createTestApp, insertVm, type TestApp, type TestResponse } from './helpers.ts';
 import { buildApp } from '../src/api/app.ts';
 import { createLogger } from '../src/log.ts';
@@ -14,6 +22,9 @@ import { newId } from '../src/domain/ids.ts';
 import { DEFAULT_LIMITS, LIMIT_NAMES } from '../src/domain/limits.ts';
 import * as runStore from '../src/store/runs.ts';
 import * as vmStore from '../src/store/vms.ts';
+
+const BIN = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../bin/agentvm.js');
+const quiet = () => createLogger('info', new Writable({ write: (_c, _e, cb) => cb() }));
 
 for (const backend of backends()) {
   describe(`limits and quotas on ${backend.name}`, () => {
@@ -218,7 +229,7 @@ for (const backend of backends()) {
         argv: ['echo', 'hello'], env: {}, timeout_ms: 60_000, max_output_bytes: 1024, boots: vm.boots, created_at: new Date(),
       });
       // The app itself, for responses that stay open (the helper's request reads a body to its end).
-      const app = buildApp({ services: t.services, log: createLogger('info', new Writable({ write: (_c, _e, cb) => cb() })), adminToken: t.adminToken, rateLimit: { perSecond: 10_000, burst: 10_000 } });
+      const app = buildApp({ services: t.services, log: quiet(), adminToken: t.adminToken, rateLimit: { perSecond: 10_000, burst: 10_000 } });
       const open = async () => {
         const res = await app.request(`/v1/api/vms/${vmId}/runs/${runId}/events`, { headers: { authorization: `Bearer ${a.key}` } });
         if (res.status !== 200) return { res, reader: null };
@@ -244,6 +255,59 @@ for (const backend of backends()) {
       await two.reader!.cancel();
       await four.reader!.cancel();
       await waitFor(async () => (await usage(a.key)).run_streams === 0);
+    });
+
+    test('`agentvm limits` and the MCP tool limits_get show the limits beside the usage; `agentvm admin limits set` changes them', async () => {
+      const a = await t.tenant({ card: '4242' });
+      await setLimits(a.tenantId, { vms: 7 });
+      assert.equal((await createVm(a.key, { plan: 'pro' })).status, 201);
+      const app = buildApp({ services: t.services, log: quiet(), adminToken: t.adminToken, rateLimit: { perSecond: 10_000, burst: 10_000 } });
+      const server = await new Promise<ServerType>((resolve) => {
+        const s = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 }, () => resolve(s));
+      });
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      const configHome = await mkdtemp(path.join(os.tmpdir(), 'agentvm-limits-cli-'));
+      try {
+        const cli = (args: string[], extra: Record<string, string> = {}) =>
+          new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+            const env = { ...process.env, AGENTVM_BASE_URL: url, AGENTVM_API_KEY: a.key, XDG_CONFIG_HOME: configHome, ...extra };
+            execFile(process.execPath, [BIN, ...args], { env }, (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }));
+          });
+        const table = await cli(['limits']);
+        assert.equal(table.code, 0, table.stderr);
+        // Cells as words, whatever lines the table is drawn with.
+        const rows = table.stdout.split('\n').map((line) => line.replace(/[^\w]+/g, ' ').trim());
+        for (const row of ['limit value used', 'vms 7 1', 'vcpus 64 2', 'disk_gib 1000 50', 'run_streams 100 0']) assert.ok(rows.includes(row), `${row} in\n${table.stdout}`);
+        // The operator's command: some limits set, one given back its default, the rest untouched.
+        const env = { AGENTVM_ADMIN_TOKEN: t.adminToken };
+        const set = await cli(['admin', 'limits', 'set', '--tenant', a.tenantId, '--running-vms', '5', '--vms', 'default'], env);
+        assert.equal(set.code, 0, set.stderr);
+        assert.match(set.stdout, /^vms: 50 \(used 1\)$/m);
+        assert.match(set.stdout, /^running_vms: 5 \(used 1\)$/m);
+        const bad = await cli(['admin', 'limits', 'set', '--tenant', a.tenantId, '--vcpus', '-3'], env);
+        assert.equal(bad.code, 4);
+        assert.match(bad.stderr, /--vcpus must be a whole number/);
+        assert.equal((await t.request('GET', '/v1/api/limits', { key: a.key })).body.limits.vcpus, 64);
+        await setLimits(a.tenantId, { vms: 7, running_vms: null });
+        const json = await cli(['limits', '--json']);
+        assert.equal(json.code, 0, json.stderr);
+        assert.deepEqual(JSON.parse(json.stdout), (await t.request('GET', '/v1/api/limits', { key: a.key })).body);
+
+        const mcp = new Client({ name: 'limits-test', version: '1.0.0' });
+        await mcp.connect(new StreamableHTTPClientTransport(new URL(`${url}/v1/mcp`), { requestInit: { headers: { authorization: `Bearer ${a.key}` } } }));
+        try {
+          const r = (await mcp.callTool({ name: 'limits_get', arguments: {} })) as { isError?: boolean; content: { text: string }[] };
+          assert.notEqual(r.isError, true);
+          const body = JSON.parse(r.content[0].text);
+          assert.equal(body.limits.vms, 7);
+          assert.equal(body.usage.memory_mib, 4096);
+        } finally {
+          await mcp.close();
+        }
+      } finally {
+        server.close();
+        await rm(configHome, { recursive: true, force: true });
+      }
     });
 
     test('credits_exhausted: the stopped tier VM counts in vms and disk_gib, and in nothing else', async () => {

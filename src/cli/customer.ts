@@ -8,8 +8,6 @@
 import { Command, Option } from 'commander';
 import os from 'node:os';
 import { createInterface } from 'node:readline/promises';
-import { CUSTOMER_OPERATIONS } from '../api/routes.ts';
-import type { Operation } from '../api/operation.ts';
 import {
   apiClient,
   call,
@@ -23,11 +21,11 @@ import {
 } from '../client/client.ts';
 import { apiAction, customerClient } from './apiAction.ts';
 import { addCommands, type CommandEntry } from './operationCommands.ts';
+import type { OperationSpec } from './operationSpec.ts';
 import { asRecord, asTable, print, record, table, type Out } from './output.ts';
 import { addWaitOptions, waitForVm } from './waitForVm.ts';
 import { oneLine, renderRun, runsLogs, vmsRun } from './runs.ts';
 import { events, vmsUpdate } from './lifecycle.ts';
-import { connectShell, runTerminal } from './terminal.ts';
 import { download, parseRemote, upload } from './copy.ts';
 
 const VM_COLUMNS = ['vm_id', 'status', 'plan', 'tier', 'harness', 'ipv4', 'created_at'];
@@ -135,6 +133,7 @@ function vmsShell(cmd: Command): void {
     .action(apiAction(async (id: string) => {
       const ticket = await call((await customerClient()).POST('/v1/api/vms/{id}/shell', { params: { path: { id } } }));
       const size = process.stdout.isTTY && process.stdout.columns && process.stdout.rows ? `&cols=${process.stdout.columns}&rows=${process.stdout.rows}` : '';
+      const { connectShell, runTerminal } = await import('./terminal.ts');
       const ws = await connectShell(`${ticket.url}${size}`);
       process.exit(await runTerminal(ws));
     }));
@@ -351,6 +350,14 @@ const COMMANDS: CommandEntry[] = [
       spent_month_cents: u.credits.spent_month_cents,
     })),
   },
+  {
+    command: 'limits',
+    operationId: 'getLimits',
+    render: asTable<Schemas['LimitsView']>(['limit', 'value', 'used'], {
+      rows: (v) => Object.entries(v.limits).map(([limit, value]) => ({ limit, value, used: v.usage[limit as keyof typeof v.usage] })),
+    }),
+    examples: ['agentvm limits'],
+  },
   { command: 'keys list', operationId: 'listKeys', render: asTable(['key_id', 'prefix', 'label', 'scope', 'created_at', 'last_used_at']) },
   { command: 'keys issue', operationId: 'issueKey', examples: ['agentvm keys issue --label ci --scope readwrite'] },
   { command: 'keys revoke', operationId: 'revokeKey' },
@@ -359,6 +366,7 @@ const COMMANDS: CommandEntry[] = [
   { command: 'logout', operationIds: ['revokeKey'], build: logout },
 ];
 
-export function customerCommands(program: Command, operations: Operation[] = CUSTOMER_OPERATIONS): void {
+/** The customer commands, made from the operations' specs (`specOf` in ./operationSpec.ts). */
+export function customerCommands(program: Command, operations: OperationSpec[]): void {
   addCommands(program, COMMANDS, operations, GROUPS);
 }

@@ -713,6 +713,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/api/limits": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tenant's limits and what it holds of each (extension)
+         * @description A create, fork, capture, start, webhook, key, event stream or shell that would take a count over its limit is refused with 403 `quota_exceeded` naming the limit, its value and the current count, and charges and changes nothing. The operator changes limits per tenant (`PUT /v1/admin/tenants/{tenant_id}/limits`).
+         */
+        get: operations["getLimits"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/api/images/base": {
         parameters: {
             query?: never;
@@ -750,7 +770,7 @@ export interface components {
              * @description Stable machine code
              * @enum {string}
              */
-            error: "invalid_request" | "unauthorized" | "card_required" | "insufficient_credits" | "card_declined" | "read_only_key" | "not_found" | "method_not_allowed" | "vm_not_running" | "idempotency_conflict" | "conflict" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "internal" | "unavailable";
+            error: "invalid_request" | "unauthorized" | "card_required" | "insufficient_credits" | "card_declined" | "read_only_key" | "quota_exceeded" | "not_found" | "method_not_allowed" | "vm_not_running" | "idempotency_conflict" | "conflict" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "internal" | "unavailable";
             /** @description Human-safe detail; empty when the error is internal */
             message: string;
             /** @description Recovery hint */
@@ -1366,6 +1386,60 @@ export interface components {
             code: string;
             label?: string;
         };
+        LimitsView: {
+            limits: components["schemas"]["Limits"];
+            usage: components["schemas"]["LimitUsage"];
+        };
+        /** @description The tenant's limits: the defaults, with the operator's changes */
+        Limits: {
+            /** @description VMs not deleted, whatever their status. Default 50 */
+            vms: number;
+            /** @description VMs wanted running (starting, restarting and provisioning included) that have not failed. Default 20 */
+            running_vms: number;
+            /** @description vCPUs of VMs running or suspended. Default 64 */
+            vcpus: number;
+            /** @description Memory (MiB) of VMs running or suspended. Default 131072 */
+            memory_mib: number;
+            /** @description Disk (GiB): persist disks of VMs not deleted, and templates (each its source VM's disk); images and snapshots when they exist. Default 1000 */
+            disk_gib: number;
+            /** @description Templates captured (a failed capture does not count). Default 200 */
+            templates: number;
+            /** @description Images of your own (none exist yet: always 0). Default 20 */
+            images: number;
+            /** @description Snapshots (none exist yet: always 0). Default 50 */
+            snapshots: number;
+            /** @description Webhooks. Default 20 */
+            webhooks: number;
+            /** @description API keys not revoked. Default 100 */
+            api_keys: number;
+            /** @description Open run event streams and shells together, on every server. Default 100 */
+            run_streams: number;
+        };
+        /** @description What the tenant holds now, counted as the limits count it */
+        LimitUsage: {
+            /** @description VMs not deleted, whatever their status */
+            vms: number;
+            /** @description VMs wanted running (starting, restarting and provisioning included) that have not failed */
+            running_vms: number;
+            /** @description vCPUs of VMs running or suspended */
+            vcpus: number;
+            /** @description Memory (MiB) of VMs running or suspended */
+            memory_mib: number;
+            /** @description Disk (GiB): persist disks of VMs not deleted, and templates (each its source VM's disk); images and snapshots when they exist */
+            disk_gib: number;
+            /** @description Templates captured (a failed capture does not count) */
+            templates: number;
+            /** @description Images of your own (none exist yet: always 0) */
+            images: number;
+            /** @description Snapshots (none exist yet: always 0) */
+            snapshots: number;
+            /** @description Webhooks */
+            webhooks: number;
+            /** @description API keys not revoked */
+            api_keys: number;
+            /** @description Open run event streams and shells together, on every server */
+            run_streams: number;
+        };
         Image: {
             /** @description `base`, or an `img_` id */
             image_id: string;
@@ -1754,7 +1828,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description `read_only_key`: A read key on a write */
+            /** @description `read_only_key`: A read key on a write; `quota_exceeded`: Over one of the tenant's limits (GET /v1/api/limits); `message` names the limit, its value and the current count; nothing was charged or changed */
             403: {
                 headers: {
                     /** @description Identifies the request in the server log */
@@ -2269,7 +2343,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description `read_only_key`: A read key on a write */
+            /** @description `read_only_key`: A read key on a write; `quota_exceeded`: Over one of the tenant's limits (GET /v1/api/limits); `message` names the limit, its value and the current count; nothing was charged or changed */
             403: {
                 headers: {
                     /** @description Identifies the request in the server log */
@@ -2362,7 +2436,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description `read_only_key`: A read key on a write */
+            /** @description `read_only_key`: A read key on a write; `quota_exceeded`: Over one of the tenant's limits (GET /v1/api/limits); `message` names the limit, its value and the current count; nothing was charged or changed */
             403: {
                 headers: {
                     /** @description Identifies the request in the server log */
@@ -2455,7 +2529,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description `read_only_key`: A read key on a write */
+            /** @description `read_only_key`: A read key on a write; `quota_exceeded`: Over one of the tenant's limits (GET /v1/api/limits); `message` names the limit, its value and the current count; nothing was charged or changed */
             403: {
                 headers: {
                     /** @description Identifies the request in the server log */
@@ -2881,6 +2955,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description `quota_exceeded`: Over one of the tenant's limits (GET /v1/api/limits); `message` names the limit, its value and the current count; nothing was charged or changed */
+            403: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description `not_found`: Unknown or unowned id; do not retry */
             404: {
                 headers: {
@@ -3250,7 +3335,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description `read_only_key`: A read key on a write */
+            /** @description `read_only_key`: A read key on a write; `quota_exceeded`: Over one of the tenant's limits (GET /v1/api/limits); `message` names the limit, its value and the current count; nothing was charged or changed */
             403: {
                 headers: {
                     /** @description Identifies the request in the server log */
@@ -3393,7 +3478,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description `read_only_key`: A read key on a write */
+            /** @description `read_only_key`: A read key on a write; `quota_exceeded`: Over one of the tenant's limits (GET /v1/api/limits); `message` names the limit, its value and the current count; nothing was charged or changed */
             403: {
                 headers: {
                     /** @description Identifies the request in the server log */
@@ -3737,7 +3822,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description `read_only_key`: A read key on a write */
+            /** @description `read_only_key`: A read key on a write; `quota_exceeded`: Over one of the tenant's limits (GET /v1/api/limits); `message` names the limit, its value and the current count; nothing was charged or changed */
             403: {
                 headers: {
                     /** @description Identifies the request in the server log */
@@ -4529,7 +4614,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description `read_only_key`: A read key on a write */
+            /** @description `read_only_key`: A read key on a write; `quota_exceeded`: Over one of the tenant's limits (GET /v1/api/limits); `message` names the limit, its value and the current count; nothing was charged or changed */
             403: {
                 headers: {
                     /** @description Identifies the request in the server log */
@@ -4886,7 +4971,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description `read_only_key`: A read key on a write */
+            /** @description `read_only_key`: A read key on a write; `quota_exceeded`: Over one of the tenant's limits (GET /v1/api/limits); `message` names the limit, its value and the current count; nothing was charged or changed */
             403: {
                 headers: {
                     /** @description Identifies the request in the server log */
@@ -5343,6 +5428,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description `quota_exceeded`: Over one of the tenant's limits (GET /v1/api/limits); `message` names the limit, its value and the current count; nothing was charged or changed */
+            403: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description `payload_too_large`: Body over 1 MiB */
             413: {
                 headers: {
@@ -5534,6 +5630,74 @@ export interface operations {
             };
             /** @description `not_found`: Unknown or unowned id; do not retry */
             404: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `rate_limited`: Over the per-key rate; see Retry-After */
+            429: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `internal`: Unexpected server error; `message` is empty, the detail is logged under the request id */
+            500: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getLimits: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Limits and usage, by the same names */
+            200: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LimitsView"];
+                };
+            };
+            /** @description `invalid_request`: Malformed JSON, wrong type, unknown field or value out of range; `message` names the field */
+            400: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unauthorized`: Missing, malformed, unknown or revoked key; `message` is empty */
+            401: {
                 headers: {
                     /** @description Identifies the request in the server log */
                     "X-Request-Id"?: string;

@@ -43,6 +43,7 @@ export const TOOL_NAMES: Record<string, string> = {
   captureTemplate: 'template_capture',
   getBilling: 'billing_get',
   getUsage: 'usage_get',
+  getLimits: 'limits_get',
   listKeys: 'keys_list',
   issueKey: 'key_issue',
   revokeKey: 'key_revoke',
