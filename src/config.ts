@@ -30,8 +30,12 @@ export interface Config {
   standbyVms: number;
   /** `all`: API and VM host in one process; `api`: a stateless API replica; `host`: a VM host. */
   role: 'all' | 'api' | 'host';
-  /** The secret API replicas and VM hosts share for the hosts' internal endpoint. */
-  internalToken?: string;
+  /**
+   * TLS of the internal endpoint between API replicas and VM hosts (AGENTVM_INTERNAL_TLS_CERT, _KEY, _CA):
+   * PEM files of this process's certificate and key, and of the CA every host's and replica's certificate
+   * is signed by. With a CA, hosts ask replicas for their certificate too (mutual TLS).
+   */
+  internalTls?: { certFile: string; keyFile: string; caFile?: string };
   /** How API replicas reach this host's internal endpoint (role `host`). */
   hostUrl?: string;
   /** Template disk images; with several hosts, a path every host mounts (shared storage). */
@@ -97,6 +101,15 @@ function roleOf(raw: string): Config['role'] {
   throw new Error(`invalid role "${raw}": use all, api or host`);
 }
 
+function internalTlsFromEnv(): Config['internalTls'] {
+  const certFile = process.env.AGENTVM_INTERNAL_TLS_CERT || undefined;
+  const keyFile = process.env.AGENTVM_INTERNAL_TLS_KEY || undefined;
+  const caFile = process.env.AGENTVM_INTERNAL_TLS_CA || undefined;
+  if (!certFile && !keyFile && !caFile) return undefined;
+  if (!certFile || !keyFile) throw new Error('AGENTVM_INTERNAL_TLS_CERT and AGENTVM_INTERNAL_TLS_KEY go together (and AGENTVM_INTERNAL_TLS_CA needs both)');
+  return { certFile: path.resolve(certFile), keyFile: path.resolve(keyFile), caFile: caFile && path.resolve(caFile) };
+}
+
 export function loadConfig(flags: { host?: string; port?: string | number; dataDir?: string; role?: string } = {}): Config {
   const port = Number(flags.port ?? process.env.PORT ?? 8080);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`invalid port "${flags.port ?? process.env.PORT}"`);
@@ -116,7 +129,7 @@ export function loadConfig(flags: { host?: string; port?: string | number; dataD
     secretsKey: process.env.AGENTVM_SECRETS_KEY || undefined,
     imageAutoBuild: process.env.AGENTVM_IMAGE_BUILD === undefined || process.env.AGENTVM_IMAGE_BUILD === '' ? true : boolFromEnv('AGENTVM_IMAGE_BUILD'),
     role: roleOf(flags.role ?? process.env.AGENTVM_ROLE ?? 'all'),
-    internalToken: process.env.AGENTVM_INTERNAL_TOKEN || undefined,
+    internalTls: internalTlsFromEnv(),
     hostUrl: process.env.AGENTVM_HOST_URL || undefined,
     templateDir: path.resolve(process.env.AGENTVM_TEMPLATE_DIR || path.join(dataDir, 'templates')),
     hostStaleMs: intFromEnv('AGENTVM_HOST_STALE_S', 30) * 1000,

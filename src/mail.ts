@@ -11,7 +11,12 @@ export function createMailer(smtpUrl: string | undefined, from: string, log: Log
     const transport = nodemailer.createTransport(smtpUrl);
     return {
       async send(to, subject, text) {
-        await transport.sendMail({ from, to, subject, text });
+        try {
+          await transport.sendMail({ from, to, subject, text });
+        } catch (err) {
+          log.warn({ err, to }, 'sending a login code by mail failed');
+          throw err;
+        }
         log.info({ to }, 'login code sent by mail');
       },
     };

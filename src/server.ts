@@ -18,6 +18,11 @@ import { liveHostsProbe, RemoteHosts } from './replica/remoteHosts.ts';
 import { WebhookSender } from './jobs/webhookSender.ts';
 import { LifecycleJob } from './jobs/lifecycle.ts';
 import { RemoteGuest } from './replica/remoteGuest.ts';
+import { InternalClient, readInternalTls, readReplicaId, type InternalTls } from './replica/internalClient.ts';
+import { InternalCredentials } from './domain/internalCredentials.ts';
+import { hostAuthority, type InternalAuthority } from './host/internalAuth.ts';
+import { FailureThrottle } from './throttle.ts';
+import https from 'node:https';
 import { serveShellSockets, type ShellSockets } from './api/shellSocket.ts';
 import { hostsBaseImage, trackBaseImage } from './image/manifest.ts';
 
@@ -107,8 +112,15 @@ async function localVmHost(config: Config, core: CoreServices, log: Logger): Pro
 }
 
 /** The process's parts for its role, each built complete and in order: the core, the VM host, the domain, the app. */
-async function compose(config: Config, db: Db, log: Logger): Promise<{ services: Services; host: VmHost; app: { fetch: (req: Request, env?: unknown) => Response | Promise<Response> } }> {
+async function compose(
+  config: Config,
+  db: Db,
+  log: Logger,
+  tls: InternalTls | null,
+): Promise<{ services: Services; host: VmHost; app: { fetch: (req: Request, env?: unknown) => Response | Promise<Response> }; internal?: { authority: InternalAuthority; throttle: FailureThrottle } }> {
   const core = buildCoreServices(db, { hostStaleMs: config.hostStaleMs });
+  // Replicas and hosts register with a credential of their own for the internal endpoint.
+  const credentials = new InternalCredentials(db, core.clock);
   const domainOpts = {
     mailer: createMailer(config.smtpUrl, config.mailFrom, log),
     runLimits: { timeoutMs: config.runTimeoutMs, maxOutputBytes: config.runOutputMaxBytes, maxQueued: config.runQueueMax },
@@ -116,14 +128,15 @@ async function compose(config: Config, db: Db, log: Logger): Promise<{ services:
   };
   const rateLimit = { perSecond: config.rateLimitPerSecond, burst: config.rateLimitBurst };
   if (config.role === 'api') {
-    const remote = new RemoteHosts(db, config.internalToken!, log);
+    const client = new InternalClient(await credentials.issue('replica', await readReplicaId(config.dataDir)), tls);
+    const remote = new RemoteHosts(db, client, log);
     const host = remoteVmHost(db, config.hostStaleMs);
     const services = buildServices(
       core,
       {
         driver: () => host.probe(),
         executor: remote,
-        guest: new RemoteGuest(db, config.internalToken!, log),
+        guest: new RemoteGuest(db, client, log),
         capture: (templateId) => remote.capture(templateId),
         showLostHosts: true,
         baseImage: hostsBaseImage(config.imageDir, () => core.hosts.liveImageIds()),
@@ -138,11 +151,13 @@ async function compose(config: Config, db: Db, log: Logger): Promise<{ services:
     { driver: () => host.probe(), executor: host.executor, guest: host.guest, capture: host.capture, vmsChanged: () => host.vmsChanged(), baseImage: trackBaseImage(host.imageReady) },
     domainOpts,
   );
-  const app =
-    config.role === 'host'
-      ? buildInternalApp({ token: config.internalToken!, executor: host.executor, guest: host.guest, capture: host.capture, probe: () => host.probe(), log })
-      : buildApp({ services, log, adminToken: await resolveAdminToken(config, log), rateLimit });
-  return { services, host, app };
+  if (config.role === 'host') {
+    const authority = hostAuthority({ db, clock: core.clock, hostId: host.hostId, credential: await credentials.issue('host', host.hostId), credentials });
+    const throttle = new FailureThrottle();
+    const app = buildInternalApp({ authority, throttle, executor: host.executor, guest: host.guest, capture: host.capture, probe: () => host.probe(), log });
+    return { services, host, app, internal: { authority, throttle } };
+  }
+  return { services, host, app: buildApp({ services, log, adminToken: await resolveAdminToken(config, log), rateLimit }) };
 }
 
 /**
@@ -152,7 +167,13 @@ async function compose(config: Config, db: Db, log: Logger): Promise<{ services:
 export async function startServer(config: Config, log: Logger = createLogger(config.logLevel)): Promise<RunningServer> {
   if (config.role !== 'all') {
     if (!config.databaseUrl) throw new Error(`role ${config.role} needs DATABASE_URL: API replicas and VM hosts share one PostgreSQL server`);
-    if (!config.internalToken) throw new Error(`role ${config.role} needs AGENTVM_INTERNAL_TOKEN, the secret API replicas and VM hosts share`);
+  }
+  if (process.env.AGENTVM_INTERNAL_TOKEN) {
+    log.warn('AGENTVM_INTERNAL_TOKEN is no longer used: each API replica and VM host registers a credential of its own');
+  }
+  const tls = config.role === 'all' ? null : await readInternalTls(config.internalTls);
+  if (tls && config.role === 'host' && config.hostUrl && !config.hostUrl.startsWith('https://')) {
+    throw new Error('AGENTVM_HOST_URL must be an https:// URL when the internal endpoint has TLS (AGENTVM_INTERNAL_TLS_*)');
   }
   // Where a slow start goes: the modules (process start → here), the database's open (recovery after a crash).
   const loadedMs = Math.round(performance.now());
@@ -171,19 +192,31 @@ export async function startServer(config: Config, log: Logger = createLogger(con
     { database: db.kind, loaded_ms: loadedMs, open_ms: Math.round(performance.now() - opening) },
     db.kind === 'pglite' ? 'embedded PostgreSQL (PGlite) ready' : 'PostgreSQL server ready',
   );
-  const { services, host, app } = await compose(config, db, log);
+  const { services, host, app, internal } = await compose(config, db, log, tls);
 
+  // A host's internal endpoint over TLS when the operator gave certificates; with a CA, replicas must show theirs.
+  const internalHttps = config.role === 'host' && tls;
   const server: ServerType = await new Promise((resolve, reject) => {
-    const s = serve({ fetch: app.fetch, hostname: config.host, port: config.port }, () => resolve(s));
+    const s = serve(
+      {
+        fetch: app.fetch,
+        hostname: config.host,
+        port: config.port,
+        ...(internalHttps
+          ? { createServer: https.createServer, serverOptions: { cert: tls.cert, key: tls.key, ca: tls.ca, requestCert: !!tls.ca, rejectUnauthorized: !!tls.ca } }
+          : {}),
+      },
+      () => resolve(s),
+    );
     s.once('error', reject);
   });
   // Shell sockets: the customer's on the API, the replicas' on a host's internal endpoint.
   const sockets: ShellSockets = config.role === 'host'
-    ? serveInternalShellSockets(server as Server, { token: config.internalToken!, guest: host.guest, log })
+    ? serveInternalShellSockets(server as Server, { ...internal!, guest: host.guest, log })
     : serveShellSockets(server as Server, services, log);
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
-  const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
+  const url = `${internalHttps ? 'https' : 'http'}://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
   // listen_ms: from the process's start, so that a slow start shows in the log (the chaos test reads it).
   log.info({ url, role: config.role, listen_ms: Math.round(process.uptime() * 1000) }, 'agentvm is listening');
   // Where the API replicas reach this host's internal endpoint.

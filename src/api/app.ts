@@ -12,6 +12,8 @@ import { renderError } from './renderError.ts';
 import { ADMIN_OPERATIONS, CUSTOMER_OPERATIONS } from './routes.ts';
 import { buildOpenApiDocument } from './openapi.ts';
 import { RateLimiter } from './rateLimit.ts';
+import { capBody, MAX_BODY_BYTES, MCP_MAX_BODY_BYTES } from './bodyLimit.ts';
+import { clientAddress, FailureThrottle } from '../throttle.ts';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import { createMcpServer } from '../mcp/server.ts';
 import { apiClient } from '../client/client.ts';
@@ -42,6 +44,8 @@ let requestCounter = 0;
 const nextRequestId = () => `${REQUEST_ID_PREFIX}${(++requestCounter).toString(36).padStart(8, '0')}`;
 const OPENAPI_PATH = '/v1/api/openapi.json';
 const MCP_PATH = '/v1/mcp';
+/** The public operation that checks a credential (a login code): its failures count against the address. */
+const LOGIN_COMPLETE_PATH = '/v1/auth/login/complete';
 
 /** Method and path pattern of every route, for 405 answers with an Allow header. */
 function routeTable(operations: Operation[]) {
@@ -101,6 +105,12 @@ export function buildApp(opts: AppOptions): Hono<Env> {
   const { services, log } = opts;
   const app = new Hono<Env>();
   const limiter = new RateLimiter(opts.rateLimit.perSecond, opts.rateLimit.burst, () => services.clock.now().getTime());
+  // Failed authentications per client address, API and console together (section 14).
+  const throttle = new FailureThrottle(() => services.clock.now().getTime());
+  // Operations whose body is bytes have caps of their own; every other body is capped at 1 MiB.
+  const binaryRoutes = [...CUSTOMER_OPERATIONS, ...ADMIN_OPERATIONS]
+    .filter((op) => op.binaryBody)
+    .map((op) => ({ method: op.method.toUpperCase(), pattern: new RegExp(`^${op.path.replace(/\{[^}]+\}/g, '[^/]+')}$`) }));
   const adminDigest = digest(opts.adminToken);
   const routes = routeTable([...CUSTOMER_OPERATIONS, ...ADMIN_OPERATIONS]);
   const customerDoc = customerOpenApiDocument();
@@ -129,15 +139,25 @@ export function buildApp(opts: AppOptions): Hono<Env> {
     // c.res.headers afterwards would turn the server's light response into a full Fetch Response.
     c.header('X-Request-Id', requestId);
     const p = c.req.path;
+    const address = clientAddress(c.env);
     try {
-      if ((p.startsWith('/v1/api/') && p !== OPENAPI_PATH) || p === MCP_PATH) await authenticateCustomer(c);
-      else if (p.startsWith('/v1/admin/') && p !== '/v1/admin/openapi.json') authenticateAdmin(c);
+      // The console caps its own forms (its answers are pages).
+      if (!p.startsWith('/console')) {
+        const binary = binaryRoutes.some((r) => r.method === c.req.method && r.pattern.test(p));
+        const tooLarge = binary ? null : await capBody(c, p === MCP_PATH ? MCP_MAX_BODY_BYTES : MAX_BODY_BYTES);
+        if (tooLarge) throw tooLarge;
+      }
+      if ((p.startsWith('/v1/api/') && p !== OPENAPI_PATH) || p === MCP_PATH) await authenticateCustomer(c, address);
+      else if (p.startsWith('/v1/admin/') && p !== '/v1/admin/openapi.json') authenticateAdmin(c, address);
+      else if (p === LOGIN_COMPLETE_PATH) throttle.check(address);
     } catch (err) {
       const res = handleError(err as Error, c);
       logRequest(c, requestId, res.status, started);
       return res;
     }
     await next();
+    // A wrong login code (or one refused for its email's wrong codes) is a failed authentication of the address.
+    if (p === LOGIN_COMPLETE_PATH && (c.res.status === 401 || c.res.status === 429)) throttle.fail(address);
     logRequest(c, requestId, c.res.status, started);
   });
 
@@ -174,18 +194,30 @@ export function buildApp(opts: AppOptions): Hono<Env> {
     return c.body(body, 200, { 'Content-Type': DOCS_ASSETS[file], 'Cache-Control': 'public, max-age=86400' });
   });
 
-  async function authenticateCustomer(c: Context): Promise<void> {
+  /**
+   * An address over its failed authentications is refused before its credential is looked at (no
+   * database query); a credential that fails counts against it.
+   */
+  async function authenticateCustomer(c: Context, address: string | null): Promise<void> {
     const inProcess = (c.env as InProcessEnv | undefined)?.principal;
+    if (!inProcess) throttle.check(address);
     const token = inProcess ? null : bearerToken(c);
     const principal = inProcess ?? (token ? await services.keys.authenticate(token) : null);
-    if (!principal) throw new ApiError('unauthorized', '');
+    if (!principal) {
+      if (token) throttle.fail(address);
+      throw new ApiError('unauthorized', '');
+    }
     limit(principal.keyId);
     c.set('principal', principal);
   }
 
-  function authenticateAdmin(c: Context): void {
+  function authenticateAdmin(c: Context, address: string | null): void {
+    throttle.check(address);
     const token = bearerToken(c);
-    if (!token || !timingSafeEqual(digest(token), adminDigest)) throw new ApiError('unauthorized', '');
+    if (!token || !timingSafeEqual(digest(token), adminDigest)) {
+      if (token) throttle.fail(address);
+      throw new ApiError('unauthorized', '');
+    }
     limit('admin');
   }
 
@@ -215,7 +247,7 @@ export function buildApp(opts: AppOptions): Hono<Env> {
   // The web console calls these same operations in process, as its session's principal.
   app.route(
     '/console',
-    buildConsole({ services, log, callApi: (request, principal) => app.fetch(request, { principal } satisfies InProcessEnv) }),
+    buildConsole({ services, log, throttle, callApi: (request, principal) => app.fetch(request, { principal } satisfies InProcessEnv) }),
   );
   return app;
 }

@@ -18,6 +18,8 @@ import {
   tokensMatch,
 } from './security.ts';
 import { registerLogin } from './pages/login.tsx';
+import { capBody, MAX_BODY_BYTES } from '../api/bodyLimit.ts';
+import { clientAddress, type FailureThrottle } from '../throttle.ts';
 import { registerVms } from './pages/vms.tsx';
 import { registerVm } from './pages/vm.tsx';
 import { registerRun } from './pages/run.tsx';
@@ -33,6 +35,8 @@ export interface ConsoleDeps {
   services: Services;
   log: Logger;
   callApi: CallApi;
+  /** Failed authentications per client address, shared with the API: wrong codes and dead session cookies count. */
+  throttle: FailureThrottle;
 }
 
 /** A form's text field, trimmed; absent → ''. */
@@ -58,6 +62,16 @@ function problemPage(c: Context, status: number, title: string, problem: ClientE
  */
 export function buildConsole(deps: ConsoleDeps): ConsoleApp {
   const app = new Hono<ConsoleEnv>();
+
+  // First of all, signed in or not: a form body is at most 1 MiB, refused before it is read.
+  app.use('*', async (c, next) => {
+    const tooLarge = await capBody(c, MAX_BODY_BYTES);
+    if (tooLarge) {
+      c.header('Connection', 'close');
+      return problemPage(c, 413, 'Too large', new ClientError(tooLarge.code, tooLarge.message, 'send a smaller form', 413));
+    }
+    await next();
+  });
 
   app.get('/assets/:name', (c) => {
     const asset = assets().get(c.req.param('name'));
@@ -93,7 +107,15 @@ export function buildConsole(deps: ConsoleDeps): ConsoleApp {
   // Every other page needs a live session; every change needs its CSRF token too.
   app.use('*', async (c, next) => {
     const token = getCookie(c, SESSION_COOKIE);
+    const address = clientAddress(c.env);
+    // A session cookie is a credential: an address over its failures is not looked up, a dead one counts.
+    const wait = token ? deps.throttle.wait(address) : 0;
+    if (wait > 0) {
+      c.header('Retry-After', String(wait));
+      return problemPage(c, 429, 'Too many attempts', new ClientError('rate_limited', 'too many failed sign-ins from this address', `try again in ${wait} s`, 429));
+    }
     const session = token ? await deps.services.sessions.resolve(token) : null;
+    if (token && !session) deps.throttle.fail(address);
     if (!session) {
       if (token) deleteCookie(c, SESSION_COOKIE, { path: '/console' });
       if (c.req.header('hx-request')) return c.body(null, 401, { 'HX-Redirect': '/console/login' });

@@ -1,9 +1,10 @@
 /**
- * The host side of the internal endpoint: health, readiness and /internal/*, every /internal/* call
- * with the shared token (AGENTVM_INTERNAL_TOKEN), each validated against its route in
- * internalContract.ts and answered, or refused, in the public Error shape.
+ * The host side of the internal endpoint: health, readiness and /internal/*. Every /internal/* call needs
+ * a live API replica credential (internalAuth.ts) and names a VM placed on this host; an address with too
+ * many failed credentials is refused before any is looked up; a body is at most 1 MiB (a file's bytes
+ * aside). Each call is validated against its route in internalContract.ts and answered, or refused, in
+ * the public Error shape.
  */
-import { createHash, timingSafeEqual } from 'node:crypto';
 import { Hono, type Context } from 'hono';
 import type { z } from 'zod';
 import type { Logger } from '../log.ts';
@@ -11,13 +12,16 @@ import type { VmExecutor } from '../domain/runs.ts';
 import type { DriverProbe } from '../vmm/probe.ts';
 import { ApiError } from '../domain/errors.ts';
 import { renderError } from '../api/renderError.ts';
-import { INTERNAL_FILES_PATH, INTERNAL_ROUTES, VmIdParam, type InternalRoute } from './internalContract.ts';
+import { capBody, MAX_BODY_BYTES } from '../api/bodyLimit.ts';
+import { HOST_CREDENTIAL_HEADER, INTERNAL_FILES_PATH, INTERNAL_ROUTES, VmIdParam, type InternalRoute } from './internalContract.ts';
 import { checkedPath, type GuestAccess } from '../domain/guestAccess.ts';
-
-const digest = (s: string) => createHash('sha256').update(s).digest();
+import { clientAddress, FailureThrottle, throttledError } from '../throttle.ts';
+import type { InternalAuthority } from './internalAuth.ts';
 
 export interface InternalAppOptions {
-  token: string;
+  authority: InternalAuthority;
+  /** Failed credentials per client address (shared with the shell sockets); one of its own when not given. */
+  throttle?: FailureThrottle;
   /** Null where this machine cannot run VMs (no QEMU): every internal call is then 503. */
   executor: VmExecutor | null;
   /** Shells and files of this host's guests (the shells' sockets are internalShell.ts). */
@@ -36,15 +40,27 @@ function invalidFrom(err: z.ZodError, where: string): ApiError {
 
 export function buildInternalApp(o: InternalAppOptions): Hono {
   const app = new Hono();
-  const want = digest(o.token);
+  const throttle = o.throttle ?? new FailureThrottle();
+  const notHere = (what: string) => new ApiError('not_found', `no such ${what} on this host`);
   app.get('/healthz', (c) => c.json({ ok: true }));
   app.get('/readyz', async (c) => {
     const p = await o.probe();
     return c.json({ ok: p.usable, driver: { accel: p.accel, detail: p.detail } }, p.usable ? 200 : 503);
   });
   app.use('/internal/*', async (c, next) => {
+    const address = clientAddress(c.env);
+    const wait = throttle.wait(address);
+    if (wait > 0) return renderError(c, throttledError(wait));
     const token = /^Bearer (.+)$/.exec(c.req.header('authorization') ?? '')?.[1];
-    if (!token || !timingSafeEqual(digest(token), want)) return renderError(c, new ApiError('unauthorized', ''));
+    if (!(await o.authority.replica(token))) {
+      if (token) throttle.fail(address);
+      return renderError(c, new ApiError('unauthorized', ''));
+    }
+    c.header(HOST_CREDENTIAL_HEADER, o.authority.credential);
+    if (!(c.req.method === 'PUT' && /^\/internal\/vms\/[^/]+\/files$/.test(c.req.path))) {
+      const tooLarge = await capBody(c, MAX_BODY_BYTES);
+      if (tooLarge) return renderError(c, tooLarge);
+    }
     if (!o.executor || !o.capture) return renderError(c, new ApiError('unavailable', 'this host cannot run VMs', undefined, { 'Retry-After': '30' }));
     await next();
   });
@@ -64,6 +80,10 @@ export function buildInternalApp(o: InternalAppOptions): Hono {
     app[def.method](def.path, async (c: Context) => {
       const id = def.params.safeParse(c.req.param('id'));
       if (!id.success) throw invalidFrom(id.error, 'id');
+      // Only what the database places on this host: a VM's row, a template's source VM.
+      if (name === 'capture' ? !(await o.authority.holdsTemplate(id.data)) : !(await o.authority.holdsVm(id.data))) {
+        throw notHere(name === 'capture' ? 'template' : 'VM');
+      }
       let body: unknown;
       if (def.body) {
         const raw = await c.req.json().catch(() => {
@@ -90,20 +110,21 @@ export function buildInternalApp(o: InternalAppOptions): Hono {
   });
   route('secrets', async (vmId, { set }) => ({ body: await executor().setSecrets(vmId, set) }));
   // A VM's files, bytes streamed both ways (INTERNAL_FILES_PATH in internalContract.ts).
-  const fileTarget = (c: Context) => {
-    if (!o.guest) throw new ApiError('unavailable', 'this host cannot run VMs', undefined, { 'Retry-After': '30' });
+  const fileTarget = async (c: Context) => {
     const id = VmIdParam.safeParse(c.req.param('id'));
     if (!id.success) throw invalidFrom(id.error, 'id');
+    if (!(await o.authority.holdsVm(id.data))) throw notHere('VM');
+    if (!o.guest) throw new ApiError('unavailable', 'this host cannot run VMs', undefined, { 'Retry-After': '30' });
     return { vmId: id.data, path: checkedPath(c.req.query('path')) };
   };
   app.get(INTERNAL_FILES_PATH, async (c) => {
-    const { vmId, path } = fileTarget(c);
+    const { vmId, path } = await fileTarget(c);
     const r = await o.guest!.readFile(vmId, path);
     if (r.kind === 'dir') return c.json(r);
     return c.body(r.body, 200, { 'Content-Type': 'application/octet-stream', 'Content-Length': String(r.size), 'X-Agentvm-Path': encodeURI(r.path) });
   });
   app.put(INTERNAL_FILES_PATH, async (c) => {
-    const { vmId, path } = fileTarget(c);
+    const { vmId, path } = await fileTarget(c);
     const maxBytes = Number(c.req.query('max_bytes'));
     if (!Number.isSafeInteger(maxBytes) || maxBytes < 0) throw new ApiError('invalid_request', 'max_bytes: must be a byte count');
     const declared = c.req.header('content-length');

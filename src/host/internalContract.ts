@@ -85,3 +85,9 @@ export const DirAnswerSchema = z.object({
 });
 
 export const WrittenSchema = z.object({ path: z.string(), size: z.number().int() });
+
+/**
+ * The answering host's own credential, on every answer to an authenticated replica (and on a shell's
+ * WebSocket handshake): the replica checks it against the live credential of the host the VM's row names.
+ */
+export const HOST_CREDENTIAL_HEADER = 'x-agentvm-host-credential';

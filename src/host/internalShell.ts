@@ -1,9 +1,10 @@
 /**
- * A VM host's shell sockets for the API replicas (INTERNAL_SHELL_PATH): the shared token in the
- * Authorization header, the terminal's spec in SHELL_SPEC_HEADER; the shell's end goes back in the
- * close, as JSON, for the replica to word for its customer.
+ * A VM host's shell sockets for the API replicas (INTERNAL_SHELL_PATH): a live replica credential in the
+ * Authorization header (internalAuth.ts), a VM placed on this host, the terminal's spec in
+ * SHELL_SPEC_HEADER; the host's own credential goes back in the handshake's answer. The shell's end goes
+ * back in the close, as JSON, for the replica to word for its customer.
  */
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
@@ -11,10 +12,13 @@ import { ApiError } from '../domain/errors.ts';
 import type { GuestAccess, ShellEnd } from '../domain/guestAccess.ts';
 import type { Logger } from '../log.ts';
 import { bridgeShell, refuseUpgrade, SHELL_CLOSE, type ShellSockets } from '../api/shellSocket.ts';
-import { SHELL_INTERNAL_CLOSE, SHELL_SPEC_HEADER, ShellSpecSchema } from './internalContract.ts';
+import { HOST_CREDENTIAL_HEADER, SHELL_INTERNAL_CLOSE, SHELL_SPEC_HEADER, ShellSpecSchema } from './internalContract.ts';
+import type { z } from 'zod';
+import type { InternalAuthority } from './internalAuth.ts';
+import { clientAddress, type FailureThrottle, throttledError } from '../throttle.ts';
 
+type ShellSpec = z.output<typeof ShellSpecSchema>;
 const PATH = /^\/internal\/vms\/(vm_[A-Za-z0-9]+)\/shell$/;
-const digest = (s: string) => createHash('sha256').update(s).digest();
 
 /** A shell's end as the replica reads it back (internalClose ↔ remoteGuest.ts). */
 export function internalClose(end: ShellEnd): { code: number; reason: string } {
@@ -25,41 +29,64 @@ export function internalClose(end: ShellEnd): { code: number; reason: string } {
   return { code: SHELL_INTERNAL_CLOSE.cut, reason: json() };
 }
 
-export function serveInternalShellSockets(server: Server, o: { token: string; guest: GuestAccess | null; log: Logger }): ShellSockets {
-  const want = digest(o.token);
+export function serveInternalShellSockets(
+  server: Server,
+  o: { authority: InternalAuthority; throttle: FailureThrottle; guest: GuestAccess | null; log: Logger },
+): ShellSockets {
   const wss = new WebSocketServer({ noServer: true, maxPayload: 1024 * 1024, perMessageDeflate: false });
+  // Only an authenticated replica's handshake reaches handleUpgrade: its answer carries this host's credential.
+  wss.on('headers', (headers) => headers.push(`${HOST_CREDENTIAL_HEADER}: ${o.authority.credential}`));
   const open = new Set<WebSocket>();
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     const requestId = `req_ws_${randomBytes(8).toString('hex')}`;
     socket.on('error', () => undefined);
-    const token = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1];
-    if (!token || !timingSafeEqual(digest(token), want)) return refuseUpgrade(socket, new ApiError('unauthorized', ''), requestId);
-    const m = PATH.exec(new URL(req.url ?? '/', 'http://agentvm.invalid').pathname);
-    if (!m) return refuseUpgrade(socket, new ApiError('not_found', 'no such path'), requestId);
-    if (!o.guest) return refuseUpgrade(socket, new ApiError('unavailable', 'this host cannot run VMs', undefined, { 'Retry-After': '30' }), requestId);
-    let spec;
-    try {
-      spec = ShellSpecSchema.parse(JSON.parse(Buffer.from(String(req.headers[SHELL_SPEC_HEADER] ?? ''), 'base64url').toString('utf8')));
-    } catch {
-      return refuseUpgrade(socket, new ApiError('invalid_request', `${SHELL_SPEC_HEADER}: not a shell spec`), requestId);
+    void (async () => {
+      const address = clientAddress({ incoming: req });
+      const wait = o.throttle.wait(address);
+      if (wait > 0) return refuseUpgrade(socket, throttledError(wait), requestId);
+      const token = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1];
+      if (!(await o.authority.replica(token))) {
+        if (token) o.throttle.fail(address);
+        return refuseUpgrade(socket, new ApiError('unauthorized', ''), requestId);
+      }
+      // From here the replica is authenticated: refusals carry this host's credential too.
+      const refuse = (err: ApiError) =>
+        refuseUpgrade(socket, new ApiError(err.code, err.message, err.hint, { ...err.headers, [HOST_CREDENTIAL_HEADER]: o.authority.credential }), requestId);
+      const m = PATH.exec(new URL(req.url ?? '/', 'http://agentvm.invalid').pathname);
+      if (!m) return refuse(new ApiError('not_found', 'no such path'));
+      if (!(await o.authority.holdsVm(m[1]))) return refuse(new ApiError('not_found', 'no such VM on this host'));
+      if (!o.guest) return refuse(new ApiError('unavailable', 'this host cannot run VMs', undefined, { 'Retry-After': '30' }));
+      let spec;
+      try {
+        spec = ShellSpecSchema.parse(JSON.parse(Buffer.from(String(req.headers[SHELL_SPEC_HEADER] ?? ''), 'base64url').toString('utf8')));
+      } catch {
+        return refuse(new ApiError('invalid_request', `${SHELL_SPEC_HEADER}: not a shell spec`));
+      }
+      openShell(m[1], spec, refuse);
+    })().catch((err: Error) => {
+      o.log.warn({ err }, 'a replica shell handshake failed');
+      refuseUpgrade(socket, new ApiError('internal', ''), requestId);
+    });
+
+    function openShell(vmId: string, spec: ShellSpec, refuse: (err: ApiError) => void): void {
+      o.guest!.openShell(vmId, spec).then(
+        (shell) => {
+          let joined = false;
+          socket.once('close', () => joined || shell.close());
+          wss.handleUpgrade(req, socket, head, (ws) => {
+            joined = true;
+            open.add(ws);
+            ws.on('close', () => open.delete(ws));
+            bridgeShell(ws, shell, internalClose);
+          });
+        },
+        (err: Error) => {
+          if (err instanceof ApiError) return refuse(err);
+          o.log.warn({ err, vm_id: vmId }, 'opening a shell for a replica failed');
+          refuse(new ApiError('internal', ''));
+        },
+      );
     }
-    o.guest.openShell(m[1], spec).then(
-      (shell) => {
-        let joined = false;
-        socket.once('close', () => joined || shell.close());
-        wss.handleUpgrade(req, socket, head, (ws) => {
-          joined = true;
-          open.add(ws);
-          ws.on('close', () => open.delete(ws));
-          bridgeShell(ws, shell, internalClose);
-        });
-      },
-      (err: Error) => {
-        if (err instanceof ApiError) return refuseUpgrade(socket, err, requestId);
-        o.log.warn({ err, vm_id: m[1] }, 'opening a shell for a replica failed');
-        refuseUpgrade(socket, new ApiError('internal', ''), requestId);
-      },
-    );
   });
   return {
     close() {

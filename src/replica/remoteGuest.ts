@@ -17,7 +17,8 @@ import {
   SHELL_SPEC_HEADER,
   WrittenSchema,
 } from '../host/internalContract.ts';
-import * as hostStore from '../store/hosts.ts';
+import * as endpoints from '../store/internalCredentials.ts';
+import { HostUnreachable, type HostTarget, type InternalClient } from './internalClient.ts';
 
 /** The host's answers a customer should see as they are. */
 const PASSED_ON = new Set<ErrorCode>(['vm_not_running', 'not_found', 'invalid_request', 'payload_too_large', 'rate_limited', 'unavailable']);
@@ -101,34 +102,66 @@ class RemoteShell implements GuestShell {
 export class RemoteGuest implements GuestAccess {
   constructor(
     private readonly db: Db,
-    private readonly token: string,
+    private readonly client: InternalClient,
     private readonly log: Logger,
   ) {}
 
-  private async hostUrl(vmId: string): Promise<string> {
-    const row = await hostStore.endpointOfVm(this.db, vmId);
+  private async host(vmId: string): Promise<HostTarget> {
+    const row = await endpoints.endpointOfVm(this.db, vmId);
     if (!row?.internal_url) throw hostLost();
-    return row.internal_url;
+    return { url: row.internal_url, credentialHash: row.credential_hash };
   }
 
-  private url(base: string, route: string, vmId: string, query: Record<string, string>): string {
-    return `${base}${route.replace(':id', encodeURIComponent(vmId))}?${new URLSearchParams(query)}`;
+  private path(route: string, vmId: string, query: Record<string, string>): string {
+    return `${route.replace(':id', encodeURIComponent(vmId))}?${new URLSearchParams(query)}`;
+  }
+
+  /** A request to the VM's host; one that cannot reach it, or not the host meant, is the customer's vm_not_running. */
+  private async send(vmId: string, host: HostTarget, path: string, init: Parameters<InternalClient['request']>[2]): Promise<Response> {
+    try {
+      return await this.client.request(host, path, init);
+    } catch (err) {
+      if (err instanceof HostUnreachable) {
+        this.log.warn({ err, vm_id: vmId }, "reaching the VM's host failed");
+        throw hostLost();
+      }
+      throw err;
+    }
   }
 
   async openShell(vmId: string, opts: ShellOptions): Promise<GuestShell> {
-    const base = await this.hostUrl(vmId);
-    const ws = new WebSocket(this.url(base.replace(/^http/, 'ws'), INTERNAL_SHELL_PATH, vmId, {}), {
-      headers: {
-        authorization: `Bearer ${this.token}`,
+    let target;
+    try {
+      target = this.client.socket(await this.host(vmId), this.path(INTERNAL_SHELL_PATH, vmId, {}), {
         [SHELL_SPEC_HEADER]: Buffer.from(JSON.stringify(opts)).toString('base64url'),
-      },
-      perMessageDeflate: false,
-      handshakeTimeout: OPEN_TIMEOUT_MS,
-    });
+      });
+    } catch (err) {
+      if (err instanceof HostUnreachable) throw hostLost();
+      throw err;
+    }
+    const ws = new WebSocket(target.url, { ...target.options, perMessageDeflate: false, handshakeTimeout: OPEN_TIMEOUT_MS });
     const shell = new RemoteShell(ws);
     await new Promise<void>((resolve, reject) => {
+      // The handshake's answer must come from the VM's host: it carries the host's credential.
+      ws.once('upgrade', (res) => {
+        try {
+          target.vouch(res.headers);
+        } catch (err) {
+          this.log.warn({ err, vm_id: vmId }, "the VM's host could not be vouched for");
+          ws.terminate();
+          reject(hostLost());
+        }
+      });
       ws.once('open', () => resolve());
       ws.once('unexpected-response', (_req, res) => {
+        if (res.statusCode !== 401 && res.statusCode !== 429) {
+          try {
+            target.vouch(res.headers);
+          } catch {
+            res.resume();
+            return reject(hostLost());
+          }
+        }
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
         res.on('end', () => {
@@ -145,13 +178,8 @@ export class RemoteGuest implements GuestAccess {
   }
 
   async readFile(vmId: string, path: string): Promise<GuestRead> {
-    const base = await this.hostUrl(vmId);
-    let res: Response;
-    try {
-      res = await fetch(this.url(base, INTERNAL_FILES_PATH, vmId, { path }), { headers: { authorization: `Bearer ${this.token}` } });
-    } catch {
-      throw hostLost();
-    }
+    const host = await this.host(vmId);
+    const res = await this.send(vmId, host, this.path(INTERNAL_FILES_PATH, vmId, { path }), { method: 'GET' });
     if (!res.ok) throw await hostError(res);
     if ((res.headers.get('content-type') ?? '').startsWith('application/json')) {
       const dir = DirAnswerSchema.parse(await res.json());
@@ -162,8 +190,8 @@ export class RemoteGuest implements GuestAccess {
   }
 
   async writeFile(vmId: string, path: string, body: AsyncIterable<Uint8Array>, opts: WriteOptions): Promise<{ path: string; size: number }> {
-    const base = await this.hostUrl(vmId);
-    const headers: Record<string, string> = { authorization: `Bearer ${this.token}`, 'content-type': 'application/octet-stream' };
+    const host = await this.host(vmId);
+    const headers: Record<string, string> = { 'content-type': 'application/octet-stream' };
     if (opts.expectedBytes !== undefined) headers['content-length'] = String(opts.expectedBytes);
     // The customer's body as it comes; a cut one cuts the call to the host, which leaves nothing there.
     const it = body[Symbol.asyncIterator]();
@@ -184,18 +212,11 @@ export class RemoteGuest implements GuestAccess {
       },
       { highWaterMark: 0 },
     );
-    let res: Response;
-    try {
-      res = await fetch(this.url(base, INTERNAL_FILES_PATH, vmId, { path, max_bytes: String(opts.maxBytes) }), {
-        method: 'PUT',
-        headers,
-        body: stream,
-        duplex: 'half',
-      } as RequestInit);
-    } catch (err) {
-      if ((err as Error).name === 'TypeError' && /fetch failed/.test((err as Error).message)) throw hostLost();
-      throw err;
-    }
+    const res = await this.send(vmId, host, this.path(INTERNAL_FILES_PATH, vmId, { path, max_bytes: String(opts.maxBytes) }), {
+      method: 'PUT',
+      headers,
+      body: stream,
+    });
     if (!res.ok) throw await hostError(res);
     return WrittenSchema.parse(await res.json());
   }

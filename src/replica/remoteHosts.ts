@@ -11,27 +11,26 @@ import type { DriverProbe } from '../vmm/probe.ts';
 import { ApiError, ERROR_STATUS, type ErrorCode } from '../domain/errors.ts';
 import { INTERNAL_ROUTES, InternalErrorSchema, internalPath, type InternalRoute } from '../host/internalContract.ts';
 import * as hostStore from '../store/hosts.ts';
+import * as endpoints from '../store/internalCredentials.ts';
+import type { HostTarget, InternalClient } from './internalClient.ts';
 import * as templateStore from '../store/templates.ts';
 import { recordTemplateOutcome } from '../domain/events.ts';
 
 /** Codes a host answers that mean the same to the customer (the VM is not running, wait and retry). */
 const PASSED_ON = new Set<ErrorCode>(['vm_not_running', 'rate_limited', 'not_found']);
 
-interface HostOf {
-  url: string | null;
-  hostId: string | null;
-}
+const target = (row: endpoints.HostEndpoint | undefined): HostTarget | null =>
+  row?.internal_url ? { url: row.internal_url, credentialHash: row.credential_hash } : null;
 
 export class RemoteHosts implements VmExecutor {
   constructor(
     private readonly db: Db,
-    private readonly token: string,
+    private readonly client: InternalClient,
     private readonly log: Logger,
   ) {}
 
-  private async hostOfVm(vmId: string): Promise<HostOf> {
-    const row = await hostStore.endpointOfVm(this.db, vmId);
-    return { url: row?.internal_url ?? null, hostId: row?.host_id ?? null };
+  private async hostOfVm(vmId: string): Promise<HostTarget | null> {
+    return target(await endpoints.endpointOfVm(this.db, vmId));
   }
 
   /**
@@ -39,20 +38,20 @@ export class RemoteHosts implements VmExecutor {
    * in the Error shape comes back as the same ApiError when the customer should see it.
    */
   private async call<R extends InternalRoute>(
-    host: HostOf,
+    host: HostTarget | null,
     route: R,
     id: string,
     body: unknown,
     until: { ms: number },
   ): Promise<z.output<(typeof INTERNAL_ROUTES)[R]['response']>> {
-    if (!host.url) throw new Error('the VM has no reachable host');
+    if (!host) throw new Error('the VM has no reachable host');
     const def = INTERNAL_ROUTES[route];
     const abort = new AbortController();
     const watch = setTimeout(() => abort.abort(new Error(`the VM's host did not answer in ${until.ms} ms`)), until.ms);
     try {
-      const res = await fetch(`${host.url}${internalPath(route, id)}`, {
+      const res = await this.client.request(host, internalPath(route, id), {
         method: def.method.toUpperCase(),
-        headers: { authorization: `Bearer ${this.token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        headers: body === undefined ? {} : { 'content-type': 'application/json' },
         body: body === undefined ? undefined : JSON.stringify(body),
         signal: abort.signal,
       });
@@ -93,8 +92,7 @@ export class RemoteHosts implements VmExecutor {
   /** Hands a capture to the host of the template's source VM; a host that cannot be reached fails it. */
   capture(templateId: string): void {
     void (async () => {
-      const row = await hostStore.endpointOfTemplate(this.db, templateId);
-      await this.call({ url: row?.internal_url ?? null, hostId: row?.host_id ?? null }, 'capture', templateId, undefined, { ms: 30_000 });
+      await this.call(target(await endpoints.endpointOfTemplate(this.db, templateId)), 'capture', templateId, undefined, { ms: 30_000 });
     })().catch(async (err: Error) => {
       this.log.warn({ err, template_id: templateId }, 'handing a capture to its host failed');
       await this.db

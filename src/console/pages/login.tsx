@@ -6,6 +6,7 @@ import { validationError } from '../../api/operation.ts';
 import { call, ClientError, consoleApi } from '../api.ts';
 import { field, safeNext, SESSION_MAX_AGE_S, type ConsoleApp, type ConsoleDeps } from '../app.tsx';
 import { page } from '../layout.tsx';
+import { clientAddress } from '../../throttle.ts';
 import { cookieOptions, CSRF_FIELD, LOGIN_CSRF_COOKIE, newCsrfValue, SESSION_COOKIE, tokensMatch } from '../security.ts';
 
 const LOGIN_CSRF_MAX_AGE_S = 30 * 60;
@@ -101,11 +102,22 @@ export function registerLogin(app: ConsoleApp, deps: ConsoleDeps) {
     if (!(await checkLoginCsrf(c))) return again(staleForm);
     const parsed = LoginCompleteRequest.safeParse({ email, code });
     if (!parsed.success) return again(toClientError(validationError('body', parsed.error)));
+    // A code is a credential: an address over its failed authentications is refused before it is looked up.
+    const address = clientAddress(c.env);
+    const wait = deps.throttle.wait(address);
+    if (wait > 0) {
+      c.header('Retry-After', String(wait));
+      return again(new ClientError('rate_limited', 'too many failed sign-ins from this address', `try again in ${wait} s`, 429));
+    }
     let token: string;
     try {
       ({ token } = await deps.services.sessions.signIn(parsed.data.email, parsed.data.code));
     } catch (err) {
-      if (err instanceof ApiError) return again(toClientError(err));
+      if (err instanceof ApiError) {
+        if (err.code === 'unauthorized' || err.code === 'rate_limited') deps.throttle.fail(address);
+        if (err.headers?.['Retry-After']) c.header('Retry-After', err.headers['Retry-After']);
+        return again(toClientError(err));
+      }
       throw err;
     }
     setCookie(c, SESSION_COOKIE, token, cookieOptions(c, SESSION_MAX_AGE_S));

@@ -1,0 +1,98 @@
+/**
+ * Failed authentications per client address (decisions.md section 14): after 30 in a minute, the address
+ * is refused until the minute has passed, before any credential is looked up. The API, the console and a
+ * VM host's internal endpoint each count with one.
+ */
+import { ApiError } from './domain/errors.ts';
+
+export const AUTH_FAILURES_MAX = 30;
+export const AUTH_FAILURE_WINDOW_MS = 60_000;
+const THROTTLE_MAX_ADDRESSES = 100_000;
+
+/**
+ * Failures per address in a window that starts at the address's first failure. In memory, per process;
+ * an address with no failures costs nothing.
+ */
+export class FailureThrottle {
+  private readonly windows = new Map<string, { start: number; failures: number }>();
+
+  constructor(
+    private readonly nowMs: () => number = Date.now,
+    private readonly max = AUTH_FAILURES_MAX,
+    private readonly windowMs = AUTH_FAILURE_WINDOW_MS,
+  ) {}
+
+  /** 0 when the address may try; else the whole seconds until its window has passed. No address (in process): 0. */
+  wait(address: string | null): number {
+    if (!address) return 0;
+    const w = this.windows.get(address);
+    if (!w) return 0;
+    const left = w.start + this.windowMs - this.nowMs();
+    if (left <= 0) {
+      this.windows.delete(address);
+      return 0;
+    }
+    return w.failures >= this.max ? Math.ceil(left / 1000) : 0;
+  }
+
+  /** Counts one failed authentication of the address. */
+  fail(address: string | null): void {
+    if (!address) return;
+    const now = this.nowMs();
+    const w = this.windows.get(address);
+    if (w && now - w.start < this.windowMs) {
+      w.failures++;
+      return;
+    }
+    if (!w && this.windows.size >= THROTTLE_MAX_ADDRESSES) this.prune(now);
+    this.windows.set(address, { start: now, failures: 1 });
+  }
+
+  /** Refuses a throttled address: throws the 429 to answer. */
+  check(address: string | null): void {
+    const wait = this.wait(address);
+    if (wait > 0) throw throttledError(wait);
+  }
+
+  private prune(now: number): void {
+    for (const [a, w] of this.windows) if (now - w.start >= this.windowMs) this.windows.delete(a);
+    // Still full (a flood from that many addresses at once): the oldest windows go first.
+    for (const a of this.windows.keys()) {
+      if (this.windows.size < THROTTLE_MAX_ADDRESSES) break;
+      this.windows.delete(a);
+    }
+  }
+}
+
+/**
+ * The key an address is counted by: an IPv4 address as itself (also when it comes IPv4-mapped), an IPv6
+ * address by its /64, since one machine usually holds a whole /64.
+ */
+export function addressKey(remote: string | undefined | null): string | null {
+  if (!remote) return null;
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(remote);
+  if (mapped) return mapped[1];
+  if (!remote.includes(':')) return remote;
+  const bare = remote.split('%')[0].toLowerCase();
+  let groups = bare.split(':');
+  if (bare.includes('::')) {
+    const [head, tail] = bare.split('::');
+    const left = head ? head.split(':') : [];
+    const right = tail ? tail.split(':') : [];
+    groups = [...left, ...Array(Math.max(0, 8 - left.length - right.length)).fill('0'), ...right];
+  }
+  return `${groups.slice(0, 4).map((g) => g.replace(/^0+(?=.)/, '')).join(':')}::/64`;
+}
+
+/** The key of a request's peer, from its socket (Node's IncomingMessage in the env); null for a request made in process. */
+export function clientAddress(env: unknown): string | null {
+  const incoming = (env as { incoming?: { socket?: { remoteAddress?: string } } } | undefined)?.incoming;
+  return addressKey(incoming?.socket?.remoteAddress);
+}
+
+/** The answer to an address over its failures. */
+export function throttledError(waitSeconds: number): ApiError {
+  return new ApiError('rate_limited', 'too many failed authentications from this address', `retry after ${waitSeconds} s`, {
+    'Retry-After': String(waitSeconds),
+  });
+}
