@@ -16,6 +16,7 @@ import type { Operation } from '../src/api/operation.ts';
 import { ClientError } from '../src/client/client.ts';
 import { customerCommands } from '../src/cli/customer.ts';
 import { commandBinding, commandShape, requestFor } from '../src/cli/operationCommands.ts';
+import { specOf } from '../src/cli/operationSpec.ts';
 import { listSnapshots, pauseVM, WITH_NEW_OPERATIONS } from './fixtures/cli-with-new-operations.ts';
 import { toolName, toolOperations } from '../src/mcp/server.ts';
 
@@ -28,7 +29,7 @@ function walk(cmd: Command, words: string[] = []): { words: string[]; cmd: Comma
 
 function programWith(operations: Operation[] = CUSTOMER_OPERATIONS): Command {
   const program = new Command('agentvm').exitOverride();
-  customerCommands(program, operations);
+  customerCommands(program, operations.map(specOf));
   return program;
 }
 
@@ -113,7 +114,7 @@ describe('the customer CLI from the operation descriptors', () => {
   });
 
   test('options become the query, the body and the headers of the call', () => {
-    const shape = commandShape(pauseVM);
+    const shape = commandShape(specOf(pauseVM));
     const req = requestFor(shape, ['vm_1'], { until: '2030-01-01T00:00:00Z', minutes: '15', keepIp: true, labels: ['a', 'b'], egress: '{"mode":"none"}', idempotencyKey: 'k1' });
     assert.deepEqual(req, {
       params: { path: { id: 'vm_1' }, query: { until: '2030-01-01T00:00:00Z' }, header: { 'Idempotency-Key': 'k1' } },
@@ -124,12 +125,12 @@ describe('the customer CLI from the operation descriptors', () => {
     assert.throws(() => requestFor(shape, ['vm_1'], { egress: '{mode' }), (err: unknown) => err instanceof ClientError && err.code === 'invalid_request' && /--egress/.test(err.message));
 
     const capture = CUSTOMER_OPERATIONS.find((o) => o.operationId === 'captureTemplate')!;
-    const withPreset = commandShape(capture, [{ flag: '--public', description: '', sets: { visibility: 'public' } }]);
+    const withPreset = commandShape(specOf(capture), [{ flag: '--public', description: '', sets: { visibility: 'public' } }]);
     assert.deepEqual(requestFor(withPreset, ['vm_1'], { public: true, name: 'x' }).body, { visibility: 'public', name: 'x' });
     assert.deepEqual(requestFor(withPreset, ['vm_1'], {}).body, {});
 
     const secrets = CUSTOMER_OPERATIONS.find((o) => o.operationId === 'setVMSecrets')!;
-    const whole = commandShape(secrets);
+    const whole = commandShape(specOf(secrets));
     assert.deepEqual(whole.fields.map((f) => f.option.long), ['--body']);
     assert.deepEqual(requestFor(whole, ['vm_1'], { body: '{"A":"1","B":null}' }).body, { A: '1', B: null });
   });

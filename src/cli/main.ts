@@ -1,17 +1,32 @@
+/**
+ * `agentvm`: the commands, each loading its own modules when it runs (a command's start is what
+ * people feel: `agentvm --version` loads commander and this file, a customer command adds the client
+ * and the command table, and only `serve` loads the server).
+ */
 import { Command, Option } from 'commander';
-import { loadConfig } from '../config.ts';
-import { startServer } from '../server.ts';
-import { adminCommands } from './admin.ts';
-import { customerCommands } from './customer.ts';
-import { bashCompletion } from './completion.ts';
-import { EXIT } from './exitCodes.ts';
-import { createMcpServer } from '../mcp/server.ts';
-import { apiClient, resolveCredentials } from '../client/client.ts';
-import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
-import { buildImage } from '../image/build.ts';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
+import type { loadConfig } from '../config.ts';
+import { EXIT } from './exitCodes.ts';
+import type { OperationSpec } from './operationSpec.ts';
+
+/** Every customer operation's spec, made ahead by the bundle's build (scripts/build.mjs); undefined in the sources. */
+declare const AGENTVM_OPERATION_SPECS: OperationSpec[] | undefined;
+
+/** The specs the customer commands are made from: the bundle's own, else made from the descriptors now. */
+export async function operationSpecs(): Promise<OperationSpec[]> {
+  if (typeof AGENTVM_OPERATION_SPECS !== 'undefined') return AGENTVM_OPERATION_SPECS;
+  const [{ CUSTOMER_OPERATIONS }, { specOf }] = await Promise.all([import('../api/routes.ts'), import('./operationSpec.ts')]);
+  return CUSTOMER_OPERATIONS.map(specOf);
+}
+
+/** Commands that need neither the customer nor the operator commands made: their parse skips making them. */
+const STANDALONE = new Set(['serve', 'host', 'image', 'mcp']);
+
+const version = () => (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
 async function serveUntilSignal(config: ReturnType<typeof loadConfig>): Promise<void> {
+  const { startServer } = await import('../server.ts');
   const server = await startServer(config);
   for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     process.once(signal, () => {
@@ -45,7 +60,9 @@ export async function main(argv: string[]): Promise<void> {
   if (command !== 'serve' && command !== 'host') endOnClosedStdout();
   const program = new Command('agentvm')
     .description('agentvm: an isolated microVM for every AI coding agent')
+    .version(version(), '-V, --version', 'print the version')
     .showHelpAfterError();
+  const loadConfig = async (...args: Parameters<typeof import('../config.ts').loadConfig>) => (await import('../config.ts')).loadConfig(...args);
 
   program
     .command('serve')
@@ -55,7 +72,7 @@ export async function main(argv: string[]): Promise<void> {
     .addOption(new Option('--data-dir <dir>', 'where the database, images and disks live').env('AGENTVM_DATA_DIR').default('./.agentvm'))
     .addOption(new Option('--role <role>', 'all: API and VMs in one process; api: an API replica (VMs on `agentvm host` machines)').choices(['all', 'api']).env('AGENTVM_ROLE').default('all'))
     .addHelpText('after', '\nExamples:\n  npx agentvm serve --port 8080 --data-dir ./.agentvm\n  DATABASE_URL=postgres://… AGENTVM_INTERNAL_TOKEN=… npx agentvm serve --role api --port 8080')
-    .action(async (opts: { host: string; port: string; dataDir: string; role: string }) => serveUntilSignal(loadConfig(opts)));
+    .action(async (opts: { host: string; port: string; dataDir: string; role: string }) => serveUntilSignal(await loadConfig(opts)));
 
   const host = program
     .command('host')
@@ -64,14 +81,14 @@ export async function main(argv: string[]): Promise<void> {
     .addOption(new Option('--port <port>', 'port of the internal endpoint').env('PORT').default('8081'))
     .addOption(new Option('--data-dir <dir>', "where this host's disks, images and snapshots live").env('AGENTVM_DATA_DIR').default('./.agentvm-host'))
     .addHelpText('after', '\nExample:\n  DATABASE_URL=postgres://… AGENTVM_INTERNAL_TOKEN=… AGENTVM_TEMPLATE_DIR=/shared/templates npx agentvm host --port 8081')
-    .action(async (opts: { host: string; port: string; dataDir: string }) => serveUntilSignal(loadConfig({ ...opts, role: 'host' })));
+    .action(async (opts: { host: string; port: string; dataDir: string }) => serveUntilSignal(await loadConfig({ ...opts, role: 'host' })));
   host
     .command('drain')
     .description("place no new VMs on this host (its VMs keep running; --data-dir names the host); --undo places VMs here again")
     .option('--undo', 'take new VMs again')
     .action(async (opts: { undo?: boolean }) => {
       const { drainHost } = await import('../host/vmHost.ts');
-      const hostId = await drainHost(loadConfig({ dataDir: host.opts<{ dataDir: string }>().dataDir }), !opts.undo);
+      const hostId = await drainHost(await loadConfig({ dataDir: host.opts<{ dataDir: string }>().dataDir }), !opts.undo);
       process.stdout.write(`${hostId} ${opts.undo ? 'takes new VMs again' : 'is draining: no new VMs go there'}\n`);
     });
 
@@ -86,18 +103,29 @@ export async function main(argv: string[]): Promise<void> {
     .action(async (opts: { imageDir?: string; dataDir: string; json?: boolean }) => {
       const imageDir = path.resolve(opts.imageDir ?? path.join(opts.dataDir, 'images'));
       const started = Date.now();
+      const { buildImage } = await import('../image/build.ts');
       const image = await buildImage(imageDir, (msg) => process.stderr.write(`[${((Date.now() - started) / 1000).toFixed(1)} s] ${msg}\n`));
       if (opts.json) process.stdout.write(`${JSON.stringify({ ...image.manifest, dir: image.dir }, null, 2)}\n`);
       else process.stdout.write(`guest image ${image.id} at ${image.dir} (kernel ${image.manifest.kernel_release})\n`);
     });
 
-  customerCommands(program);
-  program.addCommand(adminCommands());
+  // `agentvm --version` and the standalone commands go without them.
+  const versionOnly = command === undefined && argv.some((a) => a === '-V' || a === '--version');
+  if (!versionOnly && !STANDALONE.has(command ?? '')) {
+    const [{ customerCommands }, { adminCommands }, specs] = await Promise.all([import('./customer.ts'), import('./admin.ts'), operationSpecs()]);
+    customerCommands(program, specs);
+    program.addCommand(adminCommands());
+  }
   program
     .command('mcp')
     .description('the MCP server on stdio, for agents and desktop clients (uses your login or AGENTVM_API_KEY)')
     .addHelpText('after', '\nExample (a desktop client\'s config):\n  {"command": "npx", "args": ["agentvm", "mcp"], "env": {"AGENTVM_API_KEY": "avm_live_…"}}')
     .action(async () => {
+      const [{ createMcpServer }, { apiClient, resolveCredentials }, { StdioServerTransport }] = await Promise.all([
+        import('../mcp/server.ts'),
+        import('../client/client.ts'),
+        import('@modelcontextprotocol/sdk/server/stdio.js'),
+      ]);
       const { baseUrl, key } = await resolveCredentials();
       const server = createMcpServer(() => apiClient(baseUrl, key));
       await server.connect(new StdioServerTransport());
@@ -107,7 +135,8 @@ export async function main(argv: string[]): Promise<void> {
     .description('print a shell completion script (bash; zsh with bashcompinit)')
     .argument('[shell]', 'bash or zsh', 'bash')
     .addHelpText('after', '\nExample:\n  source <(npx agentvm completion bash)')
-    .action((shell: string) => {
+    .action(async (shell: string) => {
+      const { bashCompletion } = await import('./completion.ts');
       const script = bashCompletion(program);
       process.stdout.write(shell === 'zsh' ? `autoload -U +X bashcompinit && bashcompinit\n${script}` : script);
     });

@@ -5,12 +5,12 @@
  * a person sees its answer; an operation the table does not name still gets a command under its tag.
  */
 import { Command, Option } from 'commander';
-import { z } from 'zod';
-import type { Operation } from '../api/operation.ts';
+import type { FieldSpec, OperationSpec } from './operationSpec.ts';
 import { call, ClientError, type ApiClient } from '../client/client.ts';
 import { apiAction, customerClient } from './apiAction.ts';
 import { asRecord, asTable, print, type Rendering } from './output.ts';
 import { addWaitOptions, waitForVm, type WaitTarget } from './waitForVm.ts';
+import { kebab, lowerFirst } from './words.ts';
 
 /** A command that is one operation. */
 export interface OperationEntry {
@@ -42,38 +42,6 @@ export interface PresetFlag {
   sets: Record<string, unknown>;
 }
 
-interface JsonSchema {
-  type?: string | string[];
-  enum?: unknown[];
-  description?: string;
-  default?: unknown;
-  properties?: Record<string, JsonSchema>;
-  required?: string[];
-  items?: JsonSchema;
-  anyOf?: JsonSchema[];
-  $ref?: string;
-  $defs?: Record<string, JsonSchema>;
-}
-
-type Resolve = (node: JsonSchema | undefined) => JsonSchema;
-
-/** The JSON Schema of a zod schema, and how to see through a node's `$ref` or nullable to what it is. */
-function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): { top: JsonSchema; resolve: Resolve } {
-  const root = z.toJSONSchema(schema, { io, unrepresentable: 'any' }) as JsonSchema;
-  const resolve: Resolve = (node) => {
-    if (!node) return {};
-    if (node.$ref) {
-      const target = root.$defs?.[node.$ref.replace('#/$defs/', '')] ?? {};
-      return resolve({ ...target, ...node, $ref: undefined, description: node.description ?? target.description });
-    }
-    const notNull = node.anyOf?.filter((n) => n.type !== 'null');
-    if (notNull?.length === 1) return resolve({ ...notNull[0], description: node.description ?? notNull[0].description, default: node.default });
-    if (Array.isArray(node.type)) return { ...node, type: node.type.find((t) => t !== 'null') };
-    return node;
-  };
-  return { top: resolve(root), resolve };
-}
-
 export interface CommandField {
   /** The query parameter, body field or header it fills; for a preset, the body fields it sets. */
   name: string;
@@ -91,69 +59,15 @@ export interface CommandShape {
   hasBody: boolean;
 }
 
-const kebab = (name: string) => name.replace(/_/g, '-').replace(/([a-z0-9])([A-Z])/g, '$1-$2').replace(/([A-Z]+)([A-Z][a-z])/g, '$1-$2').toLowerCase();
-/** Sentence case to the help's lower case, leaving acronyms (`VM`) alone. */
-const lowerFirst = (s: string) => s.replace(/^[A-Z](?![A-Z])/, (c) => c.toLowerCase());
-const pathParams = (path: string) => [...path.matchAll(/\{([^}]+)\}/g)].map((m) => m[1]);
-
-/** `{id}` after `/vms/` reads as `vm_id`; other parameters keep their names. */
-function positionalName(path: string, param: string): string {
-  if (param !== 'id') return param;
-  const segments = path.split('/');
-  const before = segments[segments.indexOf('{id}') - 1] ?? '';
-  return before ? `${before.replace(/s$/, '')}_id` : param;
-}
-
-function fieldOption(name: string, prop: JsonSchema, resolve: Resolve, required: boolean): Pick<CommandField, 'kind' | 'list' | 'option'> {
-  const scalar = (p: JsonSchema): CommandField['kind'] | undefined =>
-    p.type === 'string' ? 'text' : p.type === 'integer' || p.type === 'number' ? 'number' : p.type === 'boolean' ? 'flag' : undefined;
-  const items = prop.type === 'array' ? resolve(prop.items) : undefined;
-  const itemKind = items && scalar(items) !== 'flag' ? scalar(items) : undefined;
-  const kind = itemKind ?? scalar(prop) ?? 'json';
-  const list = itemKind !== undefined;
-  const flag = `--${kebab(name)}`;
-  const placeholder = kind === 'flag' ? '' : kind === 'json' ? ' <json>' : kind === 'number' && !list ? ' <n>' : ` <${name}${list ? '...' : ''}>`;
-  const choices = prop.enum ?? items?.enum;
-  const notes = [
-    choices ? `one of: ${choices.join(', ')}` : '',
-    kind === 'json' ? 'JSON' : '',
-    prop.default !== undefined ? `default: ${typeof prop.default === 'string' ? prop.default : JSON.stringify(prop.default)}` : '',
-    required ? 'required' : '',
-  ].filter(Boolean);
-  const help = [lowerFirst(prop.description ?? ''), notes.length ? `(${notes.join('; ')})` : ''].filter(Boolean).join(' ');
-  return { kind, list, option: new Option(`${flag}${placeholder}`, help) };
-}
-
-/** The positionals and options of an operation's command. */
-export function commandShape(op: Operation, presets: PresetFlag[] = []): CommandShape {
-  const params = op.params ? jsonSchema(op.params, 'input').top.properties ?? {} : {};
-  const positionals = pathParams(op.path).map((param) => ({
-    param,
-    name: positionalName(op.path, param),
-    description: lowerFirst(params[param]?.description ?? ''),
-  }));
-  const fields: CommandField[] = [];
-  if (op.query) {
-    const { top, resolve } = jsonSchema(op.query, 'input');
-    for (const [name, prop] of Object.entries(top.properties ?? {})) fields.push({ name, in: 'query', ...fieldOption(name, resolve(prop), resolve, false) });
-  }
-  if (op.body) {
-    const { top: body, resolve } = jsonSchema(op.body.schema, 'input');
-    if (body.type === 'object' && body.properties) {
-      for (const [name, prop] of Object.entries(body.properties)) {
-        fields.push({ name, in: 'body', ...fieldOption(name, resolve(prop), resolve, body.required?.includes(name) ?? false) });
-      }
-    } else {
-      const help = `the request body${body.description ? `: ${lowerFirst(body.description)}` : ''} (JSON)`;
-      fields.push({ name: 'body', in: 'wholeBody', kind: 'json', list: false, option: new Option('--body <json>', help) });
-    }
-  }
-  for (const p of presets) fields.push({ name: Object.keys(p.sets).join(','), in: 'body', kind: 'preset', list: false, option: new Option(p.flag, p.description), sets: p.sets });
-  if (op.money) {
-    const option = new Option('--idempotency-key <key>', 'retry safely: the first answer is replayed, the charge happens once');
-    fields.push({ name: 'Idempotency-Key', in: 'header', kind: 'text', list: false, option });
-  }
-  return { positionals, fields, hasBody: op.body !== undefined };
+/** The positionals and options of an operation's command, with the flags that stand for body fields. */
+export function commandShape(spec: OperationSpec, presets: PresetFlag[] = []): CommandShape {
+  const field = (f: FieldSpec): CommandField => ({ name: f.name, in: f.in, kind: f.kind, list: f.list, option: new Option(f.flags, f.help) });
+  const fields = [
+    ...spec.fields.filter((f) => f.in !== 'header').map(field),
+    ...presets.map((p): CommandField => ({ name: Object.keys(p.sets).join(','), in: 'body', kind: 'preset', list: false, option: new Option(p.flag, p.description), sets: p.sets })),
+    ...spec.fields.filter((f) => f.in === 'header').map(field),
+  ];
+  return { positionals: spec.positionals, fields, hasBody: spec.hasBody };
 }
 
 function convert(field: CommandField, value: unknown): unknown {
@@ -196,18 +110,11 @@ export function requestFor(shape: CommandShape, positionals: string[], opts: Rec
   return { params: { path, query, header }, body };
 }
 
-/** Without a table entry: a record, or the scalar columns of a `data` list. */
-function defaultRendering(op: Operation): Rendering {
-  const { top, resolve } = jsonSchema(op.success.schema, 'output');
-  const data = resolve(top.properties?.data);
-  if (data.type !== 'array') return asRecord();
-  const scalar = ['string', 'integer', 'number', 'boolean'];
-  const columns = Object.entries(resolve(data.items).properties ?? {}).filter(([, p]) => scalar.includes(resolve(p).type as string));
-  return asTable(columns.slice(0, 8).map(([name]) => name));
-}
+/** Without a table entry: a record, or a table of the scalar columns of a `data` list. */
+const defaultRendering = (spec: OperationSpec): Rendering => (spec.columns ? asTable(spec.columns) : asRecord());
 
 type Send = (path: string, init: unknown) => Promise<{ data?: unknown; error?: unknown; response: Response }>;
-const send = (api: ApiClient, op: Operation, init: unknown) => (api[op.method.toUpperCase() as 'GET'] as Send)(op.path, init);
+const send = (api: ApiClient, op: OperationSpec, init: unknown) => (api[op.method.toUpperCase() as 'GET'] as Send)(op.path, init);
 
 const BINDINGS = new WeakMap<Command, { operationIds: string[]; shape?: CommandShape }>();
 
@@ -215,7 +122,7 @@ const BINDINGS = new WeakMap<Command, { operationIds: string[]; shape?: CommandS
 export const commandBinding = (cmd: Command) => BINDINGS.get(cmd);
 
 /** Fills `cmd` in from `op`: arguments, options, description, example, and the call. */
-function buildFromOperation(cmd: Command, op: Operation, entry: OperationEntry): void {
+function buildFromOperation(cmd: Command, op: OperationSpec, entry: OperationEntry): void {
   const shape = commandShape(op, entry.presets);
   const summary = lowerFirst(op.summary.replace(/\s*\(extension[^)]*\)/, ''));
   cmd.summary(summary).description(`${summary}${op.description ? `\n\n${op.description}` : ''}`);
@@ -254,7 +161,7 @@ function newCommandAt(program: Command, words: string[], groups: Record<string, 
  * Adds the table's commands in its order, then one for each operation it does not name: under the
  * group of its tag, named from its operationId without the group's noun (`pauseVM` → `vms pause`).
  */
-export function addCommands(program: Command, entries: CommandEntry[], operations: Operation[], groups: Record<string, string>): void {
+export function addCommands(program: Command, entries: CommandEntry[], operations: OperationSpec[], groups: Record<string, string>): void {
   const byId = new Map(operations.map((op) => [op.operationId, op]));
   const named = new Set<string>();
   for (const entry of entries) {
