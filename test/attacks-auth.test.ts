@@ -21,6 +21,7 @@ import { buildInternalApp } from '../src/host/internalApp.ts';
 import { hostAuthority } from '../src/host/internalAuth.ts';
 import { InternalCredentials } from '../src/domain/internalCredentials.ts';
 import type { VmExecutor } from '../src/domain/runs.ts';
+import { countTakingVms } from '../src/store/hosts.ts';
 import { freshDb, ManualClock } from './helpers.ts';
 
 const quiet = () => createLogger('silent', new Writable({ write: (_c, _e, cb) => cb() }));
@@ -226,6 +227,9 @@ describe('attacks on a VM host’s internal endpoint', () => {
   };
   let creds: InternalCredentials;
   let replica: string;
+  const adminToken = `avm_admin_${randomBase62(40)}`;
+  let api: (method: string, path: string) => Promise<{ status: number; body: any }>;
+  let closeFeeds: () => Promise<void>;
   let otherHost: string;
 
   before(async () => {
@@ -257,9 +261,20 @@ describe('attacks on a VM host’s internal endpoint', () => {
       log: quiet(),
     });
     ({ url, server } = await listen(app));
+    const services = buildServices(buildCoreServices(db, { clock }), { driver: async () => ({ usable: true, accel: 'tcg', qemu: 'q', detail: 'test' }) });
+    const apiApp = buildApp({ services, log: quiet(), adminToken, rateLimit: { perSecond: 10_000, burst: 10_000 } });
+    api = async (method, path) => {
+      const res = await apiApp.request(path, { method, headers: { authorization: `Bearer ${adminToken}` } });
+      return { status: res.status, body: await res.json() };
+    };
+    closeFeeds = async () => {
+      await services.runFeed.close();
+      await services.vmFeed.close();
+    };
   });
   after(async () => {
     await closeServer(server);
+    await closeFeeds();
     await drop();
   });
 
@@ -274,12 +289,30 @@ describe('attacks on a VM host’s internal endpoint', () => {
     const ok = await call('/internal/vms/vm_mine/harnesses', replica);
     assert.equal(ok.status, 200);
     assert.deepEqual(touched, ['harnesses vm_mine']);
-    assert.ok(await creds.revoke('replica', 'rep_one'));
+    // The operator revokes the replica's credential through the admin API.
+    const revokedRow = await api('DELETE', '/v1/admin/replicas/rep_one/credential');
+    assert.equal(revokedRow.status, 200);
+    assert.equal(revokedRow.body.holder_id, 'rep_one');
+    assert.ok(revokedRow.body.revoked_at);
+    assert.equal((await api('DELETE', '/v1/admin/replicas/rep_one/credential')).status, 404, 'nothing live to revoke');
     clock.t += 1000; // past the host's cache of credentials
     const revoked = await call('/internal/vms/vm_mine/harnesses', replica);
     assert.equal(revoked.status, 401);
     assert.deepEqual(touched, ['harnesses vm_mine']);
     replica = await creds.issue('replica', 'rep_one');
+    const listed = (await api('GET', '/v1/admin/internal-credentials')).body.credentials;
+    assert.deepEqual(listed.map((c: { holder_id: string; revoked_at: string | null }) => [c.holder_id, c.revoked_at]).sort(), [['host_a', null], ['host_b', null], ['rep_one', null]]);
+    assert.ok(!JSON.stringify(listed).includes(replica), 'never the secret');
+  });
+
+  test('a host whose credential the operator revoked takes no new VMs', async () => {
+    await db.query(`UPDATE hosts SET internal_url = 'http://127.0.0.1:9' WHERE host_id = 'host_b'`);
+    const taking = () => countTakingVms(db, new Date(Date.now() - 60_000));
+    assert.equal(await taking(), 2);
+    assert.equal((await api('DELETE', '/v1/admin/hosts/host_b/credential')).status, 200);
+    assert.equal(await taking(), 1);
+    await creds.issue('host', 'host_b');
+    assert.equal(await taking(), 2);
   });
 
   test('a host asked about a VM placed on another host refuses and does nothing', async () => {

@@ -28,6 +28,7 @@ import { openVMShell } from './operations/openVMShell.ts';
 import { readVMFile, writeVMFile } from './operations/files.ts';
 import { getBaseImage } from './operations/images.ts';
 import { createTenant, setCard, removeCard, addCredits } from './admin/tenants.ts';
+import { listInternalCredentials, revokeHostCredential, revokeReplicaCredential } from './admin/internal.ts';
 import { getLimits, adminSetLimits } from './operations/limits.ts';
 
 /** Every customer operation: the 19 of the contract, then the extensions. */
@@ -79,4 +80,4 @@ export const CUSTOMER_OPERATIONS: Operation[] = [
   getBaseImage,
 ];
 
-export const ADMIN_OPERATIONS: Operation[] = [createTenant, setCard, removeCard, addCredits, adminSetLimits];
+export const ADMIN_OPERATIONS: Operation[] = [createTenant, setCard, removeCard, addCredits, adminSetLimits, listInternalCredentials, revokeHostCredential, revokeReplicaCredential];

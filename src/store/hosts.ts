@@ -56,14 +56,21 @@ export async function setDraining(q: Queryable, hostId: string, draining: boolea
   return rows.length > 0;
 }
 
+/**
+ * A host takes new VMs while it is live and not draining, and, when replicas reach it over the internal
+ * endpoint, while it holds a live credential (one the operator revoked takes none until it registers again).
+ */
+const TAKING_VMS = `NOT draining AND heartbeat_at > $1 AND (internal_url IS NULL OR EXISTS (
+  SELECT 1 FROM internal_credentials c WHERE c.holder_kind = 'host' AND c.holder_id = hosts.host_id AND c.revoked_at IS NULL))`;
+
 /** The live hosts that take new VMs, locked for the rest of the transaction. */
 export function lockTakingVms(q: Queryable, since: Date): Promise<HostRow[]> {
-  return q.query<HostRow>(`SELECT * FROM hosts WHERE NOT draining AND heartbeat_at > $1 ORDER BY host_id FOR UPDATE`, [since]);
+  return q.query<HostRow>(`SELECT * FROM hosts WHERE ${TAKING_VMS} ORDER BY host_id FOR UPDATE`, [since]);
 }
 
 /** How many live hosts take new VMs. */
 export async function countTakingVms(q: Queryable, since: Date): Promise<number> {
-  const [row] = await q.query<{ n: number }>('SELECT count(*)::int AS n FROM hosts WHERE NOT draining AND heartbeat_at > $1', [since]);
+  const [row] = await q.query<{ n: number }>(`SELECT count(*)::int AS n FROM hosts WHERE ${TAKING_VMS}`, [since]);
   return row.n;
 }
 
