@@ -107,10 +107,16 @@ export function buildApp(opts: AppOptions): Hono<Env> {
   const limiter = new RateLimiter(opts.rateLimit.perSecond, opts.rateLimit.burst, () => services.clock.now().getTime());
   // Failed authentications per client address, API and console together (section 14).
   const throttle = new FailureThrottle(() => services.clock.now().getTime());
-  // Operations whose body is bytes have caps of their own; every other body is capped at 1 MiB.
-  const binaryRoutes = [...CUSTOMER_OPERATIONS, ...ADMIN_OPERATIONS]
-    .filter((op) => op.binaryBody)
-    .map((op) => ({ method: op.method.toUpperCase(), pattern: new RegExp(`^${op.path.replace(/\{[^}]+\}/g, '[^/]+')}$`) }));
+  // Operations whose body is bytes (a VM's files) or carries files (an image's build context) have caps of
+  // their own; every other body is capped at 1 MiB.
+  const ownCaps = [...CUSTOMER_OPERATIONS, ...ADMIN_OPERATIONS]
+    .filter((op) => op.binaryBody || op.body?.maxBytes)
+    .map((op) => ({
+      method: op.method.toUpperCase(),
+      pattern: new RegExp(`^${op.path.replace(/\{[^}]+\}/g, '[^/]+')}$`),
+      // A stream of bytes is counted as it is read; a JSON body is held to its cap before it is read.
+      cap: op.binaryBody ? null : op.body!.maxBytes!,
+    }));
   const adminDigest = digest(opts.adminToken);
   const routes = routeTable([...CUSTOMER_OPERATIONS, ...ADMIN_OPERATIONS]);
   const customerDoc = customerOpenApiDocument();
@@ -143,8 +149,9 @@ export function buildApp(opts: AppOptions): Hono<Env> {
     try {
       // The console caps its own forms (its answers are pages).
       if (!p.startsWith('/console')) {
-        const binary = binaryRoutes.some((r) => r.method === c.req.method && r.pattern.test(p));
-        const tooLarge = binary ? null : await capBody(c, p === MCP_PATH ? MCP_MAX_BODY_BYTES : MAX_BODY_BYTES);
+        const own = ownCaps.find((r) => r.method === c.req.method && r.pattern.test(p));
+        const cap = own ? own.cap : p === MCP_PATH ? MCP_MAX_BODY_BYTES : MAX_BODY_BYTES;
+        const tooLarge = cap === null ? null : await capBody(c, cap);
         if (tooLarge) throw tooLarge;
       }
       if ((p.startsWith('/v1/api/') && p !== OPENAPI_PATH) || p === MCP_PATH) await authenticateCustomer(c, address);

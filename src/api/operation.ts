@@ -54,7 +54,8 @@ export interface Operation<P extends AnyZod = AnyZod, Q extends AnyZod = AnyZod,
   extension?: boolean;
   params?: P;
   query?: Q;
-  body?: { schema: B; required: boolean };
+  /** `maxBytes`: a JSON body that carries files (an image's build context) may be larger than MAX_BODY_BYTES. */
+  body?: { schema: B; required: boolean; maxBytes?: number };
   /** A body of bytes instead of JSON, up to `maxBytes` (413 beyond, before or while it is read). */
   binaryBody?: BinaryContent & { maxBytes: number };
   /**
@@ -111,9 +112,9 @@ function parseWith<T extends AnyZod>(schema: T, value: unknown, where: 'body' | 
 }
 
 /** Reads the body up to the size limit, then checks its media type and parses it as JSON. */
-export async function readJsonBody(c: Context, required: boolean): Promise<unknown> {
+export async function readJsonBody(c: Context, required: boolean, maxBytes = MAX_BODY_BYTES): Promise<unknown> {
   const declared = c.req.header('content-length');
-  if (declared !== undefined && Number(declared) > MAX_BODY_BYTES) throw tooLarge();
+  if (declared !== undefined && Number(declared) > maxBytes) throw tooLarge(maxBytes);
   const chunks: Uint8Array[] = [];
   let size = 0;
   const stream = c.req.raw.body;
@@ -123,9 +124,9 @@ export async function readJsonBody(c: Context, required: boolean): Promise<unkno
       const { done, value } = await reader.read();
       if (done) break;
       size += value.byteLength;
-      if (size > MAX_BODY_BYTES) {
+      if (size > maxBytes) {
         await reader.cancel().catch(() => undefined);
-        throw tooLarge();
+        throw tooLarge(maxBytes);
       }
       chunks.push(value);
     }
@@ -150,7 +151,7 @@ export async function readJsonBody(c: Context, required: boolean): Promise<unkno
   }
 }
 
-const tooLarge = () => new ApiError('payload_too_large', `the body is larger than ${MAX_BODY_BYTES} bytes`);
+const tooLarge = (maxBytes: number) => new ApiError('payload_too_large', `the body is larger than ${maxBytes} bytes`);
 
 /**
  * The body of a binary operation, unread: its declared length checked against the limit, its media
@@ -177,7 +178,7 @@ export async function runOperation(op: Operation, c: Context, services: Services
   if (op.audience === 'customer' && isWrite(op) && principal.scope !== 'readwrite') {
     throw new ApiError('read_only_key', 'this key is read-only', 'use a readwrite key for this operation');
   }
-  const body = op.body ? parseWith(op.body.schema, await readJsonBody(c, op.body.required), 'body') : undefined;
+  const body = op.body ? parseWith(op.body.schema, await readJsonBody(c, op.body.required, op.body.maxBytes), 'body') : undefined;
   const bytes = op.binaryBody ? binaryBody(c, op.binaryBody) : undefined;
   const params = op.params ? parseWith(op.params, c.req.param(), 'path') : undefined;
   // Most calls carry no query string: skip parsing one then, unless the operation has defaults to fill in.

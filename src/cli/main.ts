@@ -71,16 +71,16 @@ export async function main(argv: string[]): Promise<void> {
     .addOption(new Option('--port <port>', 'port to listen on').env('PORT').default('8080'))
     .addOption(new Option('--data-dir <dir>', 'where the database, images and disks live').env('AGENTVM_DATA_DIR').default('./.agentvm'))
     .addOption(new Option('--role <role>', 'all: API and VMs in one process; api: an API replica (VMs on `agentvm host` machines)').choices(['all', 'api']).env('AGENTVM_ROLE').default('all'))
-    .addHelpText('after', '\nExamples:\n  npx agentvm serve --port 8080 --data-dir ./.agentvm\n  DATABASE_URL=postgres://… AGENTVM_INTERNAL_TOKEN=… npx agentvm serve --role api --port 8080')
+    .addHelpText('after', '\nExamples:\n  npx agentvm serve --port 8080 --data-dir ./.agentvm\n  DATABASE_URL=postgres://… npx agentvm serve --role api --port 8080')
     .action(async (opts: { host: string; port: string; dataDir: string; role: string }) => serveUntilSignal(await loadConfig(opts)));
 
   const host = program
     .command('host')
-    .description('a VM host for API replicas: runs the VMs placed on this machine (needs DATABASE_URL and AGENTVM_INTERNAL_TOKEN)')
+    .description('a VM host for API replicas: runs the VMs placed on this machine (needs DATABASE_URL; AGENTVM_INTERNAL_TLS_* for TLS)')
     .option('--host <host>', 'address of the internal endpoint', '127.0.0.1')
     .addOption(new Option('--port <port>', 'port of the internal endpoint').env('PORT').default('8081'))
     .addOption(new Option('--data-dir <dir>', "where this host's disks, images and snapshots live").env('AGENTVM_DATA_DIR').default('./.agentvm-host'))
-    .addHelpText('after', '\nExample:\n  DATABASE_URL=postgres://… AGENTVM_INTERNAL_TOKEN=… AGENTVM_TEMPLATE_DIR=/shared/templates npx agentvm host --port 8081')
+    .addHelpText('after', '\nExample:\n  DATABASE_URL=postgres://… AGENTVM_TEMPLATE_DIR=/shared/templates npx agentvm host --port 8081')
     .action(async (opts: { host: string; port: string; dataDir: string }) => serveUntilSignal(await loadConfig({ ...opts, role: 'host' })));
   host
     .command('drain')

@@ -644,7 +644,7 @@ export interface paths {
         put?: never;
         /**
          * Send a one-time login code to an account email (extension, for the CLI)
-         * @description The code goes by mail (or, on a server without SMTP, into its log), works once, for 10 minutes; asking again retires the earlier code. The answer is the same whether or not the email has an account.
+         * @description The code goes by mail (or, on a server without SMTP, into its log), works once, for 10 minutes; asking again retires the earlier code. The answer, and its timing, are the same whether or not the email has an account: five codes per email in 15 minutes, then 429 with Retry-After, for every email.
          */
         post: operations["loginStart"];
         delete?: never;
@@ -664,7 +664,7 @@ export interface paths {
         put?: never;
         /**
          * Trade a login code for a new readwrite API key (extension, for the CLI)
-         * @description Five wrong codes spend the code. The key is labelled as asked (the CLI sends the machine name).
+         * @description Five wrong codes spend the code. Ten wrong codes for an email in an hour, and every code for it (the right one too) is 429 with Retry-After until the hour has passed, whether or not the email has an account. A wrong code counts against the client address too (30 failed authentications a minute, then 429 before anything is looked up). The key is labelled as asked (the CLI sends the machine name).
          */
         post: operations["loginComplete"];
         delete?: never;
@@ -5455,6 +5455,19 @@ export interface operations {
                 headers: {
                     /** @description Identifies the request in the server log */
                     "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `rate_limited`: Over the per-key rate; see Retry-After */
+            429: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
