@@ -87,6 +87,19 @@ try {
   const cloneCpu: number[] = [];
   const cloneBlocks: number[] = [];
   const standbys: { ms: number; vmId: string }[] = [];
+  // The same starts with QEMU as the server's own user (AGENTVM_QEMU_SAME_USER=1) in place of a user of
+  // its own per VM (src/vmm/isolation.ts), in the same turns: what the isolation costs at start. Only
+  // a server running as root isolates; elsewhere both kinds are the same start.
+  const sameUserCold: { ms: number; vmId: string }[] = [];
+  const sameUserStandbys: { ms: number; vmId: string }[] = [];
+  const sameUser = async <T,>(work: () => Promise<T>): Promise<T> => {
+    process.env.AGENTVM_QEMU_SAME_USER = '1';
+    try {
+      return await work();
+    } finally {
+      delete process.env.AGENTVM_QEMU_SAME_USER;
+    }
+  };
   for (let i = 0; i < COLD; i++) {
     driver.keepStandby(null);
     snapshots.coldStartsOnly(true);
@@ -100,6 +113,18 @@ try {
       const t = await driver.translated(c.vmId);
       if (t) cloneBlocks.push(t.blocks);
     }
+    snapshots.coldStartsOnly(true);
+    sameUserCold.push(await sameUser(createAndWait));
+    snapshots.coldStartsOnly(false);
+    // A standby made as the server's user, taken by a VM as the server's user.
+    await sameUser(async () => {
+      driver.keepStandby(shape);
+      await standbyReady();
+      const c = await createAndWait();
+      if (driver.startedFrom(c.vmId) !== 'standby') throw new Error(`${c.vmId} did not take a standby`);
+      sameUserStandbys.push(c);
+      driver.keepStandby(null);
+    });
     driver.keepStandby(shape);
     for (let j = 0; j < CLONES / COLD; j++) {
       await standbyReady();
@@ -165,7 +190,7 @@ try {
   const standbyPss = await Promise.all(standbys.map((c) => pssKib(driver.pidOf(c.vmId)!)));
   const standbyTranslated = await Promise.all(standbys.map((c) => translatedKib(driver.pidOf(c.vmId)!)));
   const standbyJit = (await Promise.all(standbys.map((c) => driver.translated(c.vmId)))).filter((t) => t !== null);
-  for (const c of [...cold, ...clones, ...standbys]) await fetch(`${base}/v1/api/vms/${c.vmId}`, { method: 'DELETE', headers: h });
+  for (const c of [...cold, ...clones, ...standbys, ...sameUserCold, ...sameUserStandbys]) await fetch(`${base}/v1/api/vms/${c.vmId}`, { method: 'DELETE', headers: h });
   await server.host.reconciler!.settled();
 
   // Many at once, on a host with its standbys ready (they take the first ones).
@@ -202,6 +227,14 @@ try {
   await report(`Lifecycle and density (${CLONES} VMs that took a standby, ${CLONES} resumed from the snapshot and ${COLD} cold-booted, accel ${driver.opts.accel}, image ${image.id})`, [
     row('lifecycle', 'create → running, a standby ready, p50', `${p(standbys, 50).toFixed(0)} ms`, `${p(cold, 50).toFixed(0)} ms cold boot`, r50, '≤ 150 ms and ≤ 3%', p(standbys, 50) <= 150 && r50 <= 0.03),
     row('lifecycle', 'same, p95', `${p(standbys, 95).toFixed(0)} ms`, `${p(cold, 95).toFixed(0)} ms cold boot`, r95, '≤ 20%', r95 <= 0.2),
+    row(
+      'lifecycle',
+      `create → running, a standby ready, p50: QEMU as a user of its own${process.getuid?.() === 0 ? '' : ' (not root: the same start)'}, vs as the server's user`,
+      `${p(standbys, 50).toFixed(0)} ms`,
+      `${p(sameUserStandbys, 50).toFixed(0)} ms as the server's user`,
+      p(standbys, 50) / p(sameUserStandbys, 50),
+    ),
+    row('lifecycle', "cold boot → running, p50: QEMU as a user of its own, vs as the server's user", `${p(cold, 50).toFixed(0)} ms`, `${p(sameUserCold, 50).toFixed(0)} ms as the server's user`, p(cold, 50) / p(sameUserCold, 50)),
     row('lifecycle', 'create → running from the snapshot (no standby), p50 / p95', `${p(clones, 50).toFixed(0)} / ${p(clones, 95).toFixed(0)} ms`, `${p(cold, 50).toFixed(0)} ms cold boot`, p(clones, 50) / p(cold, 50)),
     ...(cloneBlocks.length
       ? [

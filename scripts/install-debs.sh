@@ -4,9 +4,11 @@
 #   install-debs.sh --vms    what `serve` needs to run VMs (`npm start` runs this first)
 set -euo pipefail
 # QEMU (microvm) and qemu-img run the VMs; debootstrap, a static busybox, cpio, lz4 and e2fsprogs
-# build the guest image on the first start; util-linux's setpriv ties a golden VM to its server;
-# socat carries each guest connection to the host's egress gateway.
-packages=(qemu-system-x86 qemu-utils debootstrap busybox-static cpio lz4 e2fsprogs util-linux socat)
+# build the guest image on the first start; util-linux's setpriv ties a golden VM to its server.
+# (A guest's connections to its egress gateway go on its data port: no program per connection. Each
+# VM's QEMU runs as a numeric user of its own, AGENTVM_QEMU_UID_BASE + its network slot: no account
+# is made for it.)
+packages=(qemu-system-x86 qemu-utils debootstrap busybox-static cpio lz4 e2fsprogs util-linux)
 # postgresql: the second database backend of the tests; chromium (and a font for its pages): the browser
 # the console's test drives.
 [ "${1:-}" = "--vms" ] || packages+=(postgresql chromium fonts-liberation)

@@ -16,6 +16,7 @@ import { GuestRuns } from './runs.ts';
 import { openShell } from './shell.ts';
 import { readFile as readVmFile, writeFile as writeVmFile } from './files.ts';
 import { dataPort, dataSync, rawSink, rawSinkDone, rawSource } from './dataPort.ts';
+import { egressAttach, egressRefuse, startEgressListener, type EgressAttachArgs } from './egress.ts';
 import {
   AGENT_PORT_NAME,
   AGENT_PROTOCOL_VERSION,
@@ -200,6 +201,8 @@ async function installedHarnesses(): Promise<string[]> {
 }
 
 function ipv4(): string | null {
+  // No network card: the guest's address is an alias of its loopback, named by its identity.
+  if (assumed?.ipv4) return assumed.ipv4;
   for (const [name, addrs] of Object.entries(os.networkInterfaces())) {
     if (name === 'lo') continue;
     const a = addrs?.find((x) => x.family === 'IPv4' && !x.internal);
@@ -357,6 +360,10 @@ async function handle(req: AgentRequest): Promise<unknown> {
       return writeVmFile(req.args as FileWriteArgs);
     case 'data_sync':
       return dataSync(String((req.args as { token: string })?.token));
+    case 'egress_attach':
+      return egressAttach(req.args as EgressAttachArgs);
+    case 'egress_refuse':
+      return egressRefuse(req.args as { conn: number });
     case 'raw_sink':
       return rawSink(Number((req.args as { bytes: number }).bytes));
     case 'raw_sink_done':
@@ -446,6 +453,9 @@ async function main(): Promise<void> {
   await writeStaticFacts();
   startAssumer();
   void dataPort();
+  // The egress gateway's port, carried to the host on the data port (egress.ts): listening from the
+  // boot on, so a snapshot's clones have it from their first instant.
+  startEgressListener(send, log);
   const device = await findPort();
   log(`ready on ${device}`);
   await serve(device);

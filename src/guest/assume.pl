@@ -129,22 +129,18 @@ sub answer {
 eval {
 clock_random_hostname();
 
+# No network card: the guest's address and the egress gateway's are aliases of its loopback (lo:0,
+# lo:1, each a /32), and nothing else is routed, so a connection anywhere else fails at once (no route
+# to it). The guest agent serves the gateway's address and carries each connection to the host on the
+# data port (egress.ts).
 socket(my $s, 2, 2, 0) or die "socket: $!\n";
-my $prefix;
-($ip, $prefix) = split m{/}, $a{ipv4};
-my $mask = join('.', unpack('C4', pack('N', $prefix ? (0xffffffff << (32 - $prefix)) & 0xffffffff : 0)));
-ioctl($s, 0x8916, pack('a16 a16 x8', 'eth0', sin4($ip))) or die "SIOCSIFADDR: $!\n";
-ioctl($s, 0x891c, pack('a16 a16 x8', 'eth0', sin4($mask))) or die "SIOCSIFNETMASK: $!\n";
-my $ifr = pack('a16 x24', 'eth0');
-ioctl($s, 0x8913, $ifr) or die "SIOCGIFFLAGS: $!\n";
-my $flags = unpack('x16 s', $ifr) | 1;
-ioctl($s, 0x8914, pack('a16 s x22', 'eth0', $flags)) or die "SIOCSIFFLAGS: $!\n";
-# The one route: to the egress gateway's address, on eth0 (RTF_UP | RTF_HOST). The address is a /32
-# and there is no default route, so a connection anywhere else fails at once (no route to it) rather
-# than waiting on packets QEMU's restricted network drops.
-my $dev = 'eth0';
-my $rt = pack('Q a16 a16 a16 S s x4 Q Q s x6 p Q Q S x6', 0, sin4($a{egress}), sin4('0.0.0.0'), sin4('255.255.255.255'), 5, 0, 0, 0, 0, $dev, 0, 0, 0);
-ioctl($s, 0x890B, $rt) or $!{EEXIST} or die "SIOCADDRT: $!\n";
+($ip) = split m{/}, $a{ipv4};
+for my $alias (['lo:0', $ip], ['lo:1', $a{egress}]) {
+  my ($label, $addr) = @$alias;
+  next unless $addr;
+  ioctl($s, 0x8916, pack('a16 a16 x8', $label, sin4($addr))) or die "SIOCSIFADDR $label: $!\n";
+  ioctl($s, 0x891c, pack('a16 a16 x8', $label, sin4('255.255.255.255'))) or die "SIOCSIFNETMASK $label: $!\n";
+}
 close($s);
 step('network');
 

@@ -8,6 +8,7 @@
  * in progress, for /readyz.
  */
 import { readFile, writeFile, statfs } from 'node:fs/promises';
+import { isolating, openDataDirToMachines, QEMU_UID_BASE } from '../vmm/isolation.ts';
 import os from 'node:os';
 import path from 'node:path';
 import type { Config } from '../config.ts';
@@ -67,7 +68,7 @@ export interface VmHost {
 }
 
 /** The Debian packages a VM host needs, and how to get them: what /readyz says when they are missing. */
-export const INSTALL_HINT = 'as root: `bash scripts/install-debs.sh` (installs qemu-system-x86, qemu-utils, socat and the image tools)';
+export const INSTALL_HINT = 'as root: `bash scripts/install-debs.sh` (installs qemu-system-x86, qemu-utils and the image tools)';
 
 export async function readHostId(dataDir: string): Promise<string> {
   const file = path.join(dataDir, 'host-id');
@@ -172,7 +173,7 @@ export class LocalVmHost implements VmHost {
     this.hostId = d.hostId;
     const credentials = new HostCredentials(d.db, d.secrets);
     this.gateway = new EgressGateway({ db: d.db, credentials, providerUrls: config.providerUrls, pins: config.egressPins, log });
-    const machine: MachineOptions = { qemu: probe.qemu!, accel: probe.accel!, gateway: { socat: probe.socat!, port: this.gateway }, bootTimeoutMs: config.bootTimeoutMs };
+    const machine: MachineOptions = { qemu: probe.qemu!, accel: probe.accel!, gateway: { port: this.gateway }, bootTimeoutMs: config.bootTimeoutMs };
     this.snapshots = config.snapshots
       ? new SnapshotStore({ dir: path.join(config.dataDir, 'snapshots'), machine, log: (msg, fields) => log.info(fields ?? {}, msg) })
       : null;
@@ -235,6 +236,22 @@ export class LocalVmHost implements VmHost {
     return this.started;
   }
 
+  /**
+   * Every QEMU runs as a user of its own with only its VM directory open to it (src/vmm/isolation.ts):
+   * the data dir is passable on the way to the directories QEMUs use, and nothing else in it is
+   * theirs to read. A control plane that is not root cannot do that: it says so.
+   */
+  private async isolateMachines(): Promise<void> {
+    const { config, log } = this.d;
+    if (!isolating()) {
+      log.warn({ uid: process.getuid?.() }, 'QEMU runs as this server\'s own user (only a server started as root runs each VM\'s QEMU as a user of its own); its seccomp sandbox is on');
+      return;
+    }
+    const d = config.dataDir;
+    await openDataDirToMachines(d, ['vms', 'blank', 'snapshots', 'scrub', 'image-layers'].map((n) => path.join(d, n)).concat(config.imageDir, config.templateDir));
+    log.info({ uid_base: QEMU_UID_BASE }, 'each VM\'s QEMU runs as a user of its own, in its seccomp sandbox');
+  }
+
   /** Registers the host (placement may use it at once), then re-adopts VMs and gets the image side by side. */
   private async startUp(internalUrl: string | null): Promise<void> {
     const { config, log } = this.d;
@@ -246,6 +263,7 @@ export class LocalVmHost implements VmHost {
     }
     if (this.closing) return;
     log.info({ accel: this.d.probe.accel, qemu: this.d.probe.qemu }, `VM driver: ${this.d.probe.detail}`);
+    await this.isolateMachines().catch((err) => log.error({ err }, 'opening the data dir to QEMU users failed'));
     const image = this.loadOrBuildImage();
     this.resolveImage(image);
     const adopted = (async () => {

@@ -1,7 +1,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { netOfSlot, netdevArgs, ownDiskHotplugArgs, qemuCommandLine, slotOfGuest, STANDBY_SLOTS, type MachineConfig, type MachineStart } from './commandLine.ts';
+import { netOfSlot, ownDiskHotplugArgs, QEMU_SANDBOX, qemuCommandLine, slotOfGuest, STANDBY_SLOTS, type MachineConfig, type MachineStart } from './commandLine.ts';
 import { machineFiles } from './machine.ts';
 
 const files = machineFiles('/vms/vm_abc');
@@ -12,8 +12,6 @@ function line(start: MachineStart, over: Partial<MachineConfig> = {}): string[] 
     spec: { vmId: 'vm_abc', vcpus: 2, memoryMib: 1024, image },
     start,
     files,
-    net: netOfSlot(5),
-    egress: { socat: '/usr/bin/socat', socket: files.egress },
     accel: 'tcg',
     tscKhz: 2_500_000,
     ...over,
@@ -104,17 +102,13 @@ describe('the QEMU command line', () => {
     assert.deepEqual(valuesOf(golden, '-accel'), ['tcg,tb-size=128']);
   });
 
-  test("the network is always restricted: its one way out is the forward to the VM's egress gateway socket", () => {
-    assert.equal(
-      valuesOf(cold, '-netdev')[0],
-      'user,id=net0,net=10.128.5.0/24,host=10.128.5.2,dns=10.128.5.3,restrict=on,guestfwd=tcp:10.128.5.4:3128-cmd:/usr/bin/socat STDIO UNIX-CONNECT:/vms/vm_abc/egress.sock',
-    );
-    assert.deepEqual(netdevArgs(netOfSlot(5), null), [
-      '-netdev', 'user,id=net0,net=10.128.5.0/24,host=10.128.5.2,dns=10.128.5.3,restrict=on',
-      '-device', 'virtio-net-device,netdev=net0',
-    ]);
-    // A comma in a path is doubled, so it cannot end the option and add another.
-    assert.match(netdevArgs(netOfSlot(5), { socat: '/usr/bin/socat', socket: '/d,restrict=off/egress.sock' })[1], /UNIX-CONNECT:\/d,,restrict=off\/egress\.sock$/);
+  test('no network card and no process: a guest reaches its gateway on its data port, and QEMU runs in its seccomp sandbox', () => {
+    for (const args of [cold, golden, clone, line({ mode: 'resume', namedRam: true })]) {
+      assert.deepEqual(valuesOf(args, '-netdev'), []);
+      assert.ok(!valuesOf(args, '-device').some((d) => d.startsWith('virtio-net')), args.join(' '));
+      assert.deepEqual(valuesOf(args, '-sandbox'), [QEMU_SANDBOX]);
+    }
+    assert.equal(QEMU_SANDBOX, 'on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny');
   });
 
   test('the TSC frequency goes to the guest kernel under TCG only', () => {

@@ -6,8 +6,12 @@
  * its own two disks on a virtio-scsi controller (the writable layer of its root, its persist disk).
  * That makes one booted guest good for many VMs: a golden VM of a shape is saved once and a clone
  * resumes it with its own disks plugged in after it resumes; a cold boot has them in place.
+ *
+ * There is no network card: a guest reaches nothing but its egress gateway, whose connections the
+ * guest agent carries on the data port (src/vmm/egress.ts). QEMU runs no user-mode network and starts
+ * no process: its seccomp sandbox denies it any.
  */
-import { AGENT_PORT_NAME, ASSUME_PORT_NAME, DATA_PORT_NAME, EGRESS_GATEWAY_PORT, PERSIST_MODEL, UPPER_MODEL } from '../guest/protocol.ts';
+import { AGENT_PORT_NAME, ASSUME_PORT_NAME, DATA_PORT_NAME, PERSIST_MODEL, UPPER_MODEL } from '../guest/protocol.ts';
 import type { Image } from '../image/build.ts';
 import type { MachineFiles } from './machine.ts';
 import type { Accel } from './probe.ts';
@@ -41,26 +45,11 @@ export function slotOfGuest(ipv4: string | null): number | undefined {
  */
 export const STANDBY_SLOTS = { first: 0x6000, last: 0x7fff } as const;
 
-/** How a guest's connections to the egress address reach the host's gateway: one socat per connection, to the VM's socket. */
-export interface EgressForward {
-  socat: string;
-  socket: string;
-}
-
 /**
- * The guest's network card on user-mode networking, always `restrict=on`: the guest reaches nothing
- * (not the host's loopback, not another VM) but the one forward, the egress gateway's address and
- * port to this VM's gateway socket on the host. Without a forward it reaches nothing at all.
+ * QEMU's own seccomp filter: no obsolete system calls, no change of user or group, no new process (a
+ * QEMU that starts one is not ours any more), no change of its scheduling or resources.
  */
-export function netdevArgs(net: GuestNet, forward: EgressForward | null): string[] {
-  // QEMU's option syntax doubles a comma inside a value.
-  const cmd = forward ? `${forward.socat} STDIO UNIX-CONNECT:${forward.socket}`.replaceAll(',', ',,') : '';
-  const fwd = forward ? `,guestfwd=tcp:${net.egress}:${EGRESS_GATEWAY_PORT}-cmd:${cmd}` : '';
-  return [
-    '-netdev', `user,id=net0,net=${net.net},host=${net.gateway},dns=${net.dns},restrict=on${fwd}`,
-    '-device', 'virtio-net-device,netdev=net0',
-  ];
-}
+export const QEMU_SANDBOX = 'on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny';
 
 /**
  * How a machine starts. `golden`: the machine a snapshot is saved from (RAM in a shared file, no disks
@@ -83,9 +72,6 @@ export interface MachineConfig {
   spec: MachineSpec;
   start: MachineStart;
   files: MachineFiles;
-  net: GuestNet;
-  /** The forward to the host's egress gateway; null: the guest reaches nothing. */
-  egress: EgressForward | null;
   accel: Accel;
   /** The host's TSC frequency: under TCG the guest kernel is told it (without, a boot now and then hangs). */
   tscKhz: number;
@@ -145,6 +131,7 @@ export function qemuCommandLine(m: MachineConfig): string[] {
     '-m', String(spec.memoryMib),
     '-smp', String(spec.vcpus),
     '-nodefaults', '-no-user-config', '-display', 'none', '-no-reboot',
+    '-sandbox', QEMU_SANDBOX,
     '-kernel', spec.image.kernel,
     '-initrd', spec.image.initramfs,
     '-append', kernelCommandLine(m.accel, m.tscKhz),
@@ -152,7 +139,6 @@ export function qemuCommandLine(m: MachineConfig): string[] {
     '-drive', `id=root,file=${spec.image.rootfs},format=raw,if=none,readonly=on,cache=unsafe`,
     '-device', 'virtio-blk-device,drive=root,serial=root',
     '-device', 'virtio-scsi-device,id=scsi0',
-    ...netdevArgs(m.net, m.egress),
     '-device', 'virtio-rng-device',
     '-device', 'virtio-serial-device',
     '-chardev', `socket,id=agent,path=${f.agent},server=on,wait=off`,

@@ -4,7 +4,8 @@
  * again by its pid file after a server restart; seeing it end; killing it.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, existsSync, openSync } from 'node:fs';
+import { closeSync, createReadStream, existsSync, openSync } from 'node:fs';
+import { pipeline } from 'node:stream/promises';
 import { readFile, realpath, rm, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
@@ -12,6 +13,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { connectAgent, connectQmp, qmp, type JsonLineChannel } from './channel.ts';
 import { parseKeyValues } from '../guest/protocol.ts';
 import { DataChannel } from './dataChannel.ts';
+import type { RunAs } from './isolation.ts';
 
 export interface MachineFiles {
   dir: string;
@@ -97,12 +99,23 @@ async function niceAutogroup(pid: number): Promise<void> {
  * process (the next server re-adopts it); with `dieWithServer` (a golden VM being saved) it is killed
  * when this process ends, however it ends (util-linux's setpriv --pdeathsig).
  */
-export async function spawnMachine(qemu: string, f: MachineFiles, args: string[], timeoutMs: number, opts: { dieWithServer?: boolean } = {}): Promise<Machine> {
+export async function spawnMachine(
+  qemu: string,
+  f: MachineFiles,
+  args: string[],
+  timeoutMs: number,
+  opts: { dieWithServer?: boolean; runAs?: RunAs | null; fds?: number[] } = {},
+): Promise<Machine> {
   for (const p of [f.qmp, f.agent, f.assume, f.data, f.pid, f.console]) await rm(p, { force: true });
   const logFd = openSync(f.log, 'a');
   const niced = existsSync(NICE) ? [NICE, '-n', VM_NICENESS, qemu, ...args] : [qemu, ...args];
   const [cmd, ...argv] = opts.dieWithServer && existsSync(SETPRIV) ? [SETPRIV, '--pdeathsig', 'KILL', '--', ...niced] : niced;
-  const child: ChildProcess = spawn(cmd, argv, { detached: true, stdio: ['ignore', logFd, logFd] });
+  // As the machine's own user (isolation.ts): set before anything is run, with no group but its own.
+  const child: ChildProcess = spawn(cmd, argv, {
+    detached: true,
+    stdio: ['ignore', logFd, logFd, ...(opts.fds ?? [])],
+    ...(opts.runAs ? { uid: opts.runAs.uid, gid: opts.runAs.gid } : {}),
+  });
   closeSync(logFd);
   if (child.pid) await niceAutogroup(child.pid);
   let exitInfo: { code: number | null; signal: NodeJS.Signals | null } | undefined;
@@ -208,10 +221,18 @@ export async function spawnMachine(qemu: string, f: MachineFiles, args: string[]
  * Loads a saved machine into one started with `-S -incoming defer`, plugs in `devices` once it is
  * loaded (paused), and runs it.
  */
-export async function resumeIncoming(m: Machine, stateFile: string, devices: object[], phases: Record<string, number> = {}): Promise<void> {
+export async function resumeIncoming(m: Machine, f: MachineFiles, stateFile: string, devices: object[], phases: Record<string, number> = {}): Promise<void> {
   let t = performance.now();
   await m.qmp('migrate-set-capabilities', { capabilities: [{ capability: 'x-ignore-shared', state: true }] });
-  await m.qmp('migrate-incoming', { uri: `exec:cat ${shellSafe(stateFile)}` });
+  // QEMU may start no process (its sandbox): it listens, and this process sends it the file.
+  const sock = path.join(f.dir, "incoming.sock");
+  await rm(sock, { force: true });
+  await m.qmp('migrate-incoming', { uri: `unix:${sock}` });
+  const sent = new Promise<void>((resolve, reject) => {
+    const s = net.connect(sock, () => pipeline(createReadStream(stateFile), s).then(resolve, reject));
+    s.once('error', reject);
+  });
+  sent.catch(() => undefined);
   for (;;) {
     const st = await m.qmp<{ status: string }>('query-status');
     if (st.status === 'paused' || st.status === 'postmigrate') break;
@@ -219,6 +240,8 @@ export async function resumeIncoming(m: Machine, stateFile: string, devices: obj
     if (Date.now() > m.deadline) throw new Error('the snapshot did not load in time');
     await sleep(5);
   }
+  await sent.catch(() => undefined);
+  await rm(sock, { force: true });
   phases.load_ms = performance.now() - t;
   t = performance.now();
   for (const d of devices) await m.qmp('device_add', d);
@@ -226,10 +249,6 @@ export async function resumeIncoming(m: Machine, stateFile: string, devices: obj
   phases.plug_ms = performance.now() - t;
 }
 
-function shellSafe(p: string): string {
-  if (!/^[A-Za-z0-9_./-]+$/.test(p)) throw new Error(`the path ${p} holds characters a snapshot cannot be loaded from`);
-  return p;
-}
 
 /**
  * Connects to the control, agent, data and assume sockets of a machine an earlier server process

@@ -7,8 +7,6 @@ export interface DriverProbe {
   usable: boolean;
   accel: Accel | null;
   qemu: string | null;
-  /** socat: QEMU starts one per guest connection to the egress gateway (src/host/egress/). */
-  socat?: string | null;
   detail: string;
 }
 
@@ -51,10 +49,8 @@ export async function chooseAccel(): Promise<{ accel: Accel; why: string }> {
 export async function probeDriver(): Promise<DriverProbe> {
   const qemu = await findOnPath('qemu-system-x86_64');
   if (!qemu) return { usable: false, accel: null, qemu: null, detail: 'qemu-system-x86_64 is not installed' };
-  const socat = await findOnPath('socat');
-  if (!socat) return { usable: false, accel: null, qemu, socat: null, detail: "socat is not installed (it carries a guest's connections to the egress gateway)" };
   const { accel, why } = await chooseAccel();
-  return { usable: true, accel, qemu, socat, detail: `${accel}: ${why}` };
+  return { usable: true, accel, qemu, detail: `${accel}: ${why}` };
 }
 
 let cachedKhz: number | undefined;

@@ -16,6 +16,8 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { agentRequest, qmp, type JsonLineChannel } from './channel.ts';
 import type { DataChannel } from './dataChannel.ts';
+import { linkEgress, type GatewayPort } from './egress.ts';
+import { giveDir, GOLDEN_SLOT, isolating, runAsOf, sealedCopy, sealedSource, type RunAs } from './isolation.ts';
 import { netOfSlot, ownDiskHotplugArgs, qemuCommandLine, slotOfGuest, STANDBY_SLOTS, type MachineStart } from './commandLine.ts';
 import { DiskMaker } from './disks.ts';
 import { STANDBY_DIR, standbyKey, StandbyPool, type StandbyShape } from './standby.ts';
@@ -74,18 +76,14 @@ export type StartedFrom = 'snapshot' | 'cold' | 'suspended' | 'standby';
 /** The RAM block of the machine's memory backend (id `mem`), as QEMU's migration stream names it. */
 const RAM_BLOCK = 'mem';
 
-/** Where a VM's gateway socket is served (src/host/egress/gateway.ts). */
-export interface GatewayPort {
-  attach(vmId: string, socketPath: string): Promise<void>;
-  detach(vmId: string): void;
-}
+export type { GatewayPort } from './egress.ts';
 
 /** What every machine of a host is made with: its QEMU, accelerator, gateway and boot patience. */
 export interface MachineOptions {
   qemu: string;
   accel: Accel;
   /** The host's egress gateway, a guest's only way off its VM; null: guests reach nothing (scrubbing VMs). */
-  gateway: { socat: string; port: GatewayPort } | null;
+  gateway: { port: GatewayPort } | null;
   bootTimeoutMs: number;
 }
 
@@ -112,16 +110,36 @@ export async function machineCommandLine(
   files: MachineFiles,
   how: { mode: 'cold' } | { mode: 'golden' | 'clone'; snap: SnapshotFiles } | { mode: 'resume'; namedRam: boolean; ramBase?: string },
 ): Promise<string[]> {
-  const start: MachineStart = how.mode === 'cold' || how.mode === 'resume' ? how : { mode: how.mode, mem: how.snap.mem };
+  // A QEMU of its own user maps a sealed copy of a memory file it did not make (isolation.ts), passed as descriptor 3.
+  const copied = isolating() ? SEALED_MEM : undefined;
+  const start: MachineStart =
+    how.mode === 'cold' ? how
+    : how.mode === 'resume' ? { ...how, ramBase: how.ramBase && (copied ?? how.ramBase) }
+    : { mode: how.mode, mem: how.mode === 'clone' ? (copied ?? how.snap.mem) : how.snap.mem };
   return qemuCommandLine({
     spec,
     start,
     files,
-    net: netOfSlot(spec.netSlot),
-    egress: o.gateway ? { socat: o.gateway.socat, socket: files.egress } : null,
     accel: o.accel,
     tscKhz: o.accel === 'tcg' ? await hostTscKhz() : 0,
   });
+}
+
+/** Where a QEMU of its own user finds the sealed copy of the memory file it maps (descriptor 3). */
+const SEALED_MEM = '/proc/self/fd/3';
+
+/**
+ * How a machine's QEMU is started: as its own user (its network slot's; a golden machine's is
+ * GOLDEN_SLOT's), with the sealed copy of the memory file it maps. Null user: as this process.
+ */
+export async function machineSpawn(
+  spec: VmSpec,
+  how: { mode: 'cold' } | { mode: 'golden' | 'clone'; snap: SnapshotFiles } | { mode: 'resume'; ramBase?: string },
+): Promise<{ runAs: RunAs | null; fds: number[] }> {
+  const runAs = runAsOf(how.mode === 'golden' ? GOLDEN_SLOT : spec.netSlot);
+  if (!runAs) return { runAs, fds: [] };
+  const mem = how.mode === 'clone' ? how.snap.mem : how.mode === 'resume' ? how.ramBase : undefined;
+  return { runAs, fds: mem ? [await sealedCopy(mem)] : [] };
 }
 
 interface Handle {
@@ -332,10 +350,12 @@ export class QemuDriver extends EventEmitter {
     if (!snap) throw new Error('its shape has no snapshot');
     await this.prepareDisks(spec, true);
     const t0 = performance.now();
-    const m = await spawnMachine(this.opts.qemu, this.files(id), await this.commandLine(spec, { mode: 'clone', snap }), 30_000);
+    const who = await machineSpawn(spec, { mode: 'clone', snap });
+    await giveDir(this.vmDir(id), who.runAs);
+    const m = await spawnMachine(this.opts.qemu, this.files(id), await this.commandLine(spec, { mode: 'clone', snap }), 30_000, who);
     try {
       const phases: Record<string, number> = { spawn_ms: performance.now() - t0 };
-      await resumeIncoming(m, snap.state, ownDiskHotplugArgs(), phases);
+      await resumeIncoming(m, this.files(id), snap.state, ownDiskHotplugArgs(), phases);
       const t = performance.now();
       const out = await m.assume(assumeLine({ ...this.assumeArgs(spec), standby: true }));
       if (out.error) throw new Error(`the guest could not take its identity: ${out.error}`);
@@ -374,7 +394,6 @@ export class QemuDriver extends EventEmitter {
       // From here the standby is this VM: its directory is the VM's (a restarted server adopts it by this name).
       await symlink(s.id, dir);
       const f = this.files(spec.vmId);
-      await this.opts.gateway?.port.attach(spec.vmId, f.egress);
       const facts = factsFromAssumed(out);
       this.phases.set(spec.vmId, Object.fromEntries(Object.entries({ ...s.phases, ...phases }).map(([k, v]) => [k, Math.round(v)])));
       this.track(spec.vmId, 'standby', s.m.pid, s.m.qmpCh, s.m.agent, s.m.data, s.m.assumePort, facts, s.m.exit);
@@ -396,14 +415,15 @@ export class QemuDriver extends EventEmitter {
     const args = await this.commandLine(spec, snap ? { mode: 'clone', snap } : { mode: 'cold' });
     // A resume is quick or broken; a cold boot under emulation takes seconds.
     const timeoutMs = snap ? Math.min(this.opts.bootTimeoutMs, 30_000) : this.opts.bootTimeoutMs;
-    await this.opts.gateway?.port.attach(spec.vmId, f.egress);
     const t0 = performance.now();
-    const m = await spawnMachine(this.opts.qemu, f, args, timeoutMs);
+    const who = await machineSpawn(spec, snap ? { mode: 'clone', snap } : { mode: 'cold' });
+    await giveDir(f.dir, who.runAs);
+    const m = await spawnMachine(this.opts.qemu, f, args, timeoutMs, who);
     const phases: Record<string, number> = { spawn_ms: performance.now() - t0 };
     try {
       if (snap) {
         // The incoming state loads while paused (-S); then run, with the VM's own disks plugged in.
-        await resumeIncoming(m, snap.state, ownDiskHotplugArgs(), phases);
+        await resumeIncoming(m, f, snap.state, ownDiskHotplugArgs(), phases);
       } else if (!(await this.awaitHello(m.agent, m.deadline, () => m.exited))) {
         throw new Error(m.exited ? 'the guest stopped during boot' : `the guest agent did not answer within ${timeoutMs / 1000} s`);
       }
@@ -482,9 +502,15 @@ export class QemuDriver extends EventEmitter {
       dataSynced: null,
     };
     this.handles.set(vmId, handle);
+    // The guest's connections to its egress gateway (egress.ts), carried on its data port.
+    const egress = linkEgress(
+      { vmId, agent, data, dataReady: () => this.dataReady(vmId), stopping: () => handle.stopping || this.handles.get(vmId) !== handle },
+      this.opts.gateway?.port ?? null,
+    );
     // The guest's notifications (lines with `event`): a run's output and end, for the host's recorder.
     agent.on('message', (msg: Record<string, unknown>) => {
-      if (typeof msg.event === 'string') this.emit('agent-event', vmId, msg);
+      if (typeof msg.event !== 'string' || egress(msg)) return;
+      this.emit('agent-event', vmId, msg);
     });
     void handle.exited.then((info) => {
       qmpCh.close();
@@ -529,7 +555,12 @@ export class QemuDriver extends EventEmitter {
     const cmdline = await readFile(`/proc/${h.pid}/cmdline`, 'utf8').catch(() => '');
     // RAM mapped copy-on-write from a file (a clone's golden memory, or the base a resume mapped): only
     // the pages that differ from it are saved.
-    const mapped = /(?:^|\0)memory-backend-file,id=mem,[^\0]*mem-path=([^,\0]+),share=off/.exec(cmdline)?.[1];
+    const mem = /(?:^|\0)memory-backend-file,id=mem,[^\0]*mem-path=([^,\0]+),share=off/.exec(cmdline)?.[1];
+    // A sealed copy (isolation.ts) names the file it copies: a golden memory, or this VM's base.
+    const sealedFrom = mem === SEALED_MEM ? await sealedSource(h.pid) : null;
+    const sf0 = suspendFiles(f.dir);
+    const trusted = sealedFrom && (path.basename(sealedFrom.file) === 'mem' || path.resolve(sealedFrom.file) === path.resolve(sf0.base)) ? sealedFrom : null;
+    const mapped = mem === SEALED_MEM ? trusted?.file : mem;
     // What the guest has not written yet reaches the disks: they are whole even if the memory is lost.
     let t = performance.now();
     const phases: Record<string, number> = {};
@@ -544,7 +575,7 @@ export class QemuDriver extends EventEmitter {
     let record: SuspendRecord;
     try {
       record =
-        (mapped ? await savePages(q, sf, about, { pid: h.pid, path: mapped, bytes: machine.memoryMib * 1024 * 1024, goldenState }) : null) ??
+        (mapped ? await savePages(q, sf, about, { pid: h.pid, path: mapped, bytes: machine.memoryMib * 1024 * 1024, goldenState, mapIno: trusted?.ino }) : null) ??
         (await save(q, sf, about, 120_000, mapped ? { path: mapped, block: RAM_BLOCK } : null));
     } catch (err) {
       // A QEMU that died under the save has its end seen before the failure is: the caller must not
@@ -592,7 +623,6 @@ export class QemuDriver extends EventEmitter {
       }
       const ramBase = record.base_bytes !== undefined ? sf.base : undefined;
       const args = await this.commandLine(spec, { mode: 'resume', namedRam: record.named_ram, ramBase });
-      await this.opts.gateway?.port.attach(spec.vmId, f.egress);
       let t = performance.now();
       const phases: Record<string, number> = {};
       // A page file is read and checked before its QEMU starts (about 10 ms for a starter VM): done
@@ -601,12 +631,14 @@ export class QemuDriver extends EventEmitter {
       const saved = record.kind === 'pages' ? await checkPageFile(sf, record, ramBytes) : null;
       phases.check_ms = performance.now() - t;
       t = performance.now();
-      const m = await spawnMachine(this.opts.qemu, f, args, Math.min(this.opts.bootTimeoutMs, 60_000));
+      const who = await machineSpawn(spec, { mode: 'resume', ramBase });
+      await giveDir(f.dir, who.runAs);
+      const m = await spawnMachine(this.opts.qemu, f, args, Math.min(this.opts.bootTimeoutMs, 60_000), who);
       phases.spawn_ms = performance.now() - t;
       let ran = false;
       try {
         t = performance.now();
-        if (saved) await loadPages(m.qmp, sf, saved, m.pid, ramBytes, () => m.exited, m.deadline, phases);
+        if (saved) await loadPages(m.qmp, sf, saved, m.pid, ramBytes, () => m.exited, m.deadline, phases, who.fds.length ? (await sealedSource(m.pid))?.ino : undefined);
         else await load(m.qmp, sf, record, () => m.exited, m.deadline);
         phases.load_ms = performance.now() - t;
         // From here the saved memory is stale: it is forgotten before the guest runs on.
@@ -691,7 +723,6 @@ export class QemuDriver extends EventEmitter {
       });
       // Stopped between resuming and taking its identity: not a VM yet; it boots again.
       if (!facts.assumed) throw new Error('the guest had not taken its identity');
-      await this.opts.gateway?.port.attach(vmId, f.egress);
       this.track(vmId, 'cold', pid, qmpCh, agent, data, assumePort, facts, new Promise<string>(() => undefined));
       return facts;
     } catch (err) {

@@ -12,13 +12,16 @@
  */
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync } from 'node:fs';
-import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { createWriteStream, existsSync } from 'node:fs';
+import net from 'node:net';
+import { pipeline } from 'node:stream/promises';
+import { chmod, mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { agentRequest } from './channel.ts';
 import { machineFiles, spawnMachine, type Machine } from './machine.ts';
-import { machineCommandLine, stateBesideMem, type MachineOptions, type SnapshotFiles, type SnapshotSource, type VmSpec } from './qemu.ts';
+import { giveDir, takeDir } from './isolation.ts';
+import { machineCommandLine, machineSpawn, stateBesideMem, type MachineOptions, type SnapshotFiles, type SnapshotSource, type VmSpec } from './qemu.ts';
 import type { HelloFacts } from '../guest/protocol.ts';
 
 const FORMAT = 1;
@@ -182,7 +185,10 @@ export class SnapshotStore implements SnapshotSource {
     const t0 = Date.now();
     const args = await machineCommandLine(this.o.machine, spec, machineFiles(work), { mode: 'golden', snap });
     if (this.closed) throw new Error('the server is stopping');
-    const m = await spawnMachine(this.o.machine.qemu, machineFiles(work), args, this.o.machine.bootTimeoutMs, { dieWithServer: true });
+    // The golden machine runs as a user of its own too; its directory is the host's again once saved.
+    const who = await machineSpawn(spec, { mode: 'golden', snap });
+    await giveDir(work, who.runAs);
+    const m = await spawnMachine(this.o.machine.qemu, machineFiles(work), args, this.o.machine.bootTimeoutMs, { dieWithServer: true, ...who });
     this.current = m;
     try {
       let facts: HelloFacts | null = null;
@@ -199,7 +205,10 @@ export class SnapshotStore implements SnapshotSource {
       await agentRequest(m.agent, 'data_sync', { token: m.data.startSync() }, 60_000);
       await agentRequest(m.agent, 'stats', undefined, 60_000).catch(() => undefined);
       await m.qmp('migrate-set-capabilities', { capabilities: [{ capability: 'x-ignore-shared', state: true }] });
-      await m.qmp('migrate', { uri: `exec:cat > ${snap.state}` });
+      // QEMU may start no process (its sandbox): it writes its state to a socket this process serves.
+      const written = receiveFile(path.join(work, 'save.sock'), snap.state);
+      await written.listening;
+      await m.qmp('migrate', { uri: `unix:${path.join(work, 'save.sock')}` });
       for (;;) {
         const st = await m.qmp<{ status: string; 'error-desc'?: string }>('query-migrate');
         if (st.status === 'completed') break;
@@ -207,6 +216,7 @@ export class SnapshotStore implements SnapshotSource {
         if (Date.now() > m.deadline) throw new Error('saving the golden VM took too long');
         await new Promise((r) => setTimeout(r, 20));
       }
+      await written.done;
     } finally {
       this.current = null;
       await m.kill();
@@ -214,11 +224,33 @@ export class SnapshotStore implements SnapshotSource {
     if (this.closed) throw new Error('the server is stopping');
     const meta: Meta = { format: FORMAT, key, image_id: spec.image.id, vcpus: spec.vcpus, memory_mib: spec.memoryMib, built_at: new Date().toISOString(), build_ms: Date.now() - t0 };
     await writeFile(path.join(work, 'meta.json'), `${JSON.stringify(meta, null, 2)}\n`);
-    for (const f of ['qmp.sock', 'agent.sock', 'data.sock', 'qemu.pid']) await rm(path.join(work, f), { force: true });
+    for (const f of ['qmp.sock', 'agent.sock', 'data.sock', 'assume.sock', 'save.sock', 'qemu.pid']) await rm(path.join(work, f), { force: true });
+    await takeDir(work);
     await rm(final, { recursive: true, force: true });
     await rename(work, final);
     return filesOf(final, key);
   }
+}
+
+/** Listens on `socket` for one connection and writes what it brings to `file` (mode 0600). */
+function receiveFile(socket: string, file: string): { listening: Promise<void>; done: Promise<void> } {
+  const server = net.createServer();
+  const done = new Promise<void>((resolve, reject) => {
+    server.once('connection', (sock) => {
+      server.close();
+      pipeline(sock, createWriteStream(file, { mode: 0o600 })).then(resolve, reject);
+    });
+  });
+  done.catch(() => undefined);
+  const listening = (async () => {
+    await rm(socket, { force: true });
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(socket, () => resolve());
+    });
+    await chmod(socket, 0o666);
+  })();
+  return { listening, done };
 }
 
 async function killOwnQemu(dir: string): Promise<void> {

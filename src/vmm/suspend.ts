@@ -15,7 +15,7 @@
  */
 import { createHash } from 'node:crypto';
 import { closeSync, createReadStream, createWriteStream, existsSync, fsync, openSync, readSync, writeSync } from 'node:fs';
-import { link, open, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, link, open, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { changedRuns, encodeHead, PAGE, pageCount, PIECE_PAGES, pieces, ramMapping, readHead, readRuns, scratch, writeRuns, type PageFileHead } from './changedPages.ts';
 import { filterRamStream, zeroPagesOf } from './ramDiff.ts';
 import net from 'node:net';
@@ -226,6 +226,8 @@ export async function save(
     server.once('error', reject);
     server.listen(f.socket, () => resolve());
   });
+  // A QEMU of its own user connects to it (its directory is its own: no one else reaches the socket).
+  await chmod(f.socket, 0o666);
   let paused = false;
   try {
     // Stopped first, so the stream is one pass over memory that no longer changes.
@@ -296,14 +298,14 @@ export async function savePages(
   qmp: Qmp,
   f: SuspendFiles,
   machine: Omit<SuspendRecord, 'format' | 'bytes' | 'sha256' | 'saved_at' | 'save_ms' | 'base_bytes' | 'base_pages'>,
-  ram: { pid: number; path: string; bytes: number; goldenState: string | null },
+  ram: { pid: number; path: string; bytes: number; goldenState: string | null; mapIno?: number },
 ): Promise<SuspendRecord | null> {
   const t0 = Date.now();
   await discard(f, { keepBase: true });
   const baseBytes = await linkBase(f, ram.path);
   if (baseBytes !== ram.bytes) return null;
   const inode = (await stat(f.base)).ino;
-  const addr = await ramMapping(ram.pid, inode, ram.bytes);
+  const addr = await ramMapping(ram.pid, ram.mapIno ?? inode, ram.bytes);
   if (addr === null) return null;
   const prefix = await prefixFor(f, ram.goldenState);
   if (!prefix) return null;
@@ -431,9 +433,11 @@ export async function loadPages(
   exited: () => boolean,
   deadline: number,
   phases: Record<string, number> = {},
+  /** The inode the machine's RAM mapping shows, when it maps a sealed copy of the base (isolation.ts), not the base itself. */
+  mapIno?: number,
 ): Promise<void> {
   let t = performance.now();
-  const addr = await ramMapping(pid, (await stat(f.base)).ino, ramBytes);
+  const addr = await ramMapping(pid, mapIno ?? (await stat(f.base)).ino, ramBytes);
   if (addr === null) throw new DamagedState('the resumed machine does not map the memory its saved state is a difference over');
   const stream = Buffer.alloc(head.streamBytes);
   const fd = openSync(f.state, 'r');

@@ -1,0 +1,101 @@
+/**
+ * The egress gateway's address inside the guest, served by the agent. The guest has no network card:
+ * the gateway's address (EGRESS_GATEWAY_NAME in /etc/hosts) is on its loopback, and each connection a
+ * program opens to it becomes a stream on the data port to the host, whose gateway takes it as this
+ * VM's: the host knows the VM by the port the stream came on, never by anything the guest says. No
+ * process is started for a connection, on either side.
+ *
+ * A connection waits, paused, until the host names its stream (`egress_attach`) or refuses it
+ * (`egress_refuse`); the host opens streams only once the data port is in step (dataChannel.ts), so
+ * nothing a connection sends is dropped by a sync. Node built-ins only: bundled into the guest agent.
+ */
+import net from 'node:net';
+import { dataPort } from './dataPort.ts';
+import { EGRESS_GATEWAY_PORT } from './protocol.ts';
+import { MAX_WINDOW, MIN_WINDOW, STREAM_WINDOW, type MuxStream } from './streams.ts';
+
+/** Connections waiting for the host's word, by number. */
+const waiting = new Map<number, net.Socket>();
+let nextConn = 1;
+/** At most this many connections wait at once; more are closed at once (the host caps open ones). */
+const MAX_WAITING = 1024;
+/** A connection the host has not answered in this long is closed. */
+const WAIT_MS = 30_000;
+
+export interface EgressAttachArgs {
+  conn: number;
+  stream: number;
+  window?: number;
+}
+
+/**
+ * Listens on the gateway's port (every address of the guest: the gateway's is one of its loopback's
+ * once the guest is a VM). `notify` sends the host an event line on the agent port.
+ */
+export function startEgressListener(notify: (msg: object) => void, log: (msg: string) => void): void {
+  const server = net.createServer({ allowHalfOpen: true, pauseOnConnect: true }, (sock) => {
+    sock.on('error', () => undefined);
+    if (waiting.size >= MAX_WAITING) return void sock.destroy();
+    const conn = nextConn;
+    nextConn = nextConn >= 0x7fffffff ? 1 : nextConn + 1;
+    waiting.set(conn, sock);
+    const timer = setTimeout(() => (waiting.get(conn) === sock ? (waiting.delete(conn), sock.destroy()) : undefined), WAIT_MS);
+    sock.once('close', () => {
+      clearTimeout(timer);
+      if (waiting.get(conn) === sock) waiting.delete(conn);
+    });
+    notify({ event: 'egress_open', conn });
+  });
+  server.on('error', (err) => {
+    log(`egress listener: ${err.message}; trying again in 1 s`);
+    setTimeout(() => server.listen(EGRESS_GATEWAY_PORT, '0.0.0.0'), 1000);
+  });
+  server.listen(EGRESS_GATEWAY_PORT, '0.0.0.0');
+}
+
+/** `egress_attach`: the host's stream for a waiting connection; from here its bytes flow both ways. */
+export async function egressAttach(args: EgressAttachArgs): Promise<{ attached: boolean }> {
+  const window = args?.window ?? STREAM_WINDOW;
+  if (!Number.isInteger(args?.stream) || args.stream <= 0 || !Number.isInteger(window) || window < MIN_WINDOW || window > MAX_WINDOW) {
+    throw new Error('egress_attach needs a stream id and a valid window');
+  }
+  const sock = waiting.get(args.conn);
+  if (!sock) return { attached: false }; // closed meanwhile: the host's stream is cut by the guest's abort below
+  waiting.delete(args.conn);
+  const { mux } = await dataPort();
+  if (mux.has(args.stream)) {
+    sock.destroy();
+    throw new Error(`stream ${args.stream} is in use`);
+  }
+  splice(sock, mux.open(args.stream, window));
+  return { attached: true };
+}
+
+/** `egress_refuse`: the host will not take the connection (no gateway, too many open): it is closed. */
+export function egressRefuse(args: { conn: number }): { refused: boolean } {
+  const sock = waiting.get(args?.conn);
+  waiting.delete(args?.conn);
+  sock?.destroy();
+  return { refused: Boolean(sock) };
+}
+
+/** A program's connection and its stream, joined: each side's end and abort reach the other. */
+function splice(sock: net.Socket, s: MuxStream): void {
+  sock.on('data', (chunk: Buffer) => {
+    sock.pause();
+    s.write(chunk).then(
+      () => sock.resume(),
+      () => sock.destroy(),
+    );
+  });
+  sock.on('end', () => s.end());
+  sock.once('close', () => {
+    if (!s.closed) s.abort({ error: 'closed', message: 'the guest program closed its connection' });
+  });
+  // Credit goes back once the program's socket has taken the bytes: a program that does not read
+  // holds back its own connection only.
+  s.on('data', (b: Buffer) => void sock.write(b, (err) => (err ? undefined : s.consumed(b.length))));
+  s.on('end', () => sock.end());
+  s.on('abort', () => sock.destroy());
+  sock.resume();
+}
