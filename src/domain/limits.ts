@@ -62,14 +62,15 @@ export const LIMIT_DESCRIPTIONS: Record<LimitName, string> = {
   run_streams: 'Open run event streams and shells together, on every server',
 };
 
-/** What to do about a limit reached. */
-const REMEDY: Record<LimitName, string> = {
+/** What the tenant can do about a limit reached, beside asking the operator. */
+const REMEDY: Record<LimitName, string | null> = {
   vms: 'destroy VMs you no longer need',
   running_vms: 'stop or suspend a running VM',
   vcpus: 'stop a running or suspended VM',
   memory_mib: 'stop a running or suspended VM',
   disk_gib: 'destroy VMs you no longer need',
-  templates: 'capture fewer templates',
+  // No operation deletes a template yet: only the operator frees room.
+  templates: null,
   images: 'delete an image',
   snapshots: 'delete a snapshot',
   webhooks: 'delete a webhook you no longer need',
@@ -81,7 +82,7 @@ export function quotaExceeded(name: LimitName, limit: number, used: number, adds
   return new ApiError(
     'quota_exceeded',
     `limit ${name} is ${limit} and the current count is ${used}: this request would add ${adds}`,
-    `${REMEDY[name]}, or ask the operator to raise the limit (GET /v1/api/limits shows limits and usage)`,
+    `${REMEDY[name] ? `${REMEDY[name]}, or ` : ''}ask the operator to raise the limit (GET /v1/api/limits shows limits and usage)`,
   );
 }
 
