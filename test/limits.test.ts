@@ -15,7 +15,10 @@ import path from 'node:path';
 import { serve, type ServerType } from '@hono/node-server';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { backends, createTestApp, insertVm, type TestApp, type TestResponse } from './helpers.ts';
+import { WebSocket } from 'ws';
+import { loadConfig } from '../src/config.ts';
+import { startServer, type RunningServer } from '../src/server.ts';
+import { backends, createTestApp, insertVm, killQemusUnder, until, type TestApp, type TestResponse } from './helpers.ts';
 import { buildApp } from '../src/api/app.ts';
 import { createLogger } from '../src/log.ts';
 import { newId } from '../src/domain/ids.ts';
@@ -126,6 +129,19 @@ for (const backend of backends()) {
       // The operator raises it: the same create goes through.
       await setLimits(a.tenantId, { vms: 4 });
       assert.equal((await createVm(a.key)).status, 201);
+    });
+
+    test('creates at once: no more go through than the limit has room for (the quota lock orders them)', async () => {
+      const a = await t.tenant({ card: '4242' });
+      await setLimits(a.tenantId, { vms: 2 });
+      const answers = await Promise.all(Array.from({ length: 6 }, () => createVm(a.key)));
+      assert.deepEqual(answers.map((r) => r.status).sort(), [201, 201, 403, 403, 403, 403]);
+      assert.equal(await vmCount(a.tenantId), 2);
+      assert.equal((await ledger(a.tenantId)).length, 2);
+      await setLimits(a.tenantId, { webhooks: 3 });
+      const hooks = await Promise.all(Array.from({ length: 6 }, (_, i) => t.request('POST', '/v1/api/webhooks', { key: a.key, body: { url: `https://hooks.example.com/${i}`, events: ['vm.stopped'] } })));
+      assert.equal(hooks.filter((r) => r.status === 201).length, 3);
+      assert.equal(await count('SELECT count(*)::int AS n FROM webhooks WHERE tenant_id = $1', a.tenantId), 3);
     });
 
     test('running_vms: a create and a start that would go over are refused; a restart of a running VM is not, under a lowered limit either', async () => {
@@ -327,6 +343,76 @@ for (const backend of backends()) {
     });
   });
 }
+
+const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;
+
+describe('run_streams with shells, in a real microVM', { skip: imageDir ? false : 'set AGENTVM_TEST_IMAGE_DIR to a built image dir (npm run test:all does)' }, () => {
+  let dataDir: string;
+  let server: RunningServer;
+  let key: string;
+  let tenantId: string;
+  let adminToken: string;
+  let vmId: string;
+  const call = async (method: string, p: string, body?: unknown, bearer = key) => {
+    const res = await fetch(`${server.url}${p}`, {
+      method,
+      headers: { authorization: `Bearer ${bearer}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await res.text();
+    return { status: res.status, body: text ? JSON.parse(text) : undefined, text };
+  };
+
+  before(async () => {
+    dataDir = await mkdtemp(path.join(os.tmpdir(), 'agentvm-limits-'));
+    adminToken = 'avm_admin_limits_token_0123456789abcdefghijkl';
+    process.env.AGENTVM_ADMIN_TOKEN = adminToken;
+    const config = { ...loadConfig({ host: '127.0.0.1', port: 0, dataDir }), imageDir: imageDir! };
+    delete process.env.AGENTVM_ADMIN_TOKEN;
+    server = await startServer(config, quiet());
+    await server.host.imageReady;
+    const tenant = await call('POST', '/v1/admin/tenants', { email: 'limits@example.com' }, adminToken);
+    tenantId = tenant.body.tenant_id;
+    key = tenant.body.api_key;
+    await call('PUT', `/v1/admin/tenants/${tenantId}/card`, { brand: 'visa', last4: '4242' }, adminToken);
+    await server.host.prewarmed;
+    const created = await call('POST', '/v1/api/vms', { harness: 'echo', egress: { mode: 'none', allow: [] } });
+    assert.equal(created.status, 201, created.text);
+    vmId = created.body.vm_id;
+    await until(`${vmId} running`, async () => {
+      const vm = (await call('GET', `/v1/api/vms/${vmId}`)).body;
+      if (vm.status === 'failed') throw new Error(`failed: ${vm.status_reason}`);
+      return vm.status === 'running';
+    });
+  });
+
+  after(async () => {
+    await server?.close({ stopVms: true });
+    await killQemusUnder(dataDir);
+    await rm(dataDir, { recursive: true, force: true });
+  });
+
+  test('a shell counts from its ticket while its socket is open; its close frees the place; one over is refused', async () => {
+    assert.equal((await call('PUT', `/v1/admin/tenants/${tenantId}/limits`, { run_streams: 2 }, adminToken)).status, 200);
+    const ticket = () => call('POST', `/v1/api/vms/${vmId}/shell`);
+    const first = await ticket();
+    assert.equal(first.status, 201, first.text);
+    const ws = new WebSocket(first.body.url);
+    await new Promise((resolve, reject) => (ws.once('open', resolve), ws.once('error', reject)));
+    const second = await ticket();
+    assert.equal(second.status, 201, second.text);
+    const usage = async () => (await call('GET', '/v1/api/limits')).body.usage.run_streams;
+    assert.equal(await usage(), 2);
+    const third = await ticket();
+    assert.equal(third.status, 403, third.text);
+    assert.equal(third.body.error, 'quota_exceeded');
+    assert.match(third.body.message, /^limit run_streams is 2 and the current count is 2\b/);
+    ws.close();
+    await until('the closed shell frees its place', async () => (await usage()) === 1, 30_000);
+    const fourth = await ticket();
+    assert.equal(fourth.status, 201, fourth.text);
+  });
+});
 
 async function waitFor(fn: () => Promise<boolean>, ms = 5000): Promise<void> {
   const deadline = Date.now() + ms;
