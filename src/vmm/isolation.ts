@@ -104,6 +104,8 @@ export async function openDataDirToMachines(dataDir: string, through: string[]):
 const SEALED_COPY_PERL = String.raw`
 use strict;
 use Fcntl qw(O_RDONLY O_NOFOLLOW SEEK_SET);
+# The descriptor's number must reach the host before this waits on STDIN: a pipe is block-buffered.
+$| = 1;
 my ($src, $name) = @ARGV;
 sysopen(my $in, $src, O_RDONLY | O_NOFOLLOW) or die "$src: $!\n";
 my @st = stat($in);
