@@ -148,7 +148,7 @@ async function compose(
   const host = await localVmHost(config, core, log);
   const services = buildServices(
     core,
-    { driver: () => host.probe(), executor: host.executor, guest: host.guest, capture: host.capture, vmsChanged: () => host.vmsChanged(), baseImage: trackBaseImage(host.imageReady) },
+    { driver: () => host.probe(), executor: host.executor, guest: host.guest, capture: host.capture, vmsChanged: () => host.vmsChanged(), imagesQueued: () => host.imagesQueued?.(), baseImage: trackBaseImage(host.imageReady) },
     domainOpts,
   );
   if (config.role === 'host') {

@@ -19,6 +19,7 @@ const ERROR_MEANING: Record<ErrorCode, string> = {
   vm_not_running: 'The VM is not running',
   idempotency_conflict: 'The Idempotency-Key was used with another body',
   conflict: 'The resource already exists',
+  image_in_use: 'The image is used by a VM or by another image built on it; `message` says by what',
   payload_too_large: 'Body over 1 MiB',
   unsupported_media_type: 'A body that is not application/json',
   rate_limited: 'Over the per-key rate; see Retry-After',

@@ -22,6 +22,7 @@ export function presentVm(vm: VmRow): z.input<typeof Vm> {
     harness_display: getHarness(vm.harness)?.display_name ?? vm.harness,
     ipv4: vm.ipv4,
     template_id: vm.template_id,
+    image: vm.root_image_id ?? 'base',
     vcpus: vm.vcpus,
     memory_mib: vm.memory_mib,
     disk_gib: vm.disk_gib,

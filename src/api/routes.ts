@@ -27,6 +27,7 @@ import { createWebhook, listWebhooks, deleteWebhook, listWebhookDeliveries } fro
 import { openVMShell } from './operations/openVMShell.ts';
 import { readVMFile, writeVMFile } from './operations/files.ts';
 import { getBaseImage } from './operations/images.ts';
+import { createImage, listImages, getImage, deleteImage, streamImageBuild } from './operations/imageBuilds.ts';
 import { createTenant, setCard, removeCard, addCredits } from './admin/tenants.ts';
 import { listInternalCredentials, revokeHostCredential, revokeReplicaCredential } from './admin/internal.ts';
 import { getLimits, adminSetLimits } from './operations/limits.ts';
@@ -78,6 +79,11 @@ export const CUSTOMER_OPERATIONS: Operation[] = [
   waitVM,
   getLimits,
   getBaseImage,
+  createImage,
+  listImages,
+  getImage,
+  deleteImage,
+  streamImageBuild,
 ];
 
 export const ADMIN_OPERATIONS: Operation[] = [createTenant, setCard, removeCard, addCredits, adminSetLimits, listInternalCredentials, revokeHostCredential, revokeReplicaCredential];

@@ -85,6 +85,7 @@ export const Vm = z
         "The VM's address in its own network on its host (10.128.0.0/9, the guest at .15; a VM that started by taking a standby VM has one of 10.224.0.0/11), kept for the VM's life",
     }).nullable(),
     template_id: z.string().nullable(),
+    image: z.string().meta({ description: "The image the VM's root starts from: `base`, or an `img_` id (extension). Restart resets the root to it; reprovision moves the VM to the newest build of its name" }),
     vcpus: z.int(),
     memory_mib: z.int(),
     disk_gib: z.int(),
@@ -134,6 +135,7 @@ export const CreateVmRequest = z
     tier: tier.optional().meta({ description: 'Prepaid usage tier instead of a flat plan; spot is required for count > 1' }),
     count: z.int().min(1).max(20).optional().meta({ description: 'How many VMs (a swarm, spot only); default 1' }),
     egress: Egress.optional().meta({ description: "Egress policy (extension); default: allowlist of the harness's provider API hosts" }),
+    image: text().min(1).max(100).optional().meta({ description: "The image the VM's root starts from, an `img_` id or a slug (the newest ready build of that name); default `base` (extension)" }),
     auto_stop_after_s: autoStopAfter.optional(),
     expires_at: expiresAt.optional(),
   })
@@ -274,6 +276,36 @@ export const Image = z
   })
   .meta({ id: 'Image' });
 
+export const ImageList = z
+  .object({ data: z.array(Image), total: z.int(), has_more: z.boolean(), next_offset: z.int().nullable() })
+  .meta({ id: 'ImageList' });
+
+export const ImageListQuery = z.strictObject({
+  q: text().max(200).optional().meta({ description: 'Only images whose name or slug holds this text' }),
+  limit: z.coerce.number().int().min(1).max(100).default(20).meta({ description: 'Page size, 1–100' }),
+  offset: z.coerce.number().int().min(0).max(1_000_000_000).default(0)
+    .meta({ type: 'integer', minimum: 0, maximum: 1_000_000_000, default: 0, description: 'Where the page starts' }),
+});
+
+export const CreateImageRequest = z
+  .strictObject({
+    name: text().min(1).max(100).meta({ description: 'The image\'s name; its slug names the newest ready build of that name' }),
+    dockerfile: text().min(1).max(65536).meta({
+      description:
+        'One stage: `FROM base` or `FROM <image id or slug>`, then RUN, COPY, ADD (from `files`, never a URL), ENV, WORKDIR, USER and ARG. Anything else is a 400 naming its line',
+    }),
+    files: z.record(text().max(4096), z.string()).optional().meta({ description: 'The build\'s files: relative path → base64 content, at most 16 MiB decoded in all' }),
+    visibility: z.enum(['public', 'private']).optional().meta({ description: 'Default private; a public image is listed for every tenant' }),
+    egress: Egress.optional().meta({ description: 'What RUN steps may reach; default allowlist `@debian`, `@github`, `@npm`, `@pypi`' }),
+  })
+  .meta({ id: 'CreateImageRequest' });
+
+export const ImageBuildEventStream = z.string().meta({
+  id: 'ImageBuildEventStream',
+  description:
+    'Server-sent events: `id: <seq>` / `event: log` / `data: {"text"}` for each line of the build log (a step taken from the cache says `cached`), then `event: end` / `data: <Image>` once the build is ready or failed',
+});
+
 export const TemplateList = z
   .object({
     data: z.array(Template),
@@ -297,6 +329,7 @@ export const ForkRequest = z
   .strictObject({
     plan: plan.optional().meta({ description: "Plan for the new VM; default the template's" }),
     egress: Egress.optional().meta({ description: "Egress policy (extension); default: allowlist of the harness's provider API hosts" }),
+    image: text().min(1).max(100).optional().meta({ description: "The image the VM's root starts from, an `img_` id or a slug (the newest ready build of that name); default `base` (extension)" }),
     auto_stop_after_s: autoStopAfter.optional(),
     expires_at: expiresAt.optional(),
   })

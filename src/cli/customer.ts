@@ -27,6 +27,7 @@ import { addWaitOptions, waitForVm } from './waitForVm.ts';
 import { oneLine, renderRun, runsLogs, vmsRun } from './runs.ts';
 import { events, vmsUpdate } from './lifecycle.ts';
 import { download, parseRemote, upload } from './copy.ts';
+import { imagesBuild, imagesGet } from './images.ts';
 
 const VM_COLUMNS = ['vm_id', 'status', 'plan', 'tier', 'harness', 'ipv4', 'created_at'];
 
@@ -39,7 +40,7 @@ const GROUPS: Record<string, string> = {
   runs: "a VM's task runs: list, inspect, follow, cancel",
   webhooks: 'where your events are POSTed, signed, and how each delivery went',
   billing: 'card on file and credits; `billing ledger` lists every charge and draw',
-  images: 'what a VM starts with: `images get base` lists its packages and versions',
+  images: 'what a VM starts with: the base workstation image, or one of yours built from a Dockerfile',
 };
 
 const jsonOpt = () => new Option('--json', 'print JSON (for scripts)');
@@ -54,11 +55,12 @@ function vmsCreate(cmd: Command): void {
       .option('--harness <id>', 'harness id (default: the platform default)')
       .option('--count <n>', 'a spot swarm of n VMs')
       .option('--egress <mode>', "none, allowlist or public (default: allowlist of the harness's provider hosts)")
-      .option('--allow <host...>', 'hosts the VM may reach (allowlist mode); *.example.com for subdomains')
+      .option('--allow <host...>', 'hosts the VM may reach (allowlist mode); *.example.com for subdomains; presets @debian @npm @pypi @github @crates @go')
+      .option('--image <image>', 'the image its root starts from: an img_ id or a slug (default: base)')
       .option('--idempotency-key <key>', 'retry safely: the first answer is replayed, the charge happens once')
       .addOption(jsonOpt())
-      .addHelpText('after', '\nExamples:\n  agentvm vms create --harness echo --wait\n  agentvm vms create --tier spot --count 5\n  agentvm vms create --allow api.anthropic.com registry.npmjs.org'),
-  ).action(apiAction(async (o: Out & { plan?: string; cycle?: string; tier?: string; harness?: string; count?: string; egress?: string; allow?: string[]; idempotencyKey?: string; wait?: boolean; timeout: string }) => {
+      .addHelpText('after', '\nExamples:\n  agentvm vms create --harness echo --wait\n  agentvm vms create --tier spot --count 5\n  agentvm vms create --allow api.anthropic.com @npm @github\n  agentvm vms create --image team-python --wait'),
+  ).action(apiAction(async (o: Out & { plan?: string; cycle?: string; tier?: string; harness?: string; count?: string; egress?: string; allow?: string[]; image?: string; idempotencyKey?: string; wait?: boolean; timeout: string }) => {
     const api = await customerClient();
     const body: Schemas['CreateVMRequest'] = {};
     if (o.plan) body.plan = o.plan as never;
@@ -66,6 +68,7 @@ function vmsCreate(cmd: Command): void {
     if (o.tier) body.tier = o.tier as never;
     if (o.harness) body.harness = o.harness;
     if (o.count) body.count = Number(o.count);
+    if (o.image) body.image = o.image;
     if (o.egress || o.allow) body.egress = { mode: (o.egress ?? 'allowlist') as never, allow: o.allow ?? [] };
     const created = await call(api.POST('/v1/api/vms', { body, params: { header: o.idempotencyKey ? { 'Idempotency-Key': o.idempotencyKey } : {} } as never }));
     if (!o.wait) return print(created, o, () => record(created));
@@ -166,13 +169,15 @@ function templatesFork(cmd: Command): void {
       .description('make a VM from a template (charges the card)')
       .argument('<template>')
       .option('--plan <plan>', "plan for the new VM (default: the template's)")
+      .option('--image <image>', 'the image its root starts from: an img_ id or a slug (default: base)')
       .option('--idempotency-key <key>', 'retry safely: the first answer is replayed, the charge happens once')
       .addOption(jsonOpt())
       .addHelpText('after', '\nExample:\n  agentvm templates fork python-starter --wait'),
-  ).action(apiAction(async (id: string, o: Out & { plan?: string; idempotencyKey?: string; wait?: boolean; timeout: string }) => {
+  ).action(apiAction(async (id: string, o: Out & { plan?: string; image?: string; idempotencyKey?: string; wait?: boolean; timeout: string }) => {
     const api = await customerClient();
     const header = o.idempotencyKey ? { 'Idempotency-Key': o.idempotencyKey } : {};
-    const forked = await call(api.POST('/v1/api/templates/{id}/fork', { params: { path: { id }, header } as never, body: o.plan ? { plan: o.plan as never } : {} }));
+    const body = { ...(o.plan ? { plan: o.plan as never } : {}), ...(o.image ? { image: o.image } : {}) };
+    const forked = await call(api.POST('/v1/api/templates/{id}/fork', { params: { path: { id }, header } as never, body }));
     const final = o.wait ? await waitForVm(api, forked.vm_id, 'running', Number(o.timeout)) : forked;
     print(final, o, () => record(final));
   }));
@@ -226,24 +231,6 @@ function logout(cmd: Command): void {
       }
       await forgetLogin();
       process.stdout.write('logged out\n');
-    }));
-}
-
-/** `images get base`: the image by the name a person uses (the base image is the one there is). */
-function imagesGet(cmd: Command): void {
-  cmd
-    .description("an image: its status, size and packages with their versions (`base`: every VM's workstation image)")
-    .argument('<image>', 'base')
-    .addOption(jsonOpt())
-    .addHelpText('after', '\nExample:\n  agentvm images get base\n  agentvm images get base --json | jq -r \'.packages[] | "\\(.name) \\(.version)"\'')
-    .action(apiAction(async (image: string, opts: Out) => {
-      if (image !== 'base') throw new ClientError('not_found', `image ${image} not found`, 'the image every VM starts with is `base`');
-      const answer = await call((await customerClient()).GET('/v1/api/images/base'));
-      print(answer, opts, () => {
-        const { packages, ...rest } = answer;
-        record(rest);
-        table(packages, ['name', 'version']);
-      });
     }));
 }
 
@@ -361,7 +348,10 @@ const COMMANDS: CommandEntry[] = [
   { command: 'keys list', operationId: 'listKeys', render: asTable(['key_id', 'prefix', 'label', 'scope', 'created_at', 'last_used_at']) },
   { command: 'keys issue', operationId: 'issueKey', examples: ['agentvm keys issue --label ci --scope readwrite'] },
   { command: 'keys revoke', operationId: 'revokeKey' },
-  { command: 'images get', operationIds: ['getBaseImage'], build: imagesGet },
+  { command: 'images build', operationIds: ['createImage', 'streamImageBuild'], build: imagesBuild },
+  { command: 'images list', operationId: 'listImages', render: asTable(['image_id', 'slug', 'name', 'status', 'visibility', 'size_bytes', 'created_at']) },
+  { command: 'images get', operationIds: ['getImage', 'getBaseImage'], build: imagesGet },
+  { command: 'images delete', operationId: 'deleteImage' },
   { command: 'login', operationIds: ['loginStart', 'loginComplete'], build: login },
   { command: 'logout', operationIds: ['revokeKey'], build: logout },
 ];

@@ -753,6 +753,68 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/api/images": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Your images and the public ones, newest first (extension) */
+        get: operations["listImages"];
+        put?: never;
+        /**
+         * Build an image of your own from a Dockerfile (extension)
+         * @description Answers 202 with the queued image at once; the build runs in a builder VM of yours under the request's `egress`, each RUN as root unless a USER says otherwise. Follow it with `GET /v1/api/images/{id}/build/events`. A step whose parent and text (and, for COPY, its files) are unchanged is taken from the cache. VMs of the image (`image` on create and fork) start with its root.
+         */
+        post: operations["createImage"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/api/images/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One image, by id or slug (`base` is the workstation image) (extension) */
+        get: operations["getImage"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete one of your images (extension)
+         * @description A 409 `image_in_use` while a VM starts from it or another image is built on it. Its layers stay in its host's step cache, where later builds may take them.
+         */
+        delete: operations["deleteImage"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/api/images/{id}/build/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * An image build's log as server-sent events, live, then its end (extension)
+         * @description Exactly as a run's stream: a finished build replays and ends; after a dropped connection send the last `id:` seen as `Last-Event-ID`.
+         */
+        get: operations["streamImageBuild"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -770,7 +832,7 @@ export interface components {
              * @description Stable machine code
              * @enum {string}
              */
-            error: "invalid_request" | "unauthorized" | "card_required" | "insufficient_credits" | "card_declined" | "read_only_key" | "quota_exceeded" | "not_found" | "method_not_allowed" | "vm_not_running" | "idempotency_conflict" | "conflict" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "internal" | "unavailable";
+            error: "invalid_request" | "unauthorized" | "card_required" | "insufficient_credits" | "card_declined" | "read_only_key" | "quota_exceeded" | "not_found" | "method_not_allowed" | "vm_not_running" | "idempotency_conflict" | "conflict" | "image_in_use" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "internal" | "unavailable";
             /** @description Human-safe detail; empty when the error is internal */
             message: string;
             /** @description Recovery hint */
@@ -818,6 +880,8 @@ export interface components {
              */
             ipv4: string | null;
             template_id: string | null;
+            /** @description The image the VM's root starts from: `base`, or an `img_` id (extension). Restart resets the root to it; reprovision moves the VM to the newest build of its name */
+            image: string;
             vcpus: number;
             memory_mib: number;
             disk_gib: number;
@@ -895,6 +959,8 @@ export interface components {
                 /** @description Lowercase hostnames, `*.` + a domain for any of its subdomains (not over a public suffix), or a preset (`@debian`, `@npm`, `@pypi`, `@github`, `@crates`, `@go`: one entry each, expanded by the gateway); used in `allowlist` mode */
                 allow: string[];
             };
+            /** @description The image the VM's root starts from, an `img_` id or a slug (the newest ready build of that name); default `base` (extension) */
+            image?: string;
             /** @description Stop the VM after this many seconds without a run, a shell or egress traffic (60–604800); null: never */
             auto_stop_after_s?: number | null;
             /**
@@ -1041,6 +1107,8 @@ export interface components {
                 /** @description Lowercase hostnames, `*.` + a domain for any of its subdomains (not over a public suffix), or a preset (`@debian`, `@npm`, `@pypi`, `@github`, `@crates`, `@go`: one entry each, expanded by the gateway); used in `allowlist` mode */
                 allow: string[];
             };
+            /** @description The image the VM's root starts from, an `img_` id or a slug (the newest ready build of that name); default `base` (extension) */
+            image?: string;
             /** @description Stop the VM after this many seconds without a run, a shell or egress traffic (60–604800); null: never */
             auto_stop_after_s?: number | null;
             /**
@@ -1400,11 +1468,11 @@ export interface components {
             vcpus: number;
             /** @description Memory (MiB) of VMs running or suspended. Default 131072 */
             memory_mib: number;
-            /** @description Disk (GiB): persist disks of VMs not deleted, and templates (each its source VM's disk); images and snapshots when they exist. Default 1000 */
+            /** @description Disk (GiB): persist disks of VMs not deleted, templates (each its source VM's disk), and your images' layers; snapshots when they exist. Default 1000 */
             disk_gib: number;
             /** @description Templates captured (a failed capture does not count). Default 200 */
             templates: number;
-            /** @description Images of your own (none exist yet: always 0). Default 20 */
+            /** @description Images of your own, queued, building or ready (not failed, not deleted). Default 20 */
             images: number;
             /** @description Snapshots (none exist yet: always 0). Default 50 */
             snapshots: number;
@@ -1425,11 +1493,11 @@ export interface components {
             vcpus: number;
             /** @description Memory (MiB) of VMs running or suspended */
             memory_mib: number;
-            /** @description Disk (GiB): persist disks of VMs not deleted, and templates (each its source VM's disk); images and snapshots when they exist */
+            /** @description Disk (GiB): persist disks of VMs not deleted, templates (each its source VM's disk), and your images' layers; snapshots when they exist */
             disk_gib: number;
             /** @description Templates captured (a failed capture does not count) */
             templates: number;
-            /** @description Images of your own (none exist yet: always 0) */
+            /** @description Images of your own, queued, building or ready (not failed, not deleted) */
             images: number;
             /** @description Snapshots (none exist yet: always 0) */
             snapshots: number;
@@ -1473,6 +1541,39 @@ export interface components {
             name: string;
             version: string;
         };
+        CreateImageRequest: {
+            /** @description The image's name; its slug names the newest ready build of that name */
+            name: string;
+            /** @description One stage: `FROM base` or `FROM <image id or slug>`, then RUN, COPY, ADD (from `files`, never a URL), ENV, WORKDIR, USER and ARG. Anything else is a 400 naming its line */
+            dockerfile: string;
+            /** @description The build's files: relative path → base64 content, at most 16 MiB decoded in all */
+            files?: {
+                [key: string]: string;
+            };
+            /**
+             * @description Default private; a public image is listed for every tenant
+             * @enum {string}
+             */
+            visibility?: "public" | "private";
+            /** @description What RUN steps may reach; default allowlist `@debian`, `@github`, `@npm`, `@pypi` */
+            egress?: {
+                /**
+                 * @description `none`: nothing leaves the VM; `allowlist`: only the names in `allow`; `public`: any public address
+                 * @enum {string}
+                 */
+                mode: "none" | "allowlist" | "public";
+                /** @description Lowercase hostnames, `*.` + a domain for any of its subdomains (not over a public suffix), or a preset (`@debian`, `@npm`, `@pypi`, `@github`, `@crates`, `@go`: one entry each, expanded by the gateway); used in `allowlist` mode */
+                allow: string[];
+            };
+        };
+        ImageList: {
+            data: components["schemas"]["Image"][];
+            total: number;
+            has_more: boolean;
+            next_offset: number | null;
+        };
+        /** @description Server-sent events: `id: <seq>` / `event: log` / `data: {"text"}` for each line of the build log (a step taken from the cache says `cached`), then `event: end` / `data: <Image>` once the build is ready or failed */
+        ImageBuildEventStream: string;
     };
     responses: never;
     parameters: never;
@@ -5819,6 +5920,492 @@ export interface operations {
                     "X-Request-Id"?: string;
                     /** @description Seconds to wait */
                     "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listImages: {
+        parameters: {
+            query?: {
+                /** @description Only images whose name or slug holds this text */
+                q?: string;
+                /** @description Page size, 1–100 */
+                limit?: number;
+                /** @description Where the page starts */
+                offset?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of images */
+            200: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ImageList"];
+                };
+            };
+            /** @description `invalid_request`: Malformed JSON, wrong type, unknown field or value out of range; `message` names the field */
+            400: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unauthorized`: Missing, malformed, unknown or revoked key; `message` is empty */
+            401: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `rate_limited`: Over the per-key rate; see Retry-After */
+            429: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `internal`: Unexpected server error; `message` is empty, the detail is logged under the request id */
+            500: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    createImage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateImageRequest"];
+            };
+        };
+        responses: {
+            /** @description Not used: the build is asynchronous (202) */
+            201: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Image"];
+                };
+            };
+            /** @description The queued image */
+            202: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Image"];
+                };
+            };
+            /** @description `invalid_request`: Malformed JSON, wrong type, unknown field or value out of range; `message` names the field */
+            400: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unauthorized`: Missing, malformed, unknown or revoked key; `message` is empty */
+            401: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `read_only_key`: A read key on a write; `quota_exceeded`: Over one of the tenant's limits (GET /v1/api/limits); `message` names the limit, its value and the current count; nothing was charged or changed */
+            403: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `payload_too_large`: Body over 1 MiB */
+            413: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unsupported_media_type`: A body that is not application/json */
+            415: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `rate_limited`: Over the per-key rate; see Retry-After */
+            429: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `internal`: Unexpected server error; `message` is empty, the detail is logged under the request id */
+            500: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getImage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A VM id (`vm_…`) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The image */
+            200: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Image"];
+                };
+            };
+            /** @description `invalid_request`: Malformed JSON, wrong type, unknown field or value out of range; `message` names the field */
+            400: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unauthorized`: Missing, malformed, unknown or revoked key; `message` is empty */
+            401: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found`: Unknown or unowned id; do not retry */
+            404: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `rate_limited`: Over the per-key rate; see Retry-After */
+            429: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `internal`: Unexpected server error; `message` is empty, the detail is logged under the request id */
+            500: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unavailable`: No host capacity or the VM driver is down; see Retry-After */
+            503: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    deleteImage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A VM id (`vm_…`) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The deleted image */
+            200: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Image"];
+                };
+            };
+            /** @description `invalid_request`: Malformed JSON, wrong type, unknown field or value out of range; `message` names the field */
+            400: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unauthorized`: Missing, malformed, unknown or revoked key; `message` is empty */
+            401: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `read_only_key`: A read key on a write */
+            403: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found`: Unknown or unowned id; do not retry */
+            404: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `image_in_use`: The image is used by a VM or by another image built on it; `message` says by what */
+            409: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `rate_limited`: Over the per-key rate; see Retry-After */
+            429: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `internal`: Unexpected server error; `message` is empty, the detail is logged under the request id */
+            500: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    streamImageBuild: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The id of the last event seen: the stream starts after it */
+                "Last-Event-ID"?: string;
+            };
+            path: {
+                /** @description A VM id (`vm_…`) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The event stream */
+            200: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": components["schemas"]["ImageBuildEventStream"];
+                };
+            };
+            /** @description `invalid_request`: Malformed JSON, wrong type, unknown field or value out of range; `message` names the field */
+            400: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unauthorized`: Missing, malformed, unknown or revoked key; `message` is empty */
+            401: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `quota_exceeded`: Over one of the tenant's limits (GET /v1/api/limits); `message` names the limit, its value and the current count; nothing was charged or changed */
+            403: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found`: Unknown or unowned id; do not retry */
+            404: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `rate_limited`: Over the per-key rate; see Retry-After */
+            429: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `internal`: Unexpected server error; `message` is empty, the detail is logged under the request id */
+            500: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
                     [name: string]: unknown;
                 };
                 content: {

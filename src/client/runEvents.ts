@@ -1,10 +1,9 @@
 /**
  * Following a run's event stream (`GET …/runs/{run_id}/events`): its output as it comes, then the
- * finished run. A dropped connection (a server restart, a network cut) is picked up again with
- * `Last-Event-ID`, so nothing is seen twice or missed.
+ * finished run (eventStream.ts picks a dropped connection up again).
  */
-import { createParser } from 'eventsource-parser';
-import { ClientError, type Schemas } from './client.ts';
+import { followEventStream, readEventStream, type StreamOptions } from './eventStream.ts';
+import type { Schemas } from './client.ts';
 
 export type Run = Schemas['Run'];
 
@@ -27,64 +26,28 @@ export interface FollowOptions {
   reconnectForMs?: number;
 }
 
-/** One connection: output events to `onOutput` until the stream ends; the finished run, or null if it dropped first. */
-export async function readRunStream(o: FollowOptions & { after: number }, seen: (id: number) => void): Promise<Run | null> {
-  const url = `${o.baseUrl}/v1/api/vms/${encodeURIComponent(o.vmId)}/runs/${encodeURIComponent(o.runId)}/events`;
-  const headers: Record<string, string> = { accept: 'text/event-stream' };
-  if (o.key) headers.authorization = `Bearer ${o.key}`;
-  if (o.after > 0) headers['last-event-id'] = String(o.after);
-  const res = await fetch(url, { headers, signal: o.signal });
-  if (!res.ok) {
-    const e = (await res.json().catch(() => ({}))) as { error?: string; message?: string; hint?: string };
-    throw new ClientError(e.error ?? `http_${res.status}`, e.message ?? '', e.hint, res.status);
-  }
-  let end: Run | null = null;
-  const parser = createParser({
+/** The generic stream's options for a run's. */
+function streamOf(o: FollowOptions): StreamOptions {
+  return {
+    baseUrl: o.baseUrl,
+    key: o.key,
+    path: `/v1/api/vms/${encodeURIComponent(o.vmId)}/runs/${encodeURIComponent(o.runId)}/events`,
+    after: o.after,
+    signal: o.signal,
+    reconnectForMs: o.reconnectForMs,
+    lostHint: 'the run goes on: `agentvm runs get` shows it',
     onEvent: (ev) => {
-      if (ev.event === 'end') {
-        end = JSON.parse(ev.data) as Run;
-      } else if (ev.event === 'stdout' || ev.event === 'stderr') {
-        const id = Number(ev.id);
-        seen(id);
-        o.onOutput({ id, stream: ev.event, text: (JSON.parse(ev.data) as { text: string }).text });
-      }
+      if (ev.event === 'stdout' || ev.event === 'stderr') o.onOutput({ id: ev.id, stream: ev.event, text: (JSON.parse(ev.data) as { text: string }).text });
     },
-  });
-  const decoder = new TextDecoder();
-  try {
-    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-      parser.feed(decoder.decode(chunk, { stream: true }));
-      if (end) break;
-    }
-  } catch (err) {
-    if (o.signal?.aborted) throw err;
-    // the connection dropped: the caller picks up after the last event seen
-  }
-  return end;
+  };
+}
+
+/** One connection: output to `onOutput` until the stream ends; the finished run, or null if it dropped first. */
+export function readRunStream(o: FollowOptions & { after: number }, seen: (id: number) => void): Promise<Run | null> {
+  return readEventStream<Run>({ ...streamOf(o), after: o.after }, seen);
 }
 
 /** Follows the run to its end, reconnecting after drops; answers the finished run. */
-export async function followRun(o: FollowOptions): Promise<Run> {
-  let after = o.after ?? 0;
-  let lastProgress = Date.now();
-  const patience = o.reconnectForMs ?? 120_000;
-  for (;;) {
-    try {
-      const end = await readRunStream({ ...o, after }, (id) => {
-        after = id;
-        lastProgress = Date.now();
-      });
-      if (end) return end;
-      lastProgress = Date.now();
-    } catch (err) {
-      if (o.signal?.aborted) throw err;
-      const code = err instanceof ClientError ? err.code : 'unreachable';
-      // Only a server that cannot be reached (restarting) is waited for; an answer stands.
-      if (err instanceof ClientError && code !== 'unavailable' && code !== 'rate_limited' && !code.startsWith('http_5')) throw err;
-      if (Date.now() - lastProgress > patience) {
-        throw new ClientError('unreachable', `lost the run's event stream and could not get it back within ${Math.round(patience / 1000)} s`, 'the run goes on: `agentvm runs get` shows it');
-      }
-    }
-    await new Promise((r) => setTimeout(r, 1000));
-  }
+export function followRun(o: FollowOptions): Promise<Run> {
+  return followEventStream<Run>(streamOf(o));
 }

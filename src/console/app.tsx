@@ -23,6 +23,7 @@ import { clientAddress, type FailureThrottle } from '../throttle.ts';
 import { registerVms } from './pages/vms.tsx';
 import { registerVm } from './pages/vm.tsx';
 import { registerRun } from './pages/run.tsx';
+import { registerImages } from './pages/images.tsx';
 import { registerTemplates } from './pages/templates.tsx';
 import { registerBilling } from './pages/billing.tsx';
 import { registerKeys } from './pages/keys.tsx';
@@ -148,6 +149,7 @@ export function buildConsole(deps: ConsoleDeps): ConsoleApp {
   registerVm(app, deps);
   registerRun(app);
   registerTemplates(app, deps);
+  registerImages(app);
   registerActivity(app, deps);
   registerBilling(app, deps);
   registerKeys(app, deps);

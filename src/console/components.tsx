@@ -54,6 +54,7 @@ export const NOTICES: Record<string, string> = {
   lifetime: 'Idle stop and expiry saved.',
   uploaded: 'The file was uploaded.',
   webhook_deleted: 'The webhook was deleted; nothing more is sent to it.',
+  image_deleted: 'The image was deleted. VMs of it had to go first; its layers stay in the build cache.',
 };
 export const noticeFor = (code: string | undefined) => (code ? (NOTICES[code] ?? null) : null);
 

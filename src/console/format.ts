@@ -34,4 +34,4 @@ export function duration(ms: number | null | undefined): string {
 export const count = (n: number) => n.toLocaleString('en-US');
 
 /** Statuses that change by themselves soon: pages showing them poll quickly (`running-run`: a run at work). */
-export const TRANSITIONAL = new Set(['provisioning', 'stopping', 'starting', 'restarting', 'reprovisioning', 'suspending', 'capturing', 'queued', 'running-run']);
+export const TRANSITIONAL = new Set(['provisioning', 'stopping', 'starting', 'restarting', 'reprovisioning', 'suspending', 'capturing', 'queued', 'building', 'running-run']);

@@ -14,11 +14,12 @@ const HTMX_CONFIG = JSON.stringify({
   historyCacheSize: 0,
 });
 
-export type Section = 'vms' | 'templates' | 'events' | 'webhooks' | 'billing' | 'keys' | null;
+export type Section = 'vms' | 'templates' | 'images' | 'events' | 'webhooks' | 'billing' | 'keys' | null;
 
 const NAV: { id: Exclude<Section, null>; href: string; label: string }[] = [
   { id: 'vms', href: '/console/vms', label: 'VMs' },
   { id: 'templates', href: '/console/templates', label: 'Templates' },
+  { id: 'images', href: '/console/images', label: 'Images' },
   { id: 'events', href: '/console/events', label: 'Events' },
   { id: 'webhooks', href: '/console/webhooks', label: 'Webhooks' },
   { id: 'billing', href: '/console/billing', label: 'Billing' },

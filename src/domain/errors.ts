@@ -12,6 +12,7 @@ export const ERROR_STATUS = {
   vm_not_running: 409,
   idempotency_conflict: 409,
   conflict: 409,
+  image_in_use: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
   rate_limited: 429,

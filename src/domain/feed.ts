@@ -121,3 +121,10 @@ export class VmFeed extends Feed<VmNews> {
     super(db, { channel: 'agentvm_vms', key: (n) => n.vm_id, toWire: () => ({}), fromWire: (vmId) => ({ vm_id: vmId }) });
   }
 }
+
+/** Followers of an image build hear of its log and its end here; `queued` wakes the hosts' builders. */
+export class ImageFeed extends Feed<{ image_id: string }> {
+  constructor(db: Db) {
+    super(db, { channel: 'agentvm_images', key: (n) => n.image_id, toWire: () => ({}), fromWire: (imageId) => ({ image_id: imageId }) });
+  }
+}

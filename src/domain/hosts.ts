@@ -41,11 +41,12 @@ export class HostService {
    * so that concurrent creates cannot both take the last room. Room counts the VMs meant to run;
    * with `preemptSpot`, spot VMs count as room (the caller stops them). Answers null when none fits.
    */
-  async place(tx: Queryable, need: Need, count: number, preemptSpot: boolean): Promise<{ host: HostRow; preempt: string[] } | null> {
+  async place(tx: Queryable, need: Need, count: number, preemptSpot: boolean, onlyHost?: string): Promise<{ host: HostRow; preempt: string[] } | null> {
     const stale = new Date(this.clock.now().getTime() - this.staleMs);
     const hosts = await hostStore.lockTakingVms(tx, stale);
     let best: { host: HostRow; freeMem: number; preempt: string[] } | null = null;
     for (const host of hosts) {
+      if (onlyHost !== undefined && host.host_id !== onlyHost) continue;
       const vms = await vmStore.listHoldingRoom(tx, host.host_id);
       const used = { vcpus: 0, memory_mib: 0, disk_gib: 0 };
       for (const v of vms) {

@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import type { Db, Queryable } from '../store/db.ts';
 import type { Clock } from './clock.ts';
 import { ApiError, notFound } from './errors.ts';
+import * as imageStore from '../store/images.ts';
 import * as limitStore from '../store/limits.ts';
 
 export const LIMIT_NAMES = [
@@ -53,9 +54,9 @@ export const LIMIT_DESCRIPTIONS: Record<LimitName, string> = {
   running_vms: 'VMs wanted running (starting, restarting and provisioning included) that have not failed',
   vcpus: 'vCPUs of VMs running or suspended',
   memory_mib: 'Memory (MiB) of VMs running or suspended',
-  disk_gib: 'Disk (GiB): persist disks of VMs not deleted, and templates (each its source VM\'s disk); images and snapshots when they exist',
+  disk_gib: 'Disk (GiB): persist disks of VMs not deleted, templates (each its source VM\'s disk), and your images\' layers; snapshots when they exist',
   templates: 'Templates captured (a failed capture does not count)',
-  images: 'Images of your own (none exist yet: always 0)',
+  images: 'Images of your own, queued, building or ready (not failed, not deleted)',
   snapshots: 'Snapshots (none exist yet: always 0)',
   webhooks: 'Webhooks',
   api_keys: 'API keys not revoked',
@@ -99,6 +100,13 @@ interface Counter {
 const COUNTERS: Counter[] = [
   { names: ['vms', 'running_vms', 'vcpus', 'memory_mib', 'disk_gib'], count: (q, t) => limitStore.vmUsage(q, t) },
   { names: ['templates', 'disk_gib'], count: (q, t) => limitStore.templateUsage(q, t) },
+  {
+    names: ['images', 'disk_gib'],
+    count: async (q, t) => {
+      const u = await imageStore.usage(q, t);
+      return { images: u.images, disk_gib: Math.ceil(u.bytes / 1024 ** 3) };
+    },
+  },
   { names: ['webhooks'], count: async (q, t) => ({ webhooks: await limitStore.countWebhooks(q, t) }) },
   { names: ['api_keys'], count: async (q, t) => ({ api_keys: await limitStore.countKeys(q, t) }) },
   { names: ['run_streams'], count: async (q, t, now) => ({ run_streams: await limitStore.countStreams(q, t, now) }) },

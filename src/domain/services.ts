@@ -8,7 +8,8 @@ import { VmService } from './vms.ts';
 import { HostService, HOST_STALE_MS } from './hosts.ts';
 import { RunService, type RunLimits, type VmExecutor } from './runs.ts';
 import { RunFeed } from './runFeed.ts';
-import { VmFeed } from './feed.ts';
+import { ImageFeed, VmFeed } from './feed.ts';
+import { ImageService } from './images.ts';
 import { LoginService, type Mailer } from './login.ts';
 import { FileService, ShellService, type GuestAccess } from './guestAccess.ts';
 import { TemplateService } from './templates.ts';
@@ -45,6 +46,8 @@ export interface Services {
   sessions: SessionService;
   /** Per-tenant limits and quotas. */
   limits: LimitService;
+  /** Images of tenants' own, built from Dockerfiles. */
+  images: ImageService;
   driver: () => Promise<DriverProbe>;
   /** The guest image VMs run here, for `GET /v1/api/images/base`. */
   baseImage: BaseImageSource;
@@ -60,6 +63,8 @@ export interface CoreServices {
   runFeed: RunFeed;
   /** News of VMs' statuses: the API and the VM's host publish, waits for a status wake. */
   vmFeed: VmFeed;
+  /** News of image builds: the builder publishes, followers of a build and idle builders wake. */
+  imageFeed: ImageFeed;
 }
 
 export function buildCoreServices(db: Db, opts: { clock?: Clock; payments?: PaymentProvider; hostStaleMs?: number } = {}): CoreServices {
@@ -71,6 +76,7 @@ export function buildCoreServices(db: Db, opts: { clock?: Clock; payments?: Paym
     hosts: new HostService(db, clock, opts.hostStaleMs ?? HOST_STALE_MS),
     runFeed: new RunFeed(db),
     vmFeed: new VmFeed(db),
+    imageFeed: new ImageFeed(db),
   };
 }
 
@@ -84,6 +90,8 @@ export interface VmHostPort {
   capture?: ((templateId: string) => void) | null;
   /** A VM's desired state changed. */
   vmsChanged?: () => void;
+  /** An image build was queued. */
+  imagesQueued?: () => void;
   /** API replicas: VMs of silent hosts show `host_unavailable`. */
   showLostHosts?: boolean;
   /** The guest image this host runs (or the replicas' view of the hosts'); none where no host is attached. */
@@ -95,11 +103,12 @@ export function buildServices(
   host: VmHostPort,
   opts: { runLimits?: RunLimits; mailer?: Mailer; webhookAllowHosts?: Set<string> } = {},
 ): Services {
-  const { db, clock, billing, hosts, runFeed, vmFeed } = core;
+  const { db, clock, billing, hosts, runFeed, vmFeed, imageFeed } = core;
   const keys = new KeyService(db, clock);
   const templates = new TemplateService(db, clock, host.capture ?? null);
   const login = new LoginService(db, clock, keys, opts.mailer ?? { send: async () => undefined });
-  const vms = new VmService(db, clock, billing, hosts, templates, { onChange: host.vmsChanged, showLostHosts: host.showLostHosts, feed: vmFeed });
+  const images = new ImageService(db, clock, imageFeed, host.imagesQueued);
+  const vms = new VmService(db, clock, billing, hosts, templates, { onChange: host.vmsChanged, showLostHosts: host.showLostHosts, feed: vmFeed, images });
   return {
     ...core,
     keys,
@@ -112,6 +121,7 @@ export function buildServices(
     login,
     sessions: new SessionService(db, clock, login),
     limits: new LimitService(db, clock),
+    images,
     templates,
     events: new EventService(db, clock),
     webhooks: new WebhookService(db, clock, opts.webhookAllowHosts ?? new Set()),

@@ -23,6 +23,7 @@ import { recordCreditsLow, recordVmChange, withMonthCosts } from './events.ts';
 import type { VmFeed } from './feed.ts';
 import { lifecycleCharge, orderCharge, requireQuota, vmCompute } from './limits.ts';
 import { lockQuota } from '../store/limits.ts';
+import type { ImageService } from './images.ts';
 
 export type { VmRow } from '../store/vms.ts';
 
@@ -33,6 +34,8 @@ export interface CreateVmInput {
   harness?: string;
   count?: number;
   egress?: EgressPolicy;
+  /** The image the VM's root starts from: an id or a slug; `base` when absent. */
+  image?: string;
   auto_stop_after_s?: number | null;
   /** RFC 3339; must be in the future. */
   expires_at?: string | null;
@@ -135,6 +138,8 @@ export interface VmServiceOptions {
   showLostHosts?: boolean;
   /** Word of the VMs a request changed, for whoever waits for their status (waitFor). */
   feed: VmFeed;
+  /** Resolves the image a new VM's root starts from. */
+  images?: ImageService;
 }
 
 /** Statuses a VM rests in until something is asked of it (the others are on their way to one). */
@@ -271,7 +276,8 @@ export class VmService {
         } else {
           await this.billing.requireCard(tx, tenantId);
         }
-        const ids = await this.insertVms(tx, tenantId, order, null);
+        const image = await this.opts.images?.forVm(tx, tenantId, input.image);
+        const ids = await this.insertVms(tx, tenantId, order, null, image ?? null);
         if (order.plan && order.cycle) {
           for (const vmId of ids) {
             await this.billing.chargeCard(tx, tenantId, planPriceCents(order.plan, order.cycle), {
@@ -297,7 +303,7 @@ export class VmService {
    * Forks a template into a new VM: charged like a create (card, Idempotency-Key), its persist disk a
    * copy-on-write child of the template's image. Counts the fork.
    */
-  async fork(tenantId: string, idOrSlug: string, input: { plan?: PlanId; egress?: EgressPolicy } & VmTimersInput, idempotencyKey?: string): Promise<StoredResponse<ForkResult>> {
+  async fork(tenantId: string, idOrSlug: string, input: { plan?: PlanId; egress?: EgressPolicy; image?: string } & VmTimersInput, idempotencyKey?: string): Promise<StoredResponse<ForkResult>> {
     const result = await this.db.transaction((tx) =>
       onceForKey(tx, tenantId, idempotencyKey, 'forkTemplate', requestHash('forkTemplate', idOrSlug, input), async () => {
         const template = await this.templates.get(tenantId, idOrSlug, tx);
@@ -314,7 +320,8 @@ export class VmService {
         const order = resolveOrder({ plan, harness: template.harness, egress: input.egress, auto_stop_after_s: input.auto_stop_after_s, expires_at: input.expires_at }, this.clock.now());
         await requireQuota(tx, tenantId, orderCharge(order), this.clock.now());
         await this.billing.requireCard(tx, tenantId);
-        const [vmId] = await this.insertVms(tx, tenantId, order, template.template_id);
+        const image = await this.opts.images?.forVm(tx, tenantId, input.image);
+        const [vmId] = await this.insertVms(tx, tenantId, order, template.template_id, image ?? null);
         await this.billing.chargeCard(tx, tenantId, planPriceCents(plan, 'monthly'), {
           description: `${plan} plan VM (monthly), fork of ${template.slug}`,
           vmId,
@@ -331,12 +338,15 @@ export class VmService {
     return result;
   }
 
-  /** Places and inserts `order.count` VMs (status provisioning); answers their ids. */
-  async insertVms(tx: Queryable, tenantId: string, order: VmOrder, templateId: string | null): Promise<string[]> {
+  /**
+   * Places and inserts `order.count` VMs (status provisioning); answers their ids. VMs of an image go
+   * to the host that holds its layers.
+   */
+  async insertVms(tx: Queryable, tenantId: string, order: VmOrder, templateId: string | null, image: { image_id: string; host_id: string | null } | null = null): Promise<string[]> {
     const need = { vcpus: order.vcpus, memory_mib: order.memory_mib, disk_gib: order.disk_gib };
-    const placed = await this.hosts.place(tx, need, order.count, order.tier !== 'spot');
+    const placed = await this.hosts.place(tx, need, order.count, order.tier !== 'spot', image?.host_id ?? undefined);
     if (!placed) {
-      throw new ApiError('unavailable', 'no VM host has room for this VM right now', 'try again later', {
+      throw new ApiError('unavailable', `no VM host has room for this VM right now${image ? ` (VMs of image ${image.image_id} run on the host that built it)` : ''}`, 'try again later', {
         'Retry-After': RETRY_AFTER_SECONDS,
       });
     }
@@ -362,6 +372,7 @@ export class VmService {
         memory_mib: order.memory_mib,
         disk_gib: order.disk_gib,
         image_id: placed.host.image_id,
+        root_image_id: image?.image_id ?? null,
         net_slot: slots[i],
         egress: order.egress ?? this.defaultEgress(order.harness),
         auto_stop_after_s: order.auto_stop_after_s,
@@ -447,6 +458,8 @@ export class VmService {
       }
       const patch = applyLifecycle(vm, action);
       if (!patch) return vm;
+      // A reprovision moves the VM to the newest ready build of its image's name.
+      if (action === 'reprovision' && vm.root_image_id && this.opts.images) await this.opts.images.moveToNewest(tx, tenantId, vm.vm_id, vm.root_image_id);
       if (mayRaise) {
         const after = { ...vm, status: patch.status ?? vm.status, desired_state: patch.desired_state ?? vm.desired_state };
         await requireQuota(tx, tenantId, lifecycleCharge(vmCompute(vm), vmCompute(after)), this.clock.now());

@@ -5,6 +5,7 @@
  * persist disk; the agent learns of it from ASSUMED_FILE.
  * Only Node built-ins here: this file is bundled alone into the guest image.
  */
+import { asImageAsks } from './imageConfig.ts';
 import { execFile, spawn } from 'node:child_process';
 import { promises as fsp, constants as fsConstants, openSync, read, readFileSync, statfsSync, statSync, write, type StatsFs } from 'node:fs';
 import os from 'node:os';
@@ -136,10 +137,8 @@ async function harnessSpawning(extraEnv: Record<string, string> | undefined) {
     LANG: 'C.UTF-8',
     TERM: 'dumb',
     CI: '1',
-    ...(extraEnv ?? {}),
-    ...readSecrets(),
   };
-  return { cwd: WORKSPACE, env, uid: HARNESS_USER.uid, gid: HARNESS_USER.gid };
+  return asImageAsks({ cwd: WORKSPACE, env, uid: HARNESS_USER.uid, gid: HARNESS_USER.gid }, { ...(extraEnv ?? {}), ...readSecrets() });
 }
 
 /**

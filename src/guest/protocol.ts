@@ -28,6 +28,8 @@ export const HARNESS_HOME = '/persist/home';
 /** Harness credentials (bring-your-own-key variables): a JSON object, mode 0600, root only. */
 export const SECRETS_FILE = '/persist/.agentvm/secrets.json';
 export const HARNESS_USER = { name: 'agent', uid: 1000, gid: 1000 };
+/** An image's ENV, WORKDIR and USER, written into its root by its build: runs and shells take them. */
+export const IMAGE_CONFIG_PATH = '/etc/agentvm/image.json';
 /** The program each harness runs; the guest reports which of them its image has. */
 export const HARNESS_PROGRAMS: Record<string, string> = {
   'claude-code': 'claude',

@@ -6,6 +6,7 @@
  * pty.pl makes the slave side the shell's. Closing the stream ends every process of the shell's
  * session. Node built-ins only: bundled into the guest agent.
  */
+import { asImageAsks } from './imageConfig.ts';
 import { spawn } from 'node:child_process';
 import { closeSync, constants, openSync, promises as fsp, write } from 'node:fs';
 import tty from 'node:tty';
@@ -69,23 +70,24 @@ export async function openShell(args: ShellOpenArgs, env: Record<string, string>
   const { mux } = await dataPort();
   if (mux.has(args.stream)) throw new Error(`stream ${args.stream} is in use`);
   const master = openSync('/dev/ptmx', constants.O_RDWR | constants.O_NOCTTY | constants.O_NONBLOCK);
-  const child = spawn(
-    'perl',
-    ['-e', PTY_PERL, String(HARNESS_USER.uid), String(HARNESS_USER.gid), String(cols), String(rows), WORKSPACE, SHELL],
-    {
-      env: {
-        PATH: '/usr/local/bin:/usr/bin:/bin',
-        HOME: HARNESS_HOME,
-        USER: HARNESS_USER.name,
-        LOGNAME: HARNESS_USER.name,
-        SHELL,
-        LANG: 'C.UTF-8',
-        TERM: 'xterm-256color',
-        ...env,
-      },
-      stdio: ['ignore', 'ignore', 'pipe', master],
+  const how = asImageAsks({
+    cwd: WORKSPACE,
+    uid: HARNESS_USER.uid,
+    gid: HARNESS_USER.gid,
+    env: {
+      PATH: '/usr/local/bin:/usr/bin:/bin',
+      HOME: HARNESS_HOME,
+      USER: HARNESS_USER.name,
+      LOGNAME: HARNESS_USER.name,
+      SHELL,
+      LANG: 'C.UTF-8',
+      TERM: 'xterm-256color',
     },
-  );
+  }, env);
+  const child = spawn('perl', ['-e', PTY_PERL, String(how.uid), String(how.gid), String(cols), String(rows), how.cwd, SHELL], {
+    env: how.env,
+    stdio: ['ignore', 'ignore', 'pipe', master],
+  });
   const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
     child.on('exit', (code, signal) => resolve({ code, signal }));
     child.on('error', () => resolve({ code: 127, signal: null }));

@@ -13,6 +13,7 @@ import { recordCreditsLow, recordVmChange } from '../domain/events.ts';
 import type { VmFeed } from '../domain/feed.ts';
 import * as vmStore from '../store/vms.ts';
 import * as runStore from '../store/runs.ts';
+import * as imageStore from '../store/images.ts';
 import * as templateStore from '../store/templates.ts';
 import type { VmRecord } from '../store/vms.ts';
 import type { ExitInfo, QemuDriver, VmSpec } from '../vmm/qemu.ts';
@@ -400,6 +401,7 @@ export class Reconciler {
       netSlot: row.net_slot,
       hostname: row.vm_id.replace(/_/g, '-').toLowerCase(),
       persistBacking: row.template_id ? await templateStore.imagePath(this.o.db, row.template_id) : null,
+      upperBacking: row.root_image_id ? ((await imageStore.layerOfVm(this.o.db, row.vm_id))?.layer_path ?? null) : null,
     };
   }
 

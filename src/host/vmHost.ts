@@ -17,7 +17,9 @@ import type { Clock } from '../domain/clock.ts';
 import type { BillingService } from '../domain/billing.ts';
 import type { HostService } from '../domain/hosts.ts';
 import type { RunFeed } from '../domain/runFeed.ts';
-import type { VmFeed } from '../domain/feed.ts';
+import type { ImageFeed, VmFeed } from '../domain/feed.ts';
+import { QUEUED } from '../domain/images.ts';
+import { ImageBuilder } from './imageBuilder.ts';
 import type { VmExecutor } from '../domain/runs.ts';
 import type { GuestAccess } from '../domain/guestAccess.ts';
 import { LocalGuestAccess } from './guestAccess.ts';
@@ -53,6 +55,8 @@ export interface VmHost {
   capture: ((templateId: string) => void) | null;
   /** A VM's desired state changed: converge soon. */
   vmsChanged(): void;
+  /** An image build was queued: a builder here may take it. */
+  imagesQueued?(): void;
   /** Resolves once the starter shape's snapshot has been made (or could not be), after the image. */
   prewarmed?: Promise<void>;
   /** What /readyz reports: usable once QEMU is there, the image is built and the VMs are re-adopted. */
@@ -119,6 +123,7 @@ export interface LocalVmHostDeps {
   hosts: HostService;
   runFeed: RunFeed;
   vmFeed: VmFeed;
+  imageFeed: ImageFeed;
   log: Logger;
   /** Seals the provider keys this host's gateway brokers. */
   secrets: SecretBox;
@@ -156,6 +161,7 @@ export class LocalVmHost implements VmHost {
   readonly runs: RunRecorder;
   readonly metrics: MetricsSampler;
   readonly capture: (templateId: string) => void;
+  readonly images: ImageBuilder;
   readonly imageReady: Promise<Image>;
   readonly prewarmed: Promise<void>;
   private image: Image | null = null;
@@ -165,6 +171,7 @@ export class LocalVmHost implements VmHost {
   private started?: Promise<void>;
   private adopted?: Promise<void>;
   private closing = false;
+  private stopWatchingBuilds: () => void = () => undefined;
   private resolveImage!: (image: Promise<Image>) => void;
   private resolvePrewarmed!: () => void;
 
@@ -210,6 +217,18 @@ export class LocalVmHost implements VmHost {
       log,
       image: () => this.image,
     });
+    this.images = new ImageBuilder({
+      db: d.db,
+      clock: d.clock,
+      driver: this.driver,
+      gateway: this.gateway,
+      hostId: d.hostId,
+      layersDir: path.join(config.dataDir, 'image-layers'),
+      buildDir: path.join(config.dataDir, 'builds'),
+      feed: d.imageFeed,
+      log,
+      image: () => this.image,
+    });
     const driver = this.driver;
     const runs = new RunRecorder({ db: d.db, clock: d.clock, driver, hostId: d.hostId, feed: d.runFeed, log });
     this.runs = runs;
@@ -231,6 +250,10 @@ export class LocalVmHost implements VmHost {
     this.reconciler.kick();
   }
 
+  imagesQueued(): void {
+    this.images.kick();
+  }
+
   start(opts: { internalUrl?: string } = {}): Promise<void> {
     this.started ??= this.startUp(opts.internalUrl ?? null);
     return this.started;
@@ -248,7 +271,7 @@ export class LocalVmHost implements VmHost {
       return;
     }
     const d = config.dataDir;
-    await openDataDirToMachines(d, ['vms', 'blank', 'snapshots', 'scrub', 'image-layers'].map((n) => path.join(d, n)).concat(config.imageDir, config.templateDir));
+    await openDataDirToMachines(d, ['vms', 'blank', 'snapshots', 'scrub', 'image-layers', 'builds'].map((n) => path.join(d, n)).concat(config.imageDir, config.templateDir));
     log.info({ uid_base: QEMU_UID_BASE }, 'each VM\'s QEMU runs as a user of its own, in its seccomp sandbox');
   }
 
@@ -335,6 +358,11 @@ export class LocalVmHost implements VmHost {
     log.info({ image_id: img.id, kernel: img.manifest.kernel_release }, 'guest image ready');
     // VMs that waited for the image are taken again now, not at their next retry.
     this.reconciler.wake();
+    // Image builds wait for the guest image too; a build queued through another replica wakes them.
+    if (!this.closing) {
+      this.stopWatchingBuilds = this.d.imageFeed.watch(QUEUED, () => this.images.kick());
+      await this.images.start().catch((err) => log.error({ err }, 'starting image builds failed'));
+    }
   }
 
   private imageFailed(err: Error): void {
@@ -360,6 +388,8 @@ export class LocalVmHost implements VmHost {
     await this.driver.dropStandbys();
     await this.snapshots?.close();
     await this.capturer.settled();
+    this.stopWatchingBuilds();
+    await this.images.close();
     await this.runs.stop();
     await this.metrics.stop();
     await this.reconciler.stop();

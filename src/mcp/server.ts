@@ -55,9 +55,13 @@ export const TOOL_NAMES: Record<string, string> = {
   deleteWebhook: 'webhook_delete',
   listWebhookDeliveries: 'webhook_deliveries_list',
   getBaseImage: 'image_base_get',
+  createImage: 'image_build',
+  listImages: 'images_list',
+  getImage: 'image_get',
+  deleteImage: 'image_delete',
 };
 
-const DESTRUCTIVE = new Set(['destroyVM', 'revokeKey', 'restartVM', 'reprovisionVM', 'stopVM', 'cancelVMRun', 'deleteWebhook']);
+const DESTRUCTIVE = new Set(['destroyVM', 'revokeKey', 'restartVM', 'reprovisionVM', 'stopVM', 'cancelVMRun', 'deleteWebhook', 'deleteImage']);
 const IDEMPOTENT = new Set(['stopVM', 'startVM', 'suspendVM', 'setVMSecrets', 'setVMEgress', 'revokeKey', 'destroyVM', 'cancelVMRun', 'updateVM']);
 /** `vm_run` with `wait: false` answers the queued run at once (`Prefer: respond-async`). */
 const RUN_WAIT = z.boolean().optional().meta({ description: 'false: answer the queued run at once (follow it with run_get); default true: answer the finished run' });

@@ -19,6 +19,8 @@ export interface VmRow extends VmStateFields {
   tier: TierId | null;
   harness: string;
   template_id: string | null;
+  /** The image its root starts from (img_…); null: base. */
+  root_image_id: string | null;
   ipv4: string | null;
   vcpus: number;
   memory_mib: number;
@@ -68,6 +70,7 @@ export interface NewVm {
   memory_mib: number;
   disk_gib: number;
   image_id: string | null;
+  root_image_id?: string | null;
   net_slot: number;
   egress: EgressPolicy;
   auto_stop_after_s: number | null;
@@ -142,10 +145,10 @@ export function tallyForTenant(
 export async function insert(q: Queryable, vm: NewVm): Promise<void> {
   await q.query(
     `INSERT INTO vms (vm_id, tenant_id, host_id, plan, cycle, tier, harness, template_id, vcpus, memory_mib, disk_gib,
-                      status, desired_state, image_id, net_slot, egress, auto_stop_after_s, expires_at, created_at, updated_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'provisioning', 'running', $12, $13, $14, $15, $16, $17, $17)`,
+                      status, desired_state, image_id, net_slot, egress, auto_stop_after_s, expires_at, created_at, updated_at, root_image_id)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'provisioning', 'running', $12, $13, $14, $15, $16, $17, $17, $18)`,
     [vm.vm_id, vm.tenant_id, vm.host_id, vm.plan, vm.cycle, vm.tier, vm.harness, vm.template_id, vm.vcpus,
-      vm.memory_mib, vm.disk_gib, vm.image_id, vm.net_slot, JSON.stringify(vm.egress), vm.auto_stop_after_s, vm.expires_at, vm.created_at],
+      vm.memory_mib, vm.disk_gib, vm.image_id, vm.net_slot, JSON.stringify(vm.egress), vm.auto_stop_after_s, vm.expires_at, vm.created_at, vm.root_image_id ?? null],
   );
 }
 

@@ -36,9 +36,9 @@ export class DiskMaker {
   /**
    * Makes the VM's disks: the persist disk once (a template's copy-on-write child, else a blank ext4
    * of the plan's size), the root layer when missing or when a fresh root is asked for (restart,
-   * reprovision).
+   * reprovision): a copy-on-write child of the VM's image's layer, else a blank ext4.
    */
-  async prepare(f: MachineFiles, spec: { diskGib: number; persistBacking?: string | null }, freshRoot: boolean): Promise<void> {
+  async prepare(f: MachineFiles, spec: { diskGib: number; persistBacking?: string | null; upperBacking?: string | null }, freshRoot: boolean): Promise<void> {
     await mkdir(f.dir, { recursive: true, mode: 0o700 });
     const make = async (file: string, gib: number, backing?: string | null) => {
       if (backing) await runQemuImg(['create', '-q', '-f', 'qcow2', '-F', 'qcow2', '-b', backing, `${file}.tmp`, `${gib}G`]);
@@ -49,7 +49,7 @@ export class DiskMaker {
     await rm(path.join(f.dir, 'root.qcow2'), { force: true });
     await Promise.all([
       existsSync(f.persist) ? undefined : make(f.persist, spec.diskGib, spec.persistBacking),
-      freshRoot || !existsSync(f.upper) ? make(f.upper, UPPER_GIB) : undefined,
+      freshRoot || !existsSync(f.upper) ? make(f.upper, UPPER_GIB, spec.upperBacking) : undefined,
     ]);
   }
 

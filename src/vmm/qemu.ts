@@ -38,6 +38,8 @@ export interface VmSpec {
   hostname: string;
   /** A template's disk image: the persist disk starts as its copy-on-write child. */
   persistBacking?: string | null;
+  /** An image's root layer: the root's writable layer starts as its copy-on-write child (and again at each fresh root). */
+  upperBacking?: string | null;
 }
 
 export interface ExitInfo {
@@ -378,7 +380,7 @@ export class QemuDriver extends EventEmitter {
   }
 
   private async claim(spec: VmSpec): Promise<{ facts: HelloFacts; netSlot: number } | null> {
-    if (spec.persistBacking || this.handles.has(spec.vmId)) return null;
+    if (spec.persistBacking || spec.upperBacking || this.handles.has(spec.vmId)) return null;
     const key = standbyKey(spec);
     if (!this.standby.has(key)) return null;
     const dir = this.vmDir(spec.vmId);
@@ -807,6 +809,11 @@ export class QemuDriver extends EventEmitter {
   persistPath(vmId: string): string {
     return this.files(vmId).persist;
   }
+  /** The writable layer of the VM's root (an image build captures it). */
+  upperPath(vmId: string): string {
+    return this.files(vmId).upper;
+  }
+
 
   /** Bytes the VM's disks take on the host. */
   async diskUsage(vmId: string): Promise<number> {

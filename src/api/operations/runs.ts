@@ -3,6 +3,7 @@ import { defineOperation } from '../operation.ts';
 import { IdParam, Run, RunEventStream, RunList, RunListQuery, RunParams } from '../schemas.ts';
 import { presentRun } from '../present.ts';
 import { requestHeader } from '../app.ts';
+import { eventStreamResponse } from '../eventStream.ts';
 import type { RunEvent } from '../../domain/runs.ts';
 
 export const listVMRuns = defineOperation({
@@ -55,9 +56,6 @@ export const cancelVMRun = defineOperation({
   handler: async ({ services, principal, params }) => ({ body: presentRun(await services.runs.cancel(principal.tenantId, params.id, params.run_id)) }),
 });
 
-/** A comment line every so often keeps proxies and load balancers from closing a quiet stream. */
-const KEEPALIVE_MS = 15_000;
-
 function sseFrame(e: RunEvent): string {
   if (e.type === 'end') return `event: end\ndata: ${JSON.stringify(presentRun(e.run))}\n\n`;
   return `id: ${e.seq}\nevent: ${e.type}\ndata: ${JSON.stringify({ text: e.text })}\n\n`;
@@ -84,35 +82,7 @@ export const streamVMRun = defineOperation({
     const { run, after } = await services.runs.beginFollowing(principal.tenantId, params.id, params.run_id, requestHeader(c, 'last-event-id'));
     // An open stream counts in run_streams until it ends or its client goes.
     const lease = await services.limits.openStream(principal.tenantId, 'events');
-    const abort = new AbortController();
-    const encoder = new TextEncoder();
-    let keepalive: NodeJS.Timeout | undefined;
-    const body = new ReadableStream<Uint8Array>({
-      start(controller) {
-        const write = (text: string) => {
-          if (!abort.signal.aborted) controller.enqueue(encoder.encode(text));
-        };
-        write('retry: 1000\n\n');
-        keepalive = setInterval(() => write(': keepalive\n\n'), KEEPALIVE_MS);
-        services.runs
-          .follow(run.run_id, after, (e) => write(sseFrame(e)), abort.signal)
-          .catch(() => undefined)
-          .finally(() => {
-            clearInterval(keepalive);
-            void lease.end();
-            if (!abort.signal.aborted) controller.close();
-          });
-      },
-      cancel() {
-        clearInterval(keepalive);
-        void lease.end();
-        abort.abort();
-      },
-    });
-    const response = new Response(body, {
-      status: 200,
-      headers: { 'Content-Type': 'text/event-stream; charset=utf-8', 'Cache-Control': 'no-cache', 'X-Accel-Buffering': 'no', 'X-Request-Id': c.get('requestId') as string },
-    });
+    const response = eventStreamResponse(c, lease, (write, signal) => services.runs.follow(run.run_id, after, (e) => write(sseFrame(e)), signal));
     return { body: '', response };
   },
 });

@@ -1,4 +1,4 @@
-// Follows a run's output as server-sent events and writes it as text (never as HTML) while it comes.
+// Follows a run's output (or an image build's log) as server-sent events and writes it as text (never as HTML) while it comes.
 'use strict';
 
 function formatDuration(ms) {
@@ -37,6 +37,8 @@ function follow(pre) {
   };
   source.addEventListener('stdout', (e) => append(JSON.parse(e.data).text, 'stdout'));
   source.addEventListener('stderr', (e) => append(JSON.parse(e.data).text, 'stderr'));
+  // An image build's log: a line an event.
+  source.addEventListener('log', (e) => append(`${JSON.parse(e.data).text}\n`, 'stdout'));
   source.addEventListener('end', (e) => {
     source.close();
     const run = JSON.parse(e.data);

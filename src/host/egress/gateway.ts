@@ -87,6 +87,7 @@ export class EgressGateway {
   private readonly prune: NodeJS.Timeout;
   private readonly limits: GatewayLimits;
   private readonly perVm = new Map<string, VmConnections>();
+  private readonly fixedPolicies = new Map<string, EgressPolicy>();
   /** Hosts of the operator's provider URLs that are not the public APIs: reached only through the brokered path. */
   private readonly brokeredOnly: Set<string>;
   private closed = false;
@@ -146,6 +147,20 @@ export class EgressGateway {
     if (c.began >= this.limits.newPerSecond) return `this VM opened ${c.began} connections this second, the most it may (${this.limits.newPerSecond} a second)`;
     c.began++;
     return null;
+  }
+
+  /**
+   * A policy for a machine that is not a tenant's VM row (an image's builder VM): used in place of the
+   * database's until cleared with null.
+   */
+  setPolicy(vmId: string, policy: EgressPolicy | null): void {
+    if (policy) this.fixedPolicies.set(vmId, policy);
+    else this.fixedPolicies.delete(vmId);
+  }
+
+  /** The VM's policy, read on every connection: a change through any replica applies to the next one. */
+  private async policyOf(vmId: string): Promise<EgressPolicy | null> {
+    return this.fixedPolicies.get(vmId) ?? vmStore.egressOf(this.d.db, vmId);
   }
 
   /** The VM is gone: its socket closes, and so do its open connections. */
@@ -240,7 +255,7 @@ export class EgressGateway {
     if (!m || Number(m[2]) < 1 || Number(m[2]) > 65535) return refuseSocket(client, 400, 'agentvm egress: CONNECT needs host:port');
     const host = canonicalHost(m[1]);
     const port = Number(m[2]);
-    const t = await this.target(vmId, host, await vmStore.egressOf(this.d.db, vmId));
+    const t = await this.target(vmId, host, await this.policyOf(vmId));
     const tally = this.logged(vmId, host, port, t.ok, t.ok ? 'allowed' : t.reason);
     if (!t.ok) return (this.finish(tally), refuseSocket(client, t.status, refusalText(host, t)));
     const upstream = net.connect({ host: t.address, port, timeout: CONNECT_TIMEOUT_MS });
@@ -289,7 +304,7 @@ export class EgressGateway {
     if (url.protocol !== 'http:') return refuse(res, 400, 'agentvm egress: only http:// URLs go through as requests; HTTPS uses CONNECT');
     const host = canonicalHost(url.hostname);
     const port = Number(url.port || 80);
-    const t = await this.target(vmId, host, await vmStore.egressOf(this.d.db, vmId));
+    const t = await this.target(vmId, host, await this.policyOf(vmId));
     const tally = this.logged(vmId, host, port, t.ok, t.ok ? 'allowed' : t.reason);
     if (!t.ok) return (this.finish(tally), refuse(res, t.status, refusalText(host, t)));
     this.forward(req, res, tally, { url, address: t.address, headers: forwardHeaders(req, url.host), checkReached: host });
@@ -318,7 +333,7 @@ export class EgressGateway {
     if (!BROKERED_METHODS.includes(req.method ?? '')) {
       return refused(405, `method ${String(req.method).slice(0, 16)}`, `agentvm egress: brokered requests are ${BROKERED_METHODS.join(', ')} only`);
     }
-    const policy = await vmStore.egressOf(this.d.db, vmId);
+    const policy = await this.policyOf(vmId);
     const decision = policy ? decideName(policy, named) : { allowed: false, reason: 'the VM is gone' };
     if (!decision.allowed) return refused(403, decision.reason, `agentvm egress policy denies ${named}`);
     const key = await this.d.credentials.key(vmId, broker.env);

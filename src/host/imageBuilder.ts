@@ -1,0 +1,369 @@
+/**
+ * Image builds on a VM host: a queued build is taken here, and its Dockerfile's steps run in a builder
+ * VM of its own (a microVM like any tenant's, started from the same golden snapshot, its network
+ * through the gateway under the build's egress policy), as root unless a USER says otherwise.
+ *
+ * An image is the writable layer of a VM's root: after each step that changes files (RUN, COPY, ADD,
+ * WORKDIR) the builder's root layer is flushed and copied as a qcow2 holding only what differs from
+ * the layer before it. Those layers are the step cache: a step whose parent layer and text (and, for a
+ * COPY, the bytes it copies) are unchanged is taken from it, and a build whose every step is cached
+ * starts no VM at all. A VM of the image gets a copy-on-write child of its last layer as its root layer
+ * (disks.ts), so it starts from the same golden snapshot as any VM.
+ *
+ * The image's ENV, WORKDIR and USER are written into its root (/etc/agentvm/image.json), where the
+ * guest agent reads them for runs and shells.
+ */
+import { existsSync } from 'node:fs';
+import { chmod, mkdir, open, rename, rm, stat } from 'node:fs/promises';
+import path from 'node:path';
+import type { Db } from '../store/db.ts';
+import type { Clock } from '../domain/clock.ts';
+import type { Logger } from '../log.ts';
+import type { Image } from '../image/build.ts';
+import { QemuDriver, type VmSpec } from '../vmm/qemu.ts';
+import { runQemuImg } from '../vmm/disks.ts';
+import { randomBase62, sha256Hex } from '../domain/ids.ts';
+import { PLANS } from '../domain/plans.ts';
+import { configAfter, joinWorkdir, parseDockerfile, type ImageConfig, type Step } from '../domain/dockerfile.ts';
+import { BASE_CONFIG, filesOfSource, type ImageFeed } from '../domain/images.ts';
+import { IMAGE_CONFIG_PATH } from '../guest/protocol.ts';
+import type { ExecArgs, ExecResult } from '../guest/protocol.ts';
+import type { EgressGateway } from './egress/gateway.ts';
+import * as imageStore from '../store/images.ts';
+
+export interface ImageBuilderOptions {
+  db: Db;
+  clock: Clock;
+  /** The host's driver: the builder's machines are made like its VMs, in a directory of their own. */
+  driver: QemuDriver;
+  gateway: EgressGateway | null;
+  hostId: string;
+  /** Where built layers are kept. */
+  layersDir: string;
+  /** Where builder VMs live while they run. */
+  buildDir: string;
+  feed: ImageFeed;
+  log: Logger;
+  image: () => Image | null;
+}
+
+/** Network slots of builder VMs: apart from tenant VMs and scrub VMs. */
+const BUILD_SLOT_BASE = 0x7e00;
+/** How long one step may run. */
+const STEP_TIMEOUT_MS = 30 * 60_000;
+/** What of one step's output the log keeps (the rest is counted). */
+const STEP_OUTPUT_BYTES = 256 * 1024;
+/** Bytes of a file written into the builder per exec (base64 on the guest channel). */
+const COPY_CHUNK = 512 * 1024;
+const BUILD_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+
+/** A step of the build with its cache key: steps that change files have a layer under that key. */
+interface PlannedStep {
+  step: Step;
+  key: string;
+  /** Changes files: has a layer. */
+  fs: boolean;
+}
+
+/** The build's running state: its builder VM (once needed), the user RUN steps run as, the env. */
+interface BuildState {
+  vmId: string | null;
+  env: Map<string, string>;
+  workdir: string;
+  user: string;
+  /** The layer the builder's root started from, and the newest captured since. */
+  startLayer: string | null;
+  layer: string | null;
+}
+
+export class ImageBuilder {
+  private readonly builders: QemuDriver;
+  private running: Promise<void> | null = null;
+  private again = false;
+  private closed = false;
+  private slot = 0;
+
+  constructor(private readonly o: ImageBuilderOptions) {
+    this.builders = new QemuDriver({ ...o.driver.opts, vmsDir: o.buildDir, standby: 0 });
+  }
+
+  /** Builds interrupted by a crash go back to the queue, and their builder VMs go; then queued builds start. */
+  async start(): Promise<void> {
+    // Each builder's QEMU runs as a user of its own: these folders are traversable, not listable, by them.
+    for (const dir of [this.o.buildDir, this.o.layersDir]) {
+      await mkdir(dir, { recursive: true, mode: 0o711 });
+      await chmod(dir, 0o711);
+    }
+    for (const vmId of await this.builders.listVmDirs()) {
+      await this.builders.adopt(vmId).catch(() => null);
+      await this.builders.destroy(vmId).catch((err) => this.o.log.warn({ err, vm_id: vmId }, 'removing a builder VM failed'));
+    }
+    const requeued = await imageStore.requeueInterrupted(this.o.db, this.o.hostId);
+    if (requeued.length) this.o.log.info({ images: requeued }, 'image builds interrupted by a restart are queued again');
+    this.kick();
+  }
+
+  /** A build may be queued: take queued builds one at a time until none is left. */
+  kick(): void {
+    if (this.closed || !this.o.image()) return;
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    this.running = (async () => {
+      do {
+        this.again = false;
+        for (;;) {
+          if (this.closed) return;
+          const row = await imageStore.claimQueued(this.o.db, this.o.hostId);
+          if (!row) break;
+          await this.build(row).catch((err) => this.o.log.error({ err, image_id: row.image_id }, 'image build failed'));
+        }
+      } while (this.again);
+    })()
+      .catch((err) => this.o.log.error({ err }, 'taking queued image builds failed'))
+      .finally(() => (this.running = null));
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.running;
+  }
+
+  private async say(imageId: string, text: string): Promise<void> {
+    await imageStore.appendLog(this.o.db, imageId, text.slice(0, 4000), this.o.clock.now());
+    await this.o.feed.publish({ image_id: imageId }).catch(() => undefined);
+  }
+
+  private async build(row: imageStore.ImageRow & { context: Record<string, string> }): Promise<void> {
+    const imageId = row.image_id;
+    const image = this.o.image()!;
+    const t0 = performance.now();
+    const state: BuildState = { vmId: null, env: new Map(), workdir: BASE_CONFIG.workdir, user: 'root', startLayer: null, layer: null };
+    try {
+      const { steps } = parseDockerfile(row.dockerfile);
+      const parent = row.parent === 'base' ? null : await imageStore.byId(this.o.db, row.parent);
+      if (row.parent !== 'base' && (!parent?.layer_path || !existsSync(parent.layer_path))) {
+        throw new Error(`its parent image ${row.parent} is not on this host`);
+      }
+      const parentConfig: ImageConfig = parent?.config ?? BASE_CONFIG;
+      for (const [k, v] of Object.entries(parentConfig.env)) state.env.set(k, v);
+      state.workdir = parentConfig.workdir;
+      state.user = parentConfig.user || 'root';
+      state.startLayer = state.layer = parent?.layer_path ?? null;
+      const plan = this.plan(steps, parent ? `image:${parent.image_id}` : `base:${image.id}`, row.context);
+      await this.say(imageId, `building ${row.name} (${imageId}) FROM ${row.parent}: ${steps.length} step${steps.length === 1 ? '' : 's'}`);
+      // The longest prefix the cache has: the build goes on from its last layer.
+      let resumeAt = 0;
+      for (let i = 0; i < plan.length; i++) {
+        if (!plan[i].fs) continue;
+        const cached = await imageStore.layer(this.o.db, this.o.hostId, plan[i].key);
+        if (!cached || !existsSync(cached.path)) break;
+        resumeAt = i + 1;
+        state.startLayer = state.layer = cached.path;
+      }
+      for (const [i, p] of plan.entries()) {
+        const head = `step ${i + 1}/${plan.length}: ${p.step.text.slice(0, 200)}`;
+        this.track(state, p.step);
+        if (i < resumeAt) {
+          await this.say(imageId, `${head} (cached)`);
+          continue;
+        }
+        await this.say(imageId, head);
+        if (!p.fs) continue;
+        await this.ensureBuilder(row, state, image);
+        await this.runStep(imageId, state, p.step, row.context);
+        await this.capture(state, p.key);
+      }
+      const config = configAfter(parentConfig, steps);
+      // The image describes itself to the guest agent: a last layer with its config, cached like a step.
+      const configKey = sha256Hex(`${plan.at(-1)?.key ?? (parent ? `image:${parent.image_id}` : `base:${image.id}`)}\nCONFIG ${JSON.stringify(config)}`);
+      const cachedConfig = await imageStore.layer(this.o.db, this.o.hostId, configKey);
+      if (cachedConfig && existsSync(cachedConfig.path)) state.layer = cachedConfig.path;
+      else {
+        await this.ensureBuilder(row, state, image);
+        await this.exec(state, { argv: ['/bin/sh', '-c', 'mkdir -p "$(dirname "$1")" && cat > "$1" && { [ -z "$2" ] || mkdir -p "$2"; }', 'config', IMAGE_CONFIG_PATH, config.workdir], stdin: `${JSON.stringify(config)}\n` }, 'writing the image config');
+        await this.capture(state, configKey);
+      }
+      const packages = state.vmId ? await this.packages(state) : (parent?.packages ?? []);
+      const layerPath = state.layer!;
+      const size = await chainBytes(layerPath);
+      const secs = ((performance.now() - t0) / 1000).toFixed(1);
+      await this.say(imageId, `image ${imageId} ready in ${secs} s: ${(size / 1024 / 1024).toFixed(1)} MiB of layers, ${packages.length} packages`);
+      await imageStore.markReady(this.o.db, imageId, { layerPath, sizeBytes: size, config, packages }, this.o.clock.now());
+      this.o.log.info({ image_id: imageId, bytes: size, seconds: Number(secs) }, 'image built');
+    } catch (err) {
+      const reason = (err as Error).message.slice(0, 500);
+      await this.say(imageId, `build failed: ${reason}`).catch(() => undefined);
+      await imageStore.markFailed(this.o.db, imageId, reason);
+    } finally {
+      if (state.vmId) await this.dropBuilder(state.vmId);
+      await this.o.feed.publish({ image_id: imageId }).catch(() => undefined);
+    }
+  }
+
+  /** Each step's cache key: its parent's key, its text, what it copies, and the build arguments it sees. */
+  private plan(steps: Step[], parentKey: string, context: Record<string, string>): PlannedStep[] {
+    let key = parentKey;
+    const args: string[] = [];
+    return steps.map((step) => {
+      if (step.kind === 'arg') args.push(`${step.name}=${step.value ?? ''}`);
+      const inputs = step.kind === 'copy' ? step.sources.flatMap((s) => filesOfSource(s, Object.keys(context)).map((f) => `${f}:${sha256Hex(context[f])}`)) : [];
+      key = sha256Hex(`${key}\n${step.text}\n${inputs.join(',')}\n${step.kind === 'run' ? args.join(',') : ''}`);
+      return { step, key, fs: step.kind === 'run' || step.kind === 'copy' || step.kind === 'workdir' };
+    });
+  }
+
+  /** What a step changes of the build's state before it runs (ENV, ARG, USER, WORKDIR). */
+  private track(state: BuildState, step: Step): void {
+    if (step.kind === 'env') for (const [k, v] of step.vars) state.env.set(k, v);
+    if (step.kind === 'arg' && !state.env.has(step.name)) state.env.set(step.name, step.value ?? '');
+    if (step.kind === 'user') state.user = step.user;
+    if (step.kind === 'workdir') state.workdir = joinWorkdir(state.workdir, step.path);
+  }
+
+  private async ensureBuilder(row: imageStore.ImageRow, state: BuildState, image: Image): Promise<void> {
+    if (state.vmId) return;
+    const starter = PLANS.starter;
+    const vmId = `vm_build${randomBase62(14)}`;
+    const spec: VmSpec = {
+      vmId,
+      vcpus: starter.vcpus,
+      memoryMib: starter.memory_mib,
+      diskGib: 1,
+      image,
+      netSlot: BUILD_SLOT_BASE + (this.slot++ % 0xff),
+      hostname: 'agentvm-build',
+      upperBacking: state.startLayer,
+    };
+    state.vmId = vmId;
+    this.o.gateway?.setPolicy(vmId, row.egress);
+    await this.say(row.image_id, `starting a builder VM (egress ${row.egress.mode}${row.egress.mode === 'allowlist' ? `: ${row.egress.allow.join(' ') || 'nothing'}` : ''})`);
+    await this.builders.prepareDisks(spec, true);
+    await this.builders.start(spec);
+  }
+
+  private async dropBuilder(vmId: string): Promise<void> {
+    await this.builders.destroy(vmId).catch((err) => this.o.log.warn({ err, vm_id: vmId }, 'removing a builder VM failed'));
+    this.o.gateway?.setPolicy(vmId, null);
+  }
+
+  /** Runs `args` in the builder as `state.user`, in `state.workdir`, with the build's environment. */
+  private async exec(state: BuildState, args: Omit<ExecArgs, 'uid' | 'gid' | 'env'> & { asRoot?: boolean }, what: string): Promise<ExecResult> {
+    const ids = args.asRoot ? { uid: 0, gid: 0 } : await this.ids(state);
+    const env = { PATH: BUILD_PATH, HOME: ids.uid === 0 ? '/root' : `/home/${state.user.split(':')[0]}`, DEBIAN_FRONTEND: 'noninteractive', ...Object.fromEntries(state.env) };
+    const r = await this.builders.exec(state.vmId!, { max_output_bytes: STEP_OUTPUT_BYTES, timeout_ms: STEP_TIMEOUT_MS, ...args, ...ids, env }, STEP_TIMEOUT_MS + 30_000);
+    if (r.timed_out) throw new Error(`${what} ran longer than ${STEP_TIMEOUT_MS / 60_000} minutes`);
+    return r;
+  }
+
+  /** The uid and gid of the build's USER (`name`, `name:group` or numbers), looked up in the builder. */
+  private async ids(state: BuildState): Promise<{ uid: number; gid: number }> {
+    const [user, group] = state.user.split(':');
+    if (user === 'root' && !group) return { uid: 0, gid: 0 };
+    const r = await this.exec(state, { argv: ['/bin/sh', '-c', 'id -u "$1" && if [ -n "$2" ]; then getent group "$2" | cut -d: -f3 || echo "$2"; else id -g "$1"; fi', 'ids', user, group ?? ''], asRoot: true }, 'USER');
+    const [uid, gid] = r.stdout.trim().split('\n').map(Number);
+    if (r.exit_code !== 0 || !Number.isInteger(uid) || !Number.isInteger(gid)) throw new Error(`USER ${state.user}: no such user in the image`);
+    return { uid, gid };
+  }
+
+  private async runStep(imageId: string, state: BuildState, step: Step, context: Record<string, string>): Promise<void> {
+    if (state.workdir) await this.exec(state, { argv: ['mkdir', '-p', state.workdir], asRoot: true }, 'WORKDIR');
+    if (step.kind === 'workdir') return;
+    if (step.kind === 'run') {
+      const r = await this.exec(state, { argv: step.argv, cwd: state.workdir || '/' }, `line ${step.line}`);
+      for (const line of `${r.stdout}${r.stderr}`.split('\n').filter(Boolean).slice(0, 2000)) await this.say(imageId, line);
+      const cut = r.stdout_truncated_bytes + r.stderr_truncated_bytes;
+      if (cut > 0) await this.say(imageId, `(${cut} more bytes of output not kept)`);
+      if (r.exit_code !== 0) throw new Error(`line ${step.line}: ${step.text.slice(0, 120)} exited with ${r.exit_code ?? r.signal}`);
+      return;
+    }
+    if (step.kind !== 'copy') return;
+    const names = Object.keys(context);
+    const targets: string[] = [];
+    const dest = step.dest.startsWith('/') ? step.dest : joinWorkdir(state.workdir || '/', step.dest);
+    const many = step.sources.length > 1 || step.dest.endsWith('/');
+    for (const source of step.sources) {
+      const dir = source.replace(/\/+$/, '').replace(/^\.\/?/, '');
+      for (const file of filesOfSource(source, names)) {
+        const isDir = file !== dir;
+        const target = isDir ? path.posix.join(dest, file.slice(dir === '' ? 0 : dir.length + 1)) : many ? path.posix.join(dest, path.posix.basename(file)) : dest;
+        const bytes = Buffer.from(context[file], 'base64');
+        for (let off = 0; off === 0 || off < bytes.length; off += COPY_CHUNK) {
+          const chunk = bytes.subarray(off, off + COPY_CHUNK).toString('base64');
+          const r = await this.exec(state, { argv: ['/bin/sh', '-c', `mkdir -p "$(dirname "$1")" && base64 -d ${off === 0 ? '>' : '>>'} "$1"`, 'copy', target], stdin: chunk, asRoot: true }, `line ${step.line}`);
+          if (r.exit_code !== 0) throw new Error(`line ${step.line}: copying ${file} to ${target} failed: ${r.stderr.trim().slice(0, 200)}`);
+        }
+        targets.push(target);
+      }
+    }
+    const fix = [step.chown ? `chown -h ${shellQuote(step.chown)} "$@"` : '', step.chmod ? `chmod ${step.chmod} "$@"` : ''].filter(Boolean).join(' && ');
+    if (fix) {
+      const r = await this.exec(state, { argv: ['/bin/sh', '-c', fix, 'copy', ...targets], asRoot: true }, `line ${step.line}`);
+      if (r.exit_code !== 0) throw new Error(`line ${step.line}: ${r.stderr.trim().slice(0, 200)}`);
+    }
+    await this.say(imageId, `copied ${targets.length} file${targets.length === 1 ? '' : 's'}`);
+  }
+
+  /** Flushes the builder's root and keeps what changed since the last layer as the layer of `key`. */
+  private async capture(state: BuildState, key: string): Promise<void> {
+    await this.exec(state, { argv: ['sync'], asRoot: true }, 'sync');
+    await mkdir(this.o.layersDir, { recursive: true });
+    const out = path.join(this.o.layersDir, `${key}.qcow2`);
+    const tmp = `${out}.${randomBase62(6)}.tmp`;
+    const backing = state.layer ? ['-B', state.layer, '-F', 'qcow2'] : [];
+    try {
+      await runQemuImg(['convert', '-U', '-O', 'qcow2', ...backing, this.builders.upperPath(state.vmId!), tmp]);
+      await rename(tmp, out);
+    } finally {
+      await rm(tmp, { force: true });
+    }
+    await imageStore.saveLayer(this.o.db, this.o.hostId, key, out, (await stat(out)).size, this.o.clock.now());
+    state.layer = out;
+  }
+
+  private async packages(state: BuildState): Promise<Array<{ name: string; version: string }>> {
+    const r = await this.exec(state, { argv: ['dpkg-query', '-W', '-f', '${Package}\t${Version}\n'], asRoot: true, max_output_bytes: 4 * 1024 * 1024 }, 'listing packages');
+    return r.stdout
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => l.split('\t'))
+      .map(([name, version]) => ({ name, version: version ?? '' }));
+  }
+}
+
+/** A value as one word for sh. */
+function shellQuote(s: string): string {
+  return `'${s.replace(/'/g, `'\\''`)}'`;
+}
+
+/** Bytes of a layer and every layer under it. */
+async function chainBytes(layer: string): Promise<number> {
+  let total = 0;
+  let file: string | null = layer;
+  const seen = new Set<string>();
+  while (file && !seen.has(file)) {
+    seen.add(file);
+    total += (await stat(file)).size;
+    file = await backingOf(file);
+  }
+  return total;
+}
+
+/** The backing file a qcow2 names in its header, or null. */
+async function backingOf(file: string): Promise<string | null> {
+  const fh = await open(file, 'r');
+  try {
+    const head = Buffer.alloc(20);
+    await fh.read(head, 0, 20, 0);
+    const offset = Number(head.readBigUInt64BE(8));
+    const size = head.readUInt32BE(16);
+    if (offset === 0 || size === 0) return null;
+    const name = Buffer.alloc(size);
+    await fh.read(name, 0, size, offset);
+    const p = name.toString();
+    return path.isAbsolute(p) ? p : path.join(path.dirname(file), p);
+  } finally {
+    await fh.close();
+  }
+}

@@ -1,0 +1,213 @@
+/**
+ * The `images`, `image_build_log` and `image_layers` tables: a tenant's images from request to ready
+ * or failed, what their builds printed, and each host's cache of built steps. Each function takes the
+ * database or the transaction it runs in.
+ */
+import type { Queryable } from './db.ts';
+import type { EgressPolicy } from '../domain/egress.ts';
+import type { ImageConfig } from '../domain/dockerfile.ts';
+
+export type ImageStatus = 'queued' | 'building' | 'ready' | 'failed';
+
+export interface ImageRow {
+  image_id: string;
+  tenant_id: string;
+  name: string;
+  slug: string;
+  visibility: 'public' | 'private';
+  status: ImageStatus;
+  status_reason: string | null;
+  parent: string;
+  dockerfile: string;
+  egress: EgressPolicy;
+  config: ImageConfig;
+  packages: Array<{ name: string; version: string }>;
+  size_bytes: number;
+  host_id: string | null;
+  layer_path: string | null;
+  last_seq: number;
+  created_at: Date;
+  ready_at: Date | null;
+}
+
+export interface NewImage {
+  image_id: string;
+  tenant_id: string;
+  name: string;
+  slug: string;
+  visibility: 'public' | 'private';
+  parent: string;
+  dockerfile: string;
+  context: Record<string, string>;
+  egress: EgressPolicy;
+  created_at: Date;
+}
+
+const COLUMNS = `image_id, tenant_id, name, slug, visibility, status, status_reason, parent, dockerfile, egress, config, packages,
+                 size_bytes::float8 AS size_bytes, host_id, layer_path, last_seq, created_at, ready_at`;
+
+/** What a tenant may see: its own images and the public ready ones, none deleted. */
+const VISIBLE = `deleted_at IS NULL AND (tenant_id = $1 OR (visibility = 'public' AND status = 'ready'))`;
+
+export async function insertQueued(q: Queryable, i: NewImage): Promise<ImageRow> {
+  const [row] = await q.query<ImageRow>(
+    `INSERT INTO images (image_id, tenant_id, name, slug, visibility, status, parent, dockerfile, context, egress, created_at)
+     VALUES ($1, $2, $3, $4, $5, 'queued', $6, $7, $8, $9, $10) RETURNING ${COLUMNS}`,
+    [i.image_id, i.tenant_id, i.name, i.slug, i.visibility, i.parent, i.dockerfile, JSON.stringify(i.context), JSON.stringify(i.egress), i.created_at],
+  );
+  return row;
+}
+
+/** One visible image by id, or by slug: the newest ready build of that name, the caller's own first. */
+export async function getVisible(q: Queryable, tenantId: string, idOrSlug: string): Promise<ImageRow | undefined> {
+  if (idOrSlug.startsWith('img_')) {
+    const [row] = await q.query<ImageRow>(`SELECT ${COLUMNS} FROM images WHERE image_id = $2 AND ${VISIBLE}`, [tenantId, idOrSlug]);
+    return row;
+  }
+  const [row] = await q.query<ImageRow>(
+    `SELECT ${COLUMNS} FROM images WHERE slug = $2 AND status = 'ready' AND ${VISIBLE}
+     ORDER BY (tenant_id = $1) DESC, ready_at DESC LIMIT 1`,
+    [tenantId, idOrSlug],
+  );
+  return row;
+}
+
+export async function countVisible(q: Queryable, tenantId: string, search?: string): Promise<number> {
+  const [row] = await q.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM images WHERE ${VISIBLE} AND ($2::text IS NULL OR name ILIKE '%' || $2 || '%' OR slug ILIKE '%' || $2 || '%')`,
+    [tenantId, search ?? null],
+  );
+  return row.n;
+}
+
+/** A page of the visible images, newest first. */
+export function listVisible(q: Queryable, tenantId: string, o: { limit: number; offset: number; search?: string }): Promise<ImageRow[]> {
+  return q.query<ImageRow>(
+    `SELECT ${COLUMNS} FROM images WHERE ${VISIBLE} AND ($2::text IS NULL OR name ILIKE '%' || $2 || '%' OR slug ILIKE '%' || $2 || '%')
+     ORDER BY created_at DESC, image_id LIMIT $3 OFFSET $4`,
+    [tenantId, o.search ?? null, o.limit, o.offset],
+  );
+}
+
+/** The slug a tenant's earlier build of `name` has, if any (a rebuild keeps its slug). */
+export async function slugOfName(q: Queryable, tenantId: string, name: string): Promise<string | undefined> {
+  const [row] = await q.query<{ slug: string }>(`SELECT slug FROM images WHERE tenant_id = $1 AND name = $2 ORDER BY created_at LIMIT 1`, [tenantId, name]);
+  return row?.slug;
+}
+
+/** Slugs starting with `prefix` that images of other tenants hold. */
+export async function slugsOfOthers(q: Queryable, tenantId: string, prefix: string): Promise<Set<string>> {
+  const rows = await q.query<{ slug: string }>(`SELECT DISTINCT slug FROM images WHERE tenant_id <> $1 AND slug LIKE $2 || '%'`, [tenantId, prefix]);
+  return new Set(rows.map((r) => r.slug));
+}
+
+/** What still uses an image: VMs not deleted that start from it, images not deleted built on it. */
+export async function users(q: Queryable, imageId: string): Promise<{ vms: number; images: number }> {
+  const [row] = await q.query<{ vms: number; images: number }>(
+    `SELECT (SELECT count(*)::int FROM vms WHERE root_image_id = $1 AND deleted_at IS NULL) AS vms,
+            (SELECT count(*)::int FROM images WHERE parent = $1 AND deleted_at IS NULL AND status <> 'failed') AS images`,
+    [imageId],
+  );
+  return row;
+}
+
+export async function markDeleted(q: Queryable, tenantId: string, imageId: string, now: Date): Promise<ImageRow | undefined> {
+  const [row] = await q.query<ImageRow>(
+    `UPDATE images SET deleted_at = $3, context = NULL WHERE tenant_id = $1 AND image_id = $2 AND deleted_at IS NULL RETURNING ${COLUMNS}`,
+    [tenantId, imageId, now],
+  );
+  return row;
+}
+
+/** Takes the oldest queued build for this host: it is `building` here from now on. */
+export async function claimQueued(q: Queryable, hostId: string): Promise<(ImageRow & { context: Record<string, string> }) | undefined> {
+  const [row] = await q.query<ImageRow & { context: Record<string, string> }>(
+    `UPDATE images SET status = 'building', host_id = $1
+     WHERE image_id = (SELECT image_id FROM images WHERE status = 'queued' AND deleted_at IS NULL ORDER BY created_at FOR UPDATE SKIP LOCKED LIMIT 1)
+     RETURNING ${COLUMNS}, context`,
+    [hostId],
+  );
+  return row;
+}
+
+/** Builds a crash interrupted on this host go back to the queue (built steps are cached). */
+export async function requeueInterrupted(q: Queryable, hostId: string): Promise<string[]> {
+  const rows = await q.query<{ image_id: string }>(
+    `UPDATE images SET status = 'queued', host_id = NULL WHERE status = 'building' AND host_id = $1 RETURNING image_id`,
+    [hostId],
+  );
+  return rows.map((r) => r.image_id);
+}
+
+export async function markReady(
+  q: Queryable,
+  imageId: string,
+  r: { layerPath: string; sizeBytes: number; config: ImageConfig; packages: Array<{ name: string; version: string }> },
+  now: Date,
+): Promise<void> {
+  await q.query(
+    `UPDATE images SET status = 'ready', status_reason = NULL, layer_path = $2, size_bytes = $3, config = $4, packages = $5, ready_at = $6, context = NULL
+     WHERE image_id = $1`,
+    [imageId, r.layerPath, r.sizeBytes, JSON.stringify(r.config), JSON.stringify(r.packages), now],
+  );
+}
+
+export async function markFailed(q: Queryable, imageId: string, reason: string): Promise<void> {
+  await q.query(`UPDATE images SET status = 'failed', status_reason = $2, context = NULL WHERE image_id = $1`, [imageId, reason]);
+}
+
+/** The image's row whatever its tenant (a host's own look-up). */
+export async function byId(q: Queryable, imageId: string): Promise<ImageRow | undefined> {
+  const [row] = await q.query<ImageRow>(`SELECT ${COLUMNS} FROM images WHERE image_id = $1`, [imageId]);
+  return row;
+}
+
+/** Appends a line to a build's log; answers its sequence number. */
+export async function appendLog(q: Queryable, imageId: string, text: string, now: Date): Promise<number> {
+  const [row] = await q.query<{ last_seq: number }>(`UPDATE images SET last_seq = last_seq + 1 WHERE image_id = $1 RETURNING last_seq`, [imageId]);
+  await q.query(`INSERT INTO image_build_log (image_id, seq, at, text) VALUES ($1, $2, $3, $4)`, [imageId, row.last_seq, now, text]);
+  return row.last_seq;
+}
+
+export function logAfter(q: Queryable, imageId: string, after: number, limit = 500): Promise<Array<{ seq: number; text: string }>> {
+  return q.query(`SELECT seq, text FROM image_build_log WHERE image_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, [imageId, after, limit]);
+}
+
+export async function layer(q: Queryable, hostId: string, key: string): Promise<{ path: string; size_bytes: number } | undefined> {
+  const [row] = await q.query<{ path: string; size_bytes: number }>(
+    `SELECT path, size_bytes::float8 AS size_bytes FROM image_layers WHERE host_id = $1 AND cache_key = $2`,
+    [hostId, key],
+  );
+  return row;
+}
+
+export async function saveLayer(q: Queryable, hostId: string, key: string, path: string, sizeBytes: number, now: Date): Promise<void> {
+  await q.query(
+    `INSERT INTO image_layers (host_id, cache_key, path, size_bytes, created_at) VALUES ($1, $2, $3, $4, $5)
+     ON CONFLICT (host_id, cache_key) DO UPDATE SET path = excluded.path, size_bytes = excluded.size_bytes`,
+    [hostId, key, path, sizeBytes, now],
+  );
+}
+
+/** A tenant's images that count against its quota (not deleted, not failed): their number and bytes. */
+export async function usage(q: Queryable, tenantId: string): Promise<{ images: number; bytes: number }> {
+  const [row] = await q.query<{ images: number; bytes: number }>(
+    `SELECT count(*)::int AS images, coalesce(sum(size_bytes), 0)::float8 AS bytes FROM images
+     WHERE tenant_id = $1 AND deleted_at IS NULL AND status <> 'failed'`,
+    [tenantId],
+  );
+  return row;
+}
+
+/** The root layer a VM's image gives it, or null (base). */
+export async function layerOfVm(q: Queryable, vmId: string): Promise<{ layer_path: string | null; config: ImageConfig } | null> {
+  const [row] = await q.query<{ layer_path: string | null; config: ImageConfig }>(
+    `SELECT i.layer_path, i.config FROM vms v JOIN images i ON i.image_id = v.root_image_id WHERE v.vm_id = $1`,
+    [vmId],
+  );
+  return row ?? null;
+}
+
+export async function setVmImage(q: Queryable, vmId: string, imageId: string): Promise<void> {
+  await q.query(`UPDATE vms SET root_image_id = $2 WHERE vm_id = $1`, [vmId, imageId]);
+}

@@ -1,0 +1,204 @@
+/**
+ * Images of a tenant's own, through a real server and real microVMs: a Dockerfile built in a builder
+ * VM (its log streamed), the step cache, a VM of the image whose runs take its ENV, WORKDIR and USER,
+ * restart and reprovision, deletion while in use, and every refusal. The builds' egress is `none`, so
+ * nothing leaves the machine. Needs QEMU and a built guest image (AGENTVM_TEST_IMAGE_DIR).
+ */
+import { describe, test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { appendFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+import { createParser } from 'eventsource-parser';
+import { loadConfig } from '../src/config.ts';
+import { startServer, type RunningServer } from '../src/server.ts';
+import { createLogger } from '../src/log.ts';
+import { apiClient, killQemusUnder, seedSnapshots, until, type ApiCall } from './helpers.ts';
+
+const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;
+const skip = imageDir ? false : 'set AGENTVM_TEST_IMAGE_DIR to a built image dir (npm run test:all does)';
+const b64 = (s: string) => Buffer.from(s).toString('base64');
+
+/** The echo harness's program, put first on PATH by the image: it says where and as whom runs start. */
+const FAKE_ECHO = `#!/bin/sh
+printf '{"pwd":"%s","user":"%s","greeting":"%s","built":"%s"}\\n' "$(pwd)" "$(id -un)" "$GREETING" "$(cat /opt/tool/built.txt)"
+`;
+const dockerfile = (greeting: string) => `# a tool image
+FROM base
+ARG GREETING=${greeting}
+ENV GREETING=$GREETING TOOL_HOME=/opt/tool PATH=/opt/tool/bin:/usr/local/bin:/usr/bin:/bin
+WORKDIR /opt/tool
+COPY bin/ ./bin/
+RUN chmod 755 bin/agentvm-echo && echo "$GREETING from the build as $(id -un)" > built.txt
+USER nobody
+`;
+
+describe('images of your own, built from a Dockerfile', { skip }, () => {
+  let dataDir: string;
+  let server: RunningServer;
+  let api: ApiCall;
+  let stranger: ApiCall;
+  let key: string;
+
+  before(async () => {
+    dataDir = await mkdtemp(path.join(os.tmpdir(), 'agentvm-images-'));
+    process.env.AGENTVM_ADMIN_TOKEN = 'avm_admin_test_token_0123456789abcdefghijkl';
+    const config = { ...loadConfig({ host: '127.0.0.1', port: 0, dataDir }), imageDir: imageDir! };
+    delete process.env.AGENTVM_ADMIN_TOKEN;
+    const sink = new Writable({
+      write: (c, _e, cb) => {
+        if (process.env.DEBUG_LOG) appendFileSync(process.env.DEBUG_LOG, c);
+        if (/"level":(50|60)/.test(c.toString())) process.stderr.write(c);
+        cb();
+      },
+    });
+    await seedSnapshots(dataDir);
+    server = await startServer(config, createLogger('info', sink));
+    await server.host.imageReady;
+    const admin = apiClient(server.url, config.adminToken!);
+    const tenant = await admin('POST', '/v1/admin/tenants', { email: 'images@example.com' });
+    await admin('PUT', `/v1/admin/tenants/${tenant.body.tenant_id}/card`, { brand: 'visa', last4: '4242' });
+    key = tenant.body.api_key;
+    api = apiClient(server.url, key);
+    stranger = apiClient(server.url, (await admin('POST', '/v1/admin/tenants', { email: 'other@example.com' })).body.api_key);
+    await server.host.prewarmed;
+  });
+
+  after(async () => {
+    await server?.close({ stopVms: true });
+    await killQemusUnder(dataDir);
+    await rm(dataDir, { recursive: true, force: true });
+  });
+
+  /** The build's log as its event stream gives it, and the image it ends with. */
+  async function readStream(imageId: string, lastEventId?: string): Promise<{ lines: string[]; ids: number[]; image: any }> {
+    const out = { lines: [] as string[], ids: [] as number[], image: null as any };
+    const res = await fetch(`${server.url}/v1/api/images/${imageId}/build/events`, {
+      headers: { authorization: `Bearer ${key}`, accept: 'text/event-stream', ...(lastEventId ? { 'last-event-id': lastEventId } : {}) },
+    });
+    assert.equal(res.status, 200);
+    const parser = createParser({
+      onEvent: (e) => {
+        if (e.event === 'log') {
+          out.lines.push(JSON.parse(e.data).text);
+          out.ids.push(Number(e.id));
+        } else if (e.event === 'end') out.image = JSON.parse(e.data);
+      },
+    });
+    parser.feed(await res.text());
+    return out;
+  }
+
+  async function build(greeting: string): Promise<{ lines: string[]; image: any }> {
+    const r = await api('POST', '/v1/api/images', {
+      name: 'Tool box',
+      dockerfile: dockerfile(greeting),
+      files: { 'bin/agentvm-echo': b64(FAKE_ECHO) },
+      egress: { mode: 'none', allow: [] },
+    });
+    assert.equal(r.status, 202, JSON.stringify(r.body));
+    assert.equal(r.body.status, 'queued');
+    assert.equal(r.body.slug, 'tool-box');
+    const { lines, image } = await readStream(r.body.image_id);
+    assert.equal(image?.status, 'ready', lines.join('\n'));
+    return { lines, image };
+  }
+
+  const runEcho = async (vmId: string) => {
+    const r = await api('POST', `/v1/api/vms/${vmId}/run`, { task: 'where am I' });
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    return JSON.parse(r.body.stdout.trim().split('\n').at(-1));
+  };
+
+  test('a build, its cache, a VM of it, restart, reprovision to a newer build, and deletion', { timeout: 20 * 60_000 }, async () => {
+    const first = await build('hello');
+    assert.ok(first.lines.some((l) => /^step 5\/6: RUN chmod/.test(l)), first.lines.join('\n'));
+    assert.ok(first.lines.some((l) => /starting a builder VM \(egress none/.test(l)));
+    assert.ok(!first.lines.some((l) => /\(cached\)/.test(l)), 'nothing was cached the first time');
+    assert.ok(first.image.size_bytes > 0);
+    assert.ok(first.image.packages.some((p: { name: string }) => p.name === 'nodejs'), 'the packages are read from the built root');
+    // The same Dockerfile again: every step from the cache, no builder VM.
+    const again = await build('hello');
+    assert.notEqual(again.image.image_id, first.image.image_id, 'each build is a new image');
+    assert.equal(again.lines.filter((l) => /\(cached\)$/.test(l)).length, 6, again.lines.join('\n'));
+    assert.ok(!again.lines.some((l) => /builder VM/.test(l)));
+    assert.equal((await api('GET', '/v1/api/images/tool-box')).body.image_id, again.image.image_id, 'the slug names the newest ready build');
+    assert.equal((await stranger('GET', `/v1/api/images/${first.image.image_id}`)).status, 404, 'a private image is its tenant\'s');
+
+    const created = await api('POST', '/v1/api/vms', { harness: 'echo', image: 'tool-box', egress: { mode: 'none', allow: [] } });
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    const vmId = created.body.vm_id;
+    const running = async () =>
+      until(`${vmId} running`, async () => {
+        const vm = (await api('GET', `/v1/api/vms/${vmId}`)).body;
+        if (vm.status === 'failed') throw new Error(`failed: ${vm.status_reason}`);
+        return vm.status === 'running' && vm;
+      });
+    assert.equal((await running()).image, again.image.image_id);
+    assert.deepEqual(await runEcho(vmId), { pwd: '/opt/tool', user: 'nobody', greeting: 'hello', built: 'hello from the build as root' });
+
+    // Restart: the root is the image's again.
+    const exec = (argv: string[]) => server.host.driver!.exec(vmId, { argv }, 30_000);
+    await exec(['sh', '-c', 'echo scratch > /opt/tool/scratch && rm /opt/tool/built.txt && sync']);
+    assert.equal((await api('POST', `/v1/api/vms/${vmId}/restart`)).status, 200);
+    await until('restarted', async () => (await api('GET', `/v1/api/vms/${vmId}`)).body.status === 'restarting' || undefined, 30_000).catch(() => undefined);
+    await running();
+    assert.equal((await exec(['sh', '-c', 'ls /opt/tool'])).stdout.split('\n').filter(Boolean).sort().join(','), 'bin,built.txt');
+
+    // A newer build of the name; reprovision moves the VM to it.
+    const newer = await build('hi');
+    assert.ok(newer.lines.some((l) => /step 4\/6: COPY bin\/ \.\/bin\/ \(cached\)/.test(l)), 'steps before the changed one come from the cache');
+    assert.ok(newer.lines.some((l) => /^step 5\/6: RUN chmod/.test(l)), 'the RUN after the changed ARG runs again');
+    assert.equal((await api('POST', `/v1/api/vms/${vmId}/reprovision`)).status, 200);
+    await until('reprovisioned', async () => {
+      const vm = (await api('GET', `/v1/api/vms/${vmId}`)).body;
+      return vm.status === 'running' && vm.image === newer.image.image_id;
+    });
+    assert.equal((await runEcho(vmId)).greeting, 'hi');
+
+    // Deletion waits for its users.
+    const inUse = await api('DELETE', `/v1/api/images/${newer.image.image_id}`);
+    assert.equal(inUse.status, 409);
+    assert.equal(inUse.body.error, 'image_in_use');
+    assert.match(inUse.body.message, /1 VM/);
+    assert.equal((await api('DELETE', `/v1/api/images/${first.image.image_id}`)).status, 200, 'an image no VM uses goes');
+    assert.equal((await api('GET', `/v1/api/images/${first.image.image_id}`)).status, 404);
+    assert.equal((await api('DELETE', `/v1/api/vms/${vmId}`)).status, 200);
+    assert.equal((await api('DELETE', `/v1/api/images/${newer.image.image_id}`)).status, 200);
+    const list = await api('GET', '/v1/api/images');
+    assert.deepEqual(list.body.data.map((i: any) => i.image_id), [again.image.image_id]);
+  });
+
+  test('a failing RUN fails the build naming its line; refusals change nothing', { timeout: 10 * 60_000 }, async () => {
+    const r = await api('POST', '/v1/api/images', { name: 'broken', dockerfile: 'FROM base\nRUN echo about to fail && exit 3\n', egress: { mode: 'none', allow: [] } });
+    assert.equal(r.status, 202);
+    const { lines, image } = await readStream(r.body.image_id);
+    assert.equal(image.status, 'failed');
+    assert.match(image.status_reason, /^line 2: RUN echo about to fail && exit 3 exited with 3$/);
+    assert.ok(lines.includes('about to fail'), lines.join('\n'));
+    const resumed = await readStream(r.body.image_id, '1');
+    assert.equal(resumed.ids[0], 2, 'Last-Event-ID: the stream goes on after it');
+    assert.equal(resumed.image.status, 'failed');
+    const before = (await api('GET', '/v1/api/images')).body.total;
+    const refused: Array<[unknown, number, RegExp]> = [
+      [{ name: 'x', dockerfile: 'FROM base\nHEALTHCHECK CMD true' }, 400, /dockerfile: line 2: HEALTHCHECK is not supported/],
+      [{ name: 'x', dockerfile: 'FROM base\nCOPY missing.txt /x' }, 400, /line 2: missing.txt is not among the build's files/],
+      [{ name: 'x', dockerfile: 'FROM img_nope' }, 400, /FROM img_nope: no image/],
+      [{ name: 'x', dockerfile: 'FROM base', files: { '../x': b64('x') } }, 400, /may not hold "\.\."/],
+      [{ name: 'x', dockerfile: 'FROM base', files: { a: 'not base64!' } }, 400, /must be base64/],
+      [{ name: 'x', dockerfile: 'FROM base', egress: { mode: 'allowlist', allow: ['@nope'] } }, 400, /not a preset/],
+      [{ name: '', dockerfile: 'FROM base' }, 400, /name/],
+      [{ name: 'x', dockerfile: 'FROM base', files: { big: Buffer.alloc(17 * 1024 * 1024).toString('base64') } }, 413, /16 MiB/],
+    ];
+    for (const [body, status, why] of refused) {
+      const res = await api('POST', '/v1/api/images', body);
+      assert.equal(res.status, status, JSON.stringify(res.body));
+      assert.match(res.body.message, why);
+    }
+    assert.equal((await api('GET', '/v1/api/images')).body.total, before, 'no refused request made an image');
+    assert.equal((await api('POST', '/v1/api/vms', { harness: 'echo', image: 'img_nope' })).status, 400);
+    assert.equal((await api('GET', '/v1/api/images/base')).body.image_id, 'base');
+  });
+});
