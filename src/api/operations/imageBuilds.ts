@@ -36,7 +36,8 @@ export const createImage = defineOperation({
   audience: 'customer',
   write: true,
   extension: true,
-  body: { schema: CreateImageRequest, required: true },
+  // Up to 16 MiB of files, as base64 (4/3) in JSON, with the Dockerfile.
+  body: { schema: CreateImageRequest, required: true, maxBytes: 24 * 1024 * 1024 },
   success: { status: 201, schema: Image, description: 'Not used: the build is asynchronous (202)' },
   alsoAnswers: { status: 202, schema: Image, description: 'The queued image' },
   errors: ['quota_exceeded', 'payload_too_large'],
