@@ -17,6 +17,7 @@ const BENCHES = [
   { id: 'gallery', file: 'gallery.bench.ts', what: 'listTemplates with q over 100,000 templates on PostgreSQL' },
   { id: 'lifecycle', file: 'vm.bench.ts', what: 'create → running from snapshots vs cold boots; create → first echo; suspend and resume; idle memory; 20 at once' },
   { id: 'fork', file: 'fork.bench.ts', what: 'fork of a 1 GiB template vs an empty one' },
+  { id: 'images', file: 'images.bench.ts', what: 'an image build vs the same steps in a VM; a cached rebuild; a VM of an image vs a base VM' },
   { id: 'run', file: 'run.bench.ts', what: 'echo run through the API vs the guest agent directly' },
   { id: 'runs', file: 'runs.bench.ts', what: 'a run live: first line at a watcher vs the guest; 50 watchers of one run' },
   { id: 'scaleout', file: 'scaleout.bench.ts', what: 'two API replicas and three hosts vs one host' },

@@ -1,0 +1,69 @@
+// Images of your own through a real server: a Dockerfile of three RUN steps built in a builder VM
+// against the same three steps as one run in a running VM; a rebuild of the unchanged Dockerfile
+// (every step from the cache); and create → running of a VM of the image against a base VM, in turns.
+// Targets (decisions section 15, issue 40): build ≤ 1.5x the steps in a VM; cached rebuild ≤ 2 s;
+// a VM of the image within 10% of a base VM. Needs QEMU and a built image: AGENTVM_IMAGE_DIR.
+import { pct, report, row } from './report.ts';
+import { startBenchPlatform } from './platform.ts';
+
+const N = Number(process.env.BENCH_IMAGE_VMS ?? 4);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const STEPS = ['seq 1 20000 | sha256sum > /opt/one', 'mkdir -p /opt/tree && for i in $(seq 1 200); do echo $i > /opt/tree/$i; done', 'tar -C /opt -cf /opt/tree.tar tree && sync'];
+const DOCKERFILE = `FROM base\n${STEPS.map((s) => `RUN ${s}`).join('\n')}\n`;
+const { server, base, h, close } = await startBenchPlatform('imagebench');
+try {
+  const driver = server.host.driver!;
+  const call = async (method: string, p: string, body?: unknown) => {
+    const res = await fetch(`${base}${p}`, { method, headers: h, body: body === undefined ? undefined : JSON.stringify(body) });
+    const json = await res.json().catch(() => null);
+    if (res.status >= 300) throw new Error(`${method} ${p}: ${res.status} ${JSON.stringify(json)}`);
+    return json;
+  };
+  const untilRunning = async (vmId: string, t0: number) => {
+    for (;;) {
+      const vm = await call('GET', `/v1/api/vms/${vmId}`);
+      if (vm.status === 'running') return performance.now() - t0;
+      if (vm.status === 'failed') throw new Error(`${vmId} failed: ${vm.status_reason}`);
+      await sleep(10);
+    }
+  };
+  const build = async () => {
+    const t0 = performance.now();
+    const image = await call('POST', '/v1/api/images', { name: 'bench', dockerfile: DOCKERFILE, egress: { mode: 'none', allow: [] } });
+    for (;;) {
+      const got = await call('GET', `/v1/api/images/${image.image_id}`);
+      if (got.status === 'ready') return { ms: performance.now() - t0, image: got };
+      if (got.status === 'failed') throw new Error(`the build failed: ${got.status_reason}`);
+      await sleep(20);
+    }
+  };
+  // The baseline: the same steps as one command in a running VM (as root, as the build runs them).
+  const vm = await call('POST', '/v1/api/vms', { harness: 'echo', egress: { mode: 'none', allow: [] } });
+  await untilRunning(vm.vm_id, performance.now());
+  const t0 = performance.now();
+  const r = await driver.exec(vm.vm_id, { argv: ['sh', '-c', STEPS.join(' && ')] }, 10 * 60_000);
+  if (r.exit_code !== 0) throw new Error(`the steps failed in a VM: ${r.stderr}`);
+  const inVm = performance.now() - t0;
+  await call('DELETE', `/v1/api/vms/${vm.vm_id}`);
+  const first = await build();
+  const again = await build();
+  const times: Record<'image' | 'base', number[]> = { image: [], base: [] };
+  for (let i = 0; i < N; i++) {
+    for (const kind of ['image', 'base'] as const) {
+      const t = performance.now();
+      const created = await call('POST', '/v1/api/vms', { harness: 'echo', egress: { mode: 'none', allow: [] }, ...(kind === 'image' ? { image: 'bench' } : {}) });
+      times[kind].push(await untilRunning(created.vm_id, t));
+      await call('DELETE', `/v1/api/vms/${created.vm_id}`);
+    }
+  }
+  await server.host.reconciler!.settled();
+  const p50 = (k: 'image' | 'base') => pct(times[k], 50);
+  const vmRatio = p50('image') / p50('base');
+  await report(`Images (${N} VMs of each kind, in turns)`, [
+    row('images', 'build of a Dockerfile of 3 RUN steps → ready', `${(first.ms / 1000).toFixed(1)} s`, `${(inVm / 1000).toFixed(1)} s as one run in a VM`, first.ms / inVm, '≤ 150%', first.ms <= 1.5 * inVm),
+    row('images', 'rebuild of the unchanged Dockerfile (all cached) → ready', `${(again.ms / 1000).toFixed(2)} s`, '', null, '≤ 2 s', again.ms <= 2000),
+    row('images', 'create → running, a VM of the image, p50', `${p50('image').toFixed(0)} ms`, `${p50('base').toFixed(0)} ms base VM`, vmRatio, '≤ 110%', vmRatio <= 1.1),
+  ]);
+} finally {
+  await close();
+}
