@@ -13,6 +13,7 @@ import { chooseAccel } from '../src/vmm/probe.ts';
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, '..');
 const BENCHES = [
+  { id: 'startup', file: 'startup.bench.ts', what: 'agentvm --version, whoami and vms list vs node -e 0; kill -9 of serve → listening; idle serve memory' },
   { id: 'api', file: 'api.bench.ts', what: 'API throughput: whoami, listHarnesses vs a bare route' },
   { id: 'gallery', file: 'gallery.bench.ts', what: 'listTemplates with q over 100,000 templates on PostgreSQL' },
   { id: 'lifecycle', file: 'vm.bench.ts', what: 'create → running from snapshots vs cold boots; create → first echo; suspend and resume; idle memory; 20 at once' },

@@ -18,6 +18,8 @@ const out = path.join(root, 'dist');
  * guest agent's sources) reads `import.meta.url`: in the bundle it stays the URL of that source file, so
  * those files are found where they are in the tree, whichever chunk the code ends up in.
  */
+const EXTERNAL = ['@electric-sql/pglite', 'esbuild', 'pino', 'commander', 'pg-native', 'bufferutil', 'utf-8-validate'];
+
 const sourceLocations = {
   name: 'source-locations',
   setup(b) {
@@ -38,9 +40,17 @@ const common = {
   format: 'esm',
   platform: 'node',
   target: 'node20',
-  packages: 'external',
+  // Packages are bundled too (one file instead of hundreds for Node's loader to find and read), but for
+  // those that find files beside themselves (PGlite's WebAssembly, esbuild's binary, pino's workers) or
+  // load optional native modules.
+  external: EXTERNAL,
+  banner: { js: "import { createRequire as __agentvmCreateRequire } from 'node:module'; const require = __agentvmCreateRequire(import.meta.url);" },
   // Guest programs imported as their text, as the image build loads them.
   loader: { '.pl': 'text' },
+  // Shorter code to read and to keep (V8 holds a module's source for as long as the process runs); names
+  // stay as they are, for stack traces.
+  minifyWhitespace: true,
+  minifySyntax: true,
   metafile: true,
   logLevel: 'warning',
   plugins: [sourceLocations],

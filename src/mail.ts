@@ -1,4 +1,3 @@
-import nodemailer from 'nodemailer';
 import type { Logger } from './log.ts';
 import type { Mailer } from './domain/login.ts';
 
@@ -8,11 +7,13 @@ import type { Mailer } from './domain/login.ts';
  */
 export function createMailer(smtpUrl: string | undefined, from: string, log: Logger): Mailer {
   if (smtpUrl) {
-    const transport = nodemailer.createTransport(smtpUrl);
+    // nodemailer is loaded with the first mail, not at each start.
+    let transport: Promise<{ sendMail(mail: { from: string; to: string; subject: string; text: string }): Promise<unknown> }> | undefined;
     return {
       async send(to, subject, text) {
         try {
-          await transport.sendMail({ from, to, subject, text });
+          transport ??= import('nodemailer').then((m) => m.default.createTransport(smtpUrl));
+          await (await transport).sendMail({ from, to, subject, text });
         } catch (err) {
           log.warn({ err, to }, 'sending a login code by mail failed');
           throw err;

@@ -24,6 +24,8 @@ import { hostAuthority, type InternalAuthority } from './host/internalAuth.ts';
 import { FailureThrottle } from './throttle.ts';
 import https from 'node:https';
 import { serveShellSockets, type ShellSockets } from './api/shellSocket.ts';
+import { previewSite, servePreviews } from './api/preview.ts';
+import { LocalPortAccess } from './host/portAccess.ts';
 import { hostsBaseImage, trackBaseImage } from './image/manifest.ts';
 
 /** How long a stopping server lets requests in flight finish before it closes their connections. */
@@ -148,7 +150,7 @@ async function compose(
   const host = await localVmHost(config, core, log);
   const services = buildServices(
     core,
-    { driver: () => host.probe(), executor: host.executor, guest: host.guest, capture: host.capture, vmsChanged: () => host.vmsChanged(), imagesQueued: () => host.imagesQueued?.(), baseImage: trackBaseImage(host.imageReady) },
+    { driver: () => host.probe(), executor: host.executor, guest: host.guest, ports: host.driver ? new LocalPortAccess(host.driver) : null, capture: host.capture, vmsChanged: () => host.vmsChanged(), imagesQueued: () => host.imagesQueued?.(), baseImage: trackBaseImage(host.imageReady) },
     domainOpts,
   );
   if (config.role === 'host') {
@@ -160,11 +162,42 @@ async function compose(
   return { services, host, app: buildApp({ services, log, adminToken: await resolveAdminToken(config, log), rateLimit }) };
 }
 
+export interface StartOptions {
+  /** Makes a new embedded database in `dir` when there is none (the command does it in a process of its own). */
+  makeDb?: (dir: string) => Promise<void>;
+}
+
+type Fetch = (req: Request, env?: unknown) => Response | Promise<Response>;
+
+/** The error shape of the API, for the answers a server gives before its app is made. */
+const unavailable = (message: string) => Response.json({ error: 'unavailable', message }, { status: 503 });
+
 /**
- * Starts a process of its role and listens at once; the VM host's slow start (re-adopting VMs, the
- * guest image, the first snapshot) goes on in the background, and /readyz says when it is done.
+ * The app of a server that listens before its app is made: until then /healthz answers that the process
+ * is up, and any other request (/readyz too) waits for the app, or is a 503 if the start fails.
  */
-export async function startServer(config: Config, log: Logger = createLogger(config.logLevel)): Promise<RunningServer> {
+function deferredApp(): { fetch: Fetch; ready(app: Fetch): void; failed(): void } {
+  let app: Fetch | undefined;
+  let settle!: (app: Fetch | null) => void;
+  const made = new Promise<Fetch | null>((resolve) => (settle = resolve));
+  return {
+    fetch: (req, env) => {
+      if (app) return app(req, env);
+      const { pathname } = new URL(req.url);
+      if (pathname === '/healthz') return Response.json({ ok: true });
+      return made.then((a) => (a ? a(req, env) : unavailable('the server failed to start; see its log')));
+    },
+    ready: (a) => settle((app = a)),
+    failed: () => settle(null),
+  };
+}
+
+/**
+ * Starts a process of its role and listens at once, before its database is open; the VM host's slow
+ * start (re-adopting VMs, the guest image, the first snapshot) goes on in the background, and /readyz
+ * says when it is done. Resolves once the app answers.
+ */
+export async function startServer(config: Config, log: Logger = createLogger(config.logLevel), opts: StartOptions = {}): Promise<RunningServer> {
   if (config.role !== 'all') {
     if (!config.databaseUrl) throw new Error(`role ${config.role} needs DATABASE_URL: API replicas and VM hosts share one PostgreSQL server`);
   }
@@ -180,45 +213,72 @@ export async function startServer(config: Config, log: Logger = createLogger(con
   await mkdir(config.dataDir, { recursive: true, mode: 0o700 });
   // One server per data dir: it holds the embedded database and the VMs' disks.
   const unlock = await lockDataDir(config.dataDir);
-  const opening = performance.now();
-  let db: Db;
+
+  // The operator's token and the host's id are on disk before the server listens (scripts read them as soon as it does).
+  if (config.role !== 'host') await resolveAdminToken(config, log);
+  if (config.role !== 'api') await readHostId(config.dataDir);
+
+  // It listens first: a request that comes while the database opens waits for the app (a restarted
+  // server takes connections at once instead of refusing them for as long as its database recovers).
+  const front = deferredApp();
+  // A host's internal endpoint over TLS when the operator gave certificates; with a CA, replicas must show theirs.
+  const internalHttps = config.role === 'host' && tls;
+  let server: ServerType;
   try {
-    db = await openDb({ databaseUrl: config.databaseUrl, pgliteDir: path.join(config.dataDir, 'db') });
+    server = await new Promise((resolve, reject) => {
+      const s = serve(
+        {
+          fetch: front.fetch,
+          hostname: config.host,
+          port: config.port,
+          ...(internalHttps
+            ? { createServer: https.createServer, serverOptions: { cert: tls.cert, key: tls.key, ca: tls.ca, requestCert: !!tls.ca, rejectUnauthorized: !!tls.ca } }
+            : {}),
+        },
+        () => resolve(s),
+      );
+      s.once('error', reject);
+    });
   } catch (err) {
     await unlock();
     throw err;
   }
-  log.info(
-    { database: db.kind, loaded_ms: loadedMs, open_ms: Math.round(performance.now() - opening) },
-    db.kind === 'pglite' ? 'embedded PostgreSQL (PGlite) ready' : 'PostgreSQL server ready',
-  );
-  const { services, host, app, internal } = await compose(config, db, log, tls);
-
-  // A host's internal endpoint over TLS when the operator gave certificates; with a CA, replicas must show theirs.
-  const internalHttps = config.role === 'host' && tls;
-  const server: ServerType = await new Promise((resolve, reject) => {
-    const s = serve(
-      {
-        fetch: app.fetch,
-        hostname: config.host,
-        port: config.port,
-        ...(internalHttps
-          ? { createServer: https.createServer, serverOptions: { cert: tls.cert, key: tls.key, ca: tls.ca, requestCert: !!tls.ca, rejectUnauthorized: !!tls.ca } }
-          : {}),
-      },
-      () => resolve(s),
-    );
-    s.once('error', reject);
-  });
-  // Shell sockets: the customer's on the API, the replicas' on a host's internal endpoint.
-  const sockets: ShellSockets = config.role === 'host'
-    ? serveInternalShellSockets(server as Server, { ...internal!, guest: host.guest, log })
-    : serveShellSockets(server as Server, services, log);
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
   const url = `${internalHttps ? 'https' : 'http'}://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
   // listen_ms: from the process's start, so that a slow start shows in the log (the chaos test reads it).
   log.info({ url, role: config.role, listen_ms: Math.round(process.uptime() * 1000) }, 'agentvm is listening');
+
+  const opening = performance.now();
+  let db: Db | undefined;
+  let composed: Awaited<ReturnType<typeof compose>>;
+  try {
+    if (opts.makeDb && !config.databaseUrl) await opts.makeDb(path.join(config.dataDir, 'db'));
+    db = await openDb({ databaseUrl: config.databaseUrl, pgliteDir: path.join(config.dataDir, 'db') });
+    log.info(
+      { database: db.kind, loaded_ms: loadedMs, open_ms: Math.round(performance.now() - opening) },
+      db.kind === 'pglite' ? 'embedded PostgreSQL (PGlite) ready' : 'PostgreSQL server ready',
+    );
+    composed = await compose(config, db, log, tls);
+  } catch (err) {
+    front.failed();
+    await new Promise((resolve) => server.close(resolve));
+    await db?.close().catch(() => undefined);
+    await unlock();
+    throw err;
+  }
+  const { services, host, app, internal } = composed;
+  front.ready(app.fetch);
+  // Shell sockets: the customer's on the API, the replicas' on a host's internal endpoint.
+  const sockets: ShellSockets = config.role === 'host'
+    ? serveInternalShellSockets(server as Server, { ...internal!, guest: host.guest, log })
+    : serveShellSockets(server as Server, services, log);
+  // Previews: requests for a port of a VM, taken ahead of the API's router and its shell sockets.
+  if (config.role !== 'host') {
+    services.previews.site = previewSite(port);
+    servePreviews(server as Server, services.previews, log);
+  }
+  log.info({ role: config.role, ready_ms: Math.round(process.uptime() * 1000) }, 'agentvm is ready');
   // Where the API replicas reach this host's internal endpoint.
   const started = host.start(config.role === 'host' ? { internalUrl: config.hostUrl ?? url } : {});
   // Background work every process shares through claimed rows: webhook deliveries, idle stop, expiry, the event prune.

@@ -14,8 +14,6 @@ import { buildOpenApiDocument } from './openapi.ts';
 import { RateLimiter } from './rateLimit.ts';
 import { capBody, MAX_BODY_BYTES, MCP_MAX_BODY_BYTES } from './bodyLimit.ts';
 import { clientAddress, FailureThrottle } from '../throttle.ts';
-import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
-import { createMcpServer } from '../mcp/server.ts';
 import { apiClient } from '../client/client.ts';
 import type { Principal } from '../domain/keys.ts';
 import { buildConsole } from '../console/app.tsx';
@@ -119,8 +117,9 @@ export function buildApp(opts: AppOptions): Hono<Env> {
     }));
   const adminDigest = digest(opts.adminToken);
   const routes = routeTable([...CUSTOMER_OPERATIONS, ...ADMIN_OPERATIONS]);
-  const customerDoc = customerOpenApiDocument();
-  const adminDoc = adminOpenApiDocument();
+  // The documents are made when first asked for, not at each start.
+  let customerDoc: ReturnType<typeof customerOpenApiDocument> | undefined;
+  let adminDoc: ReturnType<typeof adminOpenApiDocument> | undefined;
 
   const reqLog = requestLogger(log);
   const logRequest = (c: Context, requestId: string, status: number, started: number) =>
@@ -191,8 +190,8 @@ export function buildApp(opts: AppOptions): Hono<Env> {
     const why = database !== 'ok' ? 'the database is not usable' : `the VM driver is not usable: ${driver.detail}`;
     return renderError(c, new ApiError('unavailable', why, 'see the server log', { 'Retry-After': '5' }));
   });
-  app.get(OPENAPI_PATH, (c) => c.json(customerDoc));
-  app.get('/v1/admin/openapi.json', (c) => c.json(adminDoc));
+  app.get(OPENAPI_PATH, (c) => c.json((customerDoc ??= customerOpenApiDocument())));
+  app.get('/v1/admin/openapi.json', (c) => c.json((adminDoc ??= adminOpenApiDocument())));
   app.get('/docs', (c) => c.html(DOCS_HTML));
   app.get('/docs/assets/:file', async (c) => {
     const file = c.req.param('file');
@@ -238,8 +237,13 @@ export function buildApp(opts: AppOptions): Hono<Env> {
   }
 
   // MCP over streamable HTTP, stateless: each request gets a server whose tools call this API in
-  // process with the caller's own key, so every rule (scope, tenancy, money) applies unchanged.
+  // process with the caller's own key, so every rule (scope, tenancy, money) applies unchanged. The MCP
+  // SDK is loaded with the first such request (a third of the server's code, not needed to start).
   app.on(['GET', 'POST', 'DELETE'], MCP_PATH, async (c) => {
+    const [{ createMcpServer }, { WebStandardStreamableHTTPServerTransport }] = await Promise.all([
+      import('../mcp/server.ts'),
+      import('@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js'),
+    ]);
     const key = bearerToken(c)!;
     const server = createMcpServer(() => apiClient('http://agentvm.internal', key, (req) => app.fetch(req)));
     const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });

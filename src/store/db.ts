@@ -1,6 +1,7 @@
 import { readdir, readFile, mkdir } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
+import { setFlagsFromString } from 'node:v8';
 import pg from 'pg';
 import { PGlite } from '@electric-sql/pglite';
 
@@ -133,6 +134,20 @@ export async function dumpDb(db: Db): Promise<Blob> {
   return db.dump();
 }
 
+let pgliteSet = false;
+
+/**
+ * The embedded Postgres is WebAssembly, compiled by V8: each function when first called, by its baseline
+ * compiler only. Its optimising tier spent seconds of CPU on Postgres's large functions after each start
+ * and held ~50 MiB of code, for no gain measured on the small queries of a control plane.
+ */
+function pgliteProcessSettings(): void {
+  if (pgliteSet) return;
+  pgliteSet = true;
+  setFlagsFromString('--liftoff-only');
+  setFlagsFromString('--wasm-lazy-compilation');
+}
+
 export async function openDb(opts: OpenDbOptions): Promise<Db> {
   let db: Db;
   if (opts.databaseUrl) {
@@ -150,7 +165,14 @@ export async function openDb(opts: OpenDbOptions): Promise<Db> {
   } else {
     const dir = opts.pgliteDir ?? 'memory://';
     if (!dir.startsWith('memory://')) await mkdir(dir, { recursive: true });
-    const pglite = await PGlite.create(dir, { parsers: { [INT8]: toNumber, [NUMERIC]: toNumber }, loadDataDir: opts.pgliteDump });
+    pgliteProcessSettings();
+    const pglite = await PGlite.create(dir, {
+      parsers: { [INT8]: toNumber, [NUMERIC]: toNumber },
+      loadDataDir: opts.pgliteDump,
+      // Its buffer pool is memory of this process, zeroed at start: 16 MiB rather than Postgres's 128 holds
+      // a control plane's hot rows (the rest is read from the files, through the OS's page cache).
+      startParams: [...PGlite.defaultStartParams, '-c', 'shared_buffers=16MB'],
+    });
     db = new PgliteDb(pglite);
   }
   await migrate(db);
