@@ -1,5 +1,6 @@
 /** `--wait`: wait for a VM's transition to be done (GET …/wait), with a spinner and the elapsed time on stderr. */
 import type { Command } from 'commander';
+import { createSpinner } from 'nanospinner';
 import { call, ClientError, type ApiClient, type Schemas } from '../client/client.ts';
 
 export type WaitTarget = 'running' | 'stopped' | 'suspended';
@@ -15,7 +16,6 @@ export const addWaitOptions = (cmd: Command) =>
  */
 export async function waitForVm(api: ApiClient, vmId: string, target: WaitTarget, timeoutS: number): Promise<Schemas['VM']> {
   const started = Date.now();
-  const { createSpinner } = await import('nanospinner');
   const spinner = createSpinner(`${vmId}: waiting for ${target}`, { stream: process.stderr }).start();
   try {
     for (;;) {
