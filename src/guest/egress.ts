@@ -20,7 +20,7 @@ let nextConn = 1;
 /** At most this many connections wait at once; more are closed at once (the host caps open ones). */
 const MAX_WAITING = 1024;
 /** A connection the host has not answered in this long is closed. */
-const WAIT_MS = 30_000;
+const WAIT_MS = 90_000;
 
 export interface EgressAttachArgs {
   conn: number;
@@ -71,16 +71,24 @@ export async function egressAttach(args: EgressAttachArgs): Promise<{ attached: 
   return { attached: true };
 }
 
-/** `egress_refuse`: the host will not take the connection (no gateway, too many open): it is closed. */
-export function egressRefuse(args: { conn: number }): { refused: boolean } {
+/**
+ * `egress_refuse`: the host will not take the connection (no gateway, too many open), or gave up on
+ * its `egress_attach` (`stream`: the one it named, cut here if the attach came after all): it is closed.
+ */
+export async function egressRefuse(args: { conn: number; stream?: number }): Promise<{ refused: boolean }> {
   const sock = waiting.get(args?.conn);
   waiting.delete(args?.conn);
   sock?.destroy();
+  const { mux } = await dataPort();
+  if (Number.isInteger(args?.stream) && mux.has(args.stream!)) {
+    mux.open(args.stream!).abort({ error: 'refused', message: 'the host gave up on the connection' });
+    return { refused: true };
+  }
   return { refused: Boolean(sock) };
 }
 
-/** A program's connection and its stream, joined: each side's end and abort reach the other. */
-function splice(sock: net.Socket, s: MuxStream): void {
+/** A program's connection and its stream, joined: each side's end and abort reach the other (egress and previews). */
+export function splice(sock: net.Socket, s: MuxStream): void {
   sock.on('data', (chunk: Buffer) => {
     sock.pause();
     s.write(chunk).then(

@@ -39,7 +39,7 @@ export interface EgressVm {
  */
 export function linkEgress(vm: EgressVm, gateway: GatewayPort | null): (msg: Record<string, unknown>) => boolean {
   let open = 0;
-  const refuse = (conn: number) => void agentRequest(vm.agent, 'egress_refuse', { conn }, 10_000).catch(() => undefined);
+  const refuse = (conn: number, stream?: number) => void agentRequest(vm.agent, 'egress_refuse', { conn, stream }, 60_000).catch(() => undefined);
   const attach = async (conn: number) => {
     if (!gateway || vm.stopping() || open >= MAX_EGRESS_CONNECTIONS) return refuse(conn);
     open++;
@@ -53,13 +53,15 @@ export function linkEgress(vm: EgressVm, gateway: GatewayPort | null): (msg: Rec
       if (vm.data.isClosed || vm.stopping()) throw new Error('the data port is closed');
       socket = new StreamDuplex(vm.data.stream());
       socket.once('close', done);
-      const { attached } = await agentRequest<{ attached: boolean }>(vm.agent, 'egress_attach', { conn, stream: socket.stream.id, window: socket.stream.window }, 10_000);
+      // A guest slow to answer (a busy one under emulation) still gets its connection; one that never
+      // does has it refused, the stream with it (an attach that came late would leave it open).
+      const { attached } = await agentRequest<{ attached: boolean }>(vm.agent, 'egress_attach', { conn, stream: socket.stream.id, window: socket.stream.window }, 60_000);
       if (!attached) return void socket.destroy();
       gateway.accept(vm.vmId, socket);
     } catch {
       socket?.destroy();
       done();
-      refuse(conn);
+      refuse(conn, socket?.stream.id);
     }
   };
   return (msg) => {
