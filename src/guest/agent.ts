@@ -18,6 +18,7 @@ import { openShell } from './shell.ts';
 import { readFile as readVmFile, writeFile as writeVmFile } from './files.ts';
 import { dataPort, dataSync, rawSink, rawSinkDone, rawSource } from './dataPort.ts';
 import { egressAttach, egressRefuse, startEgressListener, type EgressAttachArgs } from './egress.ts';
+import { listPorts, portConnect, type PortConnectArgs } from './ports.ts';
 import {
   AGENT_PORT_NAME,
   AGENT_PROTOCOL_VERSION,
@@ -363,6 +364,10 @@ async function handle(req: AgentRequest): Promise<unknown> {
       return egressAttach(req.args as EgressAttachArgs);
     case 'egress_refuse':
       return egressRefuse(req.args as { conn: number });
+    case 'port_connect':
+      return portConnect(req.args as PortConnectArgs);
+    case 'ports_list':
+      return listPorts();
     case 'raw_sink':
       return rawSink(Number((req.args as { bytes: number }).bytes));
     case 'raw_sink_done':
