@@ -162,6 +162,8 @@ export class ImageBuilder {
         resumeAt = i + 1;
         state.startLayer = state.layer = cached.path;
       }
+      // Steps after the last change of files only set the config: nothing of them is built again.
+      if (plan.slice(resumeAt).every((p) => !p.fs)) resumeAt = plan.length;
       for (const [i, p] of plan.entries()) {
         const head = `step ${i + 1}/${plan.length}: ${p.step.text.slice(0, 200)}`;
         this.track(state, p.step);
@@ -182,10 +184,15 @@ export class ImageBuilder {
       if (cachedConfig && existsSync(cachedConfig.path)) state.layer = cachedConfig.path;
       else {
         await this.ensureBuilder(row, state, image);
-        await this.exec(state, { argv: ['/bin/sh', '-c', 'mkdir -p "$(dirname "$1")" && cat > "$1" && { [ -z "$2" ] || mkdir -p "$2"; }', 'config', IMAGE_CONFIG_PATH, config.workdir], stdin: `${JSON.stringify(config)}\n` }, 'writing the image config');
+        const w = await this.exec(
+          state,
+          { argv: ['/bin/sh', '-c', 'mkdir -p "$(dirname "$1")" && cat > "$1" && { [ -z "$2" ] || mkdir -p "$2"; }', 'config', IMAGE_CONFIG_PATH, config.workdir], stdin: `${JSON.stringify(config)}\n`, asRoot: true },
+          'writing the image config',
+        );
+        if (w.exit_code !== 0) throw new Error(`writing the image's config failed: ${w.stderr.trim().slice(0, 200)}`);
         await this.capture(state, configKey);
       }
-      const packages = state.vmId ? await this.packages(state) : (parent?.packages ?? []);
+      const packages = state.vmId ? await this.packages(state) : ((await imageStore.packagesOfLayer(this.o.db, state.layer!)) ?? parent?.packages ?? []);
       const layerPath = state.layer!;
       const size = await chainBytes(layerPath);
       const secs = ((performance.now() - t0) / 1000).toFixed(1);
@@ -275,7 +282,11 @@ export class ImageBuilder {
       for (const line of `${r.stdout}${r.stderr}`.split('\n').filter(Boolean).slice(0, 2000)) await this.say(imageId, line);
       const cut = r.stdout_truncated_bytes + r.stderr_truncated_bytes;
       if (cut > 0) await this.say(imageId, `(${cut} more bytes of output not kept)`);
-      if (r.exit_code !== 0) throw new Error(`line ${step.line}: ${step.text.slice(0, 120)} exited with ${r.exit_code ?? r.signal}`);
+      if (r.exit_code !== 0) {
+        // The reason carries the step, its exit code and the tail of what it printed.
+        const tail = `${r.stdout}${r.stderr}`.trim().split('\n').slice(-5).join('\n').slice(-300);
+        throw new Error(`line ${step.line}: ${step.text.slice(0, 120)} exited with ${r.exit_code ?? r.signal}${tail ? `; its output ended:\n${tail}` : ''}`);
+      }
       return;
     }
     if (step.kind !== 'copy') return;

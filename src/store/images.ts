@@ -211,3 +211,12 @@ export async function layerOfVm(q: Queryable, vmId: string): Promise<{ layer_pat
 export async function setVmImage(q: Queryable, vmId: string, imageId: string): Promise<void> {
   await q.query(`UPDATE vms SET root_image_id = $2 WHERE vm_id = $1`, [vmId, imageId]);
 }
+
+/** The packages of the newest ready image whose last layer is `layerPath` (a build wholly from the cache). */
+export async function packagesOfLayer(q: Queryable, layerPath: string): Promise<Array<{ name: string; version: string }> | null> {
+  const [row] = await q.query<{ packages: Array<{ name: string; version: string }> }>(
+    `SELECT packages FROM images WHERE layer_path = $1 AND status = 'ready' ORDER BY ready_at DESC LIMIT 1`,
+    [layerPath],
+  );
+  return row?.packages ?? null;
+}
