@@ -18,7 +18,7 @@ import pg from 'pg';
 import { openDb, type Db } from '../src/store/db.ts';
 import { TIERS } from '../src/domain/plans.ts';
 import { randomBase62 } from '../src/domain/ids.ts';
-import { killQemusUnder, qemuPidsUnder, until } from './helpers.ts';
+import { killQemusUnder, qemuPidsUnder, seedSnapshots, until } from './helpers.ts';
 
 const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;
 const skip = imageDir ? false : 'needs AGENTVM_TEST_IMAGE_DIR (npm run test:all sets it)';
@@ -399,6 +399,7 @@ for (const form of forms) {
       process.stderr.write(`chaos (${form.name}): ${chaos.where()}\n`);
 
       // A VM and a template to fork from, before the kills begin.
+      for (const h of hosts) await seedSnapshots(h.dir);
       for (const p of chaos.procs) await chaos.start(p);
       await until('a VM host is ready', async () => (await fetch(`${chaos.api.url}/readyz`)).status === 200);
       await chaos.setUp();

@@ -12,7 +12,7 @@ import { promisify } from 'node:util';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { killQemusUnder, until } from './helpers.ts';
+import { killQemusUnder, seedSnapshots, until } from './helpers.ts';
 
 const run = promisify(execFile);
 const BIN = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../bin/agentvm.js');
@@ -62,6 +62,7 @@ describe('the CLI and the MCP server against a real server', () => {
   before(async () => {
     dataDir = await mkdtemp(path.join(os.tmpdir(), 'agentvm-cli-'));
     configHome = await mkdtemp(path.join(os.tmpdir(), 'agentvm-cfg-'));
+    if (imageDir) await seedSnapshots(dataDir);
     server = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--data-dir', dataDir], {
       env: {
         ...process.env,

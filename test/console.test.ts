@@ -15,7 +15,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { freshDb, ManualClock, killQemusUnder, until } from './helpers.ts';
+import { freshDb, ManualClock, killQemusUnder, seedSnapshots, until } from './helpers.ts';
 import { startConsoleServer, type ConsoleServer } from './consoleServer.ts';
 import { buildCoreServices, buildServices } from '../src/domain/services.ts';
 import { SESSION_TTL_MS } from '../src/domain/sessions.ts';
@@ -630,6 +630,7 @@ describe('web console with a real VM', { skip: noBrowser || (imageDir ? false : 
   before(async () => {
     dataDir = await mkdtemp(path.join(os.tmpdir(), 'agentvm-console-vm-'));
     const config = { ...loadConfig({ host: '127.0.0.1', port: 0, dataDir }), imageDir: imageDir! };
+    await seedSnapshots(dataDir);
     server = await startServer(config, createLogger('info', new Writable({ write: (c, _e, cb) => (logs.push(c.toString()), cb()) })));
     await server.host.imageReady;
     browser = await launch();

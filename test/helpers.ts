@@ -1,4 +1,5 @@
-import { readdir, readFile, readlink, realpath } from 'node:fs/promises';
+import { copyFile, link, mkdir, readdir, readFile, readlink, realpath } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -317,6 +318,39 @@ export async function until<T>(what: string, fn: () => Promise<T | undefined | f
   throw new Error(`timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
 }
 
+/**
+ * The golden snapshots made once for the whole run: scripts/test-all.sh has a server make the starter
+ * shape's while the types are checked, into AGENTVM_TEST_SNAPSHOT_DIR (marked `.ready` or `.failed`
+ * when done). Put into a new data dir before its server starts, they spare that server booting and
+ * saving a golden VM of its own (17-25 s under TCG, while the test's own VMs wait or boot cold). The
+ * memory file is linked (clones map it copy-on-write: nothing writes to it); the other files are
+ * copied (a test damages the state). Without the variable, or when that build failed, the server
+ * makes its own as always. Answers whether it put them there.
+ */
+export async function seedSnapshots(dataDir: string): Promise<boolean> {
+  const from = process.env.AGENTVM_TEST_SNAPSHOT_DIR;
+  if (!from) return false;
+  const deadline = Date.now() + 15 * 60_000;
+  while (!existsSync(path.join(from, '.ready'))) {
+    if (existsSync(path.join(from, '.failed')) || Date.now() > deadline) return false;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  for (const dir of await readdir(from, { withFileTypes: true })) {
+    if (!dir.isDirectory()) continue;
+    const key = dir.name;
+    const to = path.join(dataDir, 'snapshots', key);
+    if (existsSync(to)) continue;
+    await mkdir(to, { recursive: true, mode: 0o700 });
+    for (const f of await readdir(path.join(from, key), { withFileTypes: true })) {
+      if (!f.isFile()) continue;
+      const [src, dst] = [path.join(from, key, f.name), path.join(to, f.name)];
+      if (f.name === 'mem') await link(src, dst).catch((err) => (err.code === 'EXDEV' ? copyFile(src, dst) : Promise.reject(err)));
+      else await copyFile(src, dst);
+    }
+  }
+  return true;
+}
+
 /** Pids of live QEMU processes whose command line names this directory. */
 export async function qemuPidsUnder(dir: string): Promise<number[]> {
   const pids: number[] = [];
@@ -397,6 +431,7 @@ const SERVER_BIN = fileURLToPath(new URL('../bin/agentvm.js', import.meta.url));
  * environment; answers it and its URL once it logs that it listens (a kill -9 test kills it).
  */
 export async function spawnServer(dataDir: string, env: Record<string, string>): Promise<{ proc: ChildProcess; url: string }> {
+  if (!existsSync(path.join(dataDir, 'snapshots'))) await seedSnapshots(dataDir);
   let out = '';
   const proc = spawn(process.execPath, [SERVER_BIN, 'serve', '--port', '0', '--data-dir', dataDir], {
     env: { ...process.env, ...env },

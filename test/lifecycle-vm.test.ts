@@ -16,7 +16,7 @@ import path from 'node:path';
 import { loadConfig } from '../src/config.ts';
 import { startServer, type RunningServer } from '../src/server.ts';
 import { createLogger } from '../src/log.ts';
-import { apiClient, killQemusUnder, until } from './helpers.ts';
+import { apiClient, killQemusUnder, seedSnapshots, until } from './helpers.ts';
 
 const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;
 const skip = imageDir ? false : 'set AGENTVM_TEST_IMAGE_DIR to a built image dir (npm run test:all does)';
@@ -51,6 +51,7 @@ describe('idle stop and expiry on real microVMs', { skip }, () => {
       webhookAllowHosts: new Set(['127.0.0.1']),
     };
     delete process.env.AGENTVM_ADMIN_TOKEN;
+    await seedSnapshots(dataDir);
     server = await startServer(config, createLogger('warn', new Writable({ write: (_c, _e, cb) => cb() })));
     await server.host.imageReady;
   });

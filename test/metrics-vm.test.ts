@@ -13,7 +13,7 @@ import path from 'node:path';
 import { loadConfig } from '../src/config.ts';
 import { startServer, type RunningServer } from '../src/server.ts';
 import { createLogger } from '../src/log.ts';
-import { killQemusUnder, until } from './helpers.ts';
+import { killQemusUnder, seedSnapshots, until } from './helpers.ts';
 
 const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;
 const skip = imageDir ? false : 'set AGENTVM_TEST_IMAGE_DIR to a built image dir (npm run test:all does)';
@@ -39,6 +39,7 @@ describe('metrics of a real microVM', { skip }, () => {
     process.env.AGENTVM_ADMIN_TOKEN = ADMIN;
     const config = { ...loadConfig({ host: '127.0.0.1', port: 0, dataDir }), imageDir: imageDir!, metricsIntervalMs: 1000 };
     delete process.env.AGENTVM_ADMIN_TOKEN;
+    await seedSnapshots(dataDir);
     server = await startServer(config, createLogger('warn', new Writable({ write: (_c, _e, cb) => cb() })));
     await server.host.imageReady;
     const tenant = await api('POST', '/v1/admin/tenants', { email: 'metrics@example.com' });

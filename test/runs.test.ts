@@ -15,7 +15,7 @@ import { loadConfig } from '../src/config.ts';
 import { startServer, type RunningServer } from '../src/server.ts';
 import { createLogger } from '../src/log.ts';
 import { readRunStream, type RunOutput } from '../src/client/runEvents.ts';
-import { apiClient, endServer, type ApiCall, killQemusUnder, rawRun, spawnServer, until } from './helpers.ts';
+import { apiClient, endServer, type ApiCall, killQemusUnder, rawRun, seedSnapshots, spawnServer, until } from './helpers.ts';
 
 const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;
 const skip = imageDir ? false : 'set AGENTVM_TEST_IMAGE_DIR to a built image dir (npm run test:all does)';
@@ -44,6 +44,7 @@ describe('runs as records on real microVMs', { skip }, () => {
   before(async () => {
     dataDir = await mkdtemp(path.join(os.tmpdir(), 'agentvm-runs-'));
     process.env.AGENTVM_ADMIN_TOKEN = ADMIN;
+    await seedSnapshots(dataDir);
     const config = { ...loadConfig({ host: '127.0.0.1', port: 0, dataDir }), imageDir: imageDir! };
     delete process.env.AGENTVM_ADMIN_TOKEN;
     server = await startServer(config, createLogger('warn', new Writable({ write: (_c, _e, cb) => cb() })));

@@ -14,7 +14,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { WebSocket } from 'ws';
 import { randomBase62 } from '../src/domain/ids.ts';
-import { freePort, killQemusUnder, until } from './helpers.ts';
+import { freePort, killQemusUnder, seedSnapshots, until } from './helpers.ts';
 
 const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;
 const pgUrl = process.env.AGENTVM_TEST_DATABASE_URL;
@@ -31,6 +31,7 @@ describe('shells and files through an API replica', { skip }, () => {
 
   async function start(name: string, args: string[], ready = '/readyz'): Promise<void> {
     const port = await freePort();
+    const seeded = args[0] === 'host' && (await seedSnapshots(path.join(work, name)));
     const proc = spawn(process.execPath, [path.join(root, 'bin/agentvm.js'), ...args, '--port', String(port), '--data-dir', path.join(work, name)], {
       env: {
         ...process.env,
@@ -39,7 +40,10 @@ describe('shells and files through an API replica', { skip }, () => {
         AGENTVM_ADMIN_TOKEN: ADMIN,
         AGENTVM_IMAGE_DIR: imageDir!,
         AGENTVM_IMAGE_BUILD: 'off',
-        AGENTVM_SNAPSHOTS: 'off',
+        // The VM resumes from the run's golden snapshot (scripts/test-all.sh makes it once; seedSnapshots),
+        // with no standbys; without one, the host would make its own, so it boots cold.
+        AGENTVM_SNAPSHOTS: seeded ? 'on' : 'off',
+        AGENTVM_STANDBY_VMS: '0',
         AGENTVM_LOG_LEVEL: 'warn',
       },
       stdio: ['ignore', 'ignore', 'inherit'],

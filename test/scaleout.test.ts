@@ -14,7 +14,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
 import { randomBase62 } from '../src/domain/ids.ts';
-import { freePort, killQemusUnder, qemuPidsUnder, until, vmQemuPidsUnder } from './helpers.ts';
+import { freePort, killQemusUnder, qemuPidsUnder, seedSnapshots, until, vmQemuPidsUnder } from './helpers.ts';
 import { readRunStream } from '../src/client/runEvents.ts';
 
 const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;
@@ -30,6 +30,7 @@ describe('several hosts and API replicas on one PostgreSQL', { skip }, () => {
   let db: pg.Client;
   const dbName = `agentvm_scaleout_${randomBase62(10).toLowerCase()}`;
   const procs = new Map<string, { proc: ChildProcess; port: number; dir: string }>();
+  let seeded = false;
 
   const env = () => ({
     ...process.env,
@@ -38,7 +39,10 @@ describe('several hosts and API replicas on one PostgreSQL', { skip }, () => {
     AGENTVM_ADMIN_TOKEN: ADMIN,
     AGENTVM_IMAGE_DIR: imageDir!,
     AGENTVM_IMAGE_BUILD: 'off',
-    AGENTVM_SNAPSHOTS: 'off',
+    // VMs resume from the run's golden snapshot (scripts/test-all.sh makes it once; seedSnapshots),
+    // with no standbys; without one, each host would make its own, so they boot cold.
+    AGENTVM_SNAPSHOTS: seeded ? 'on' : 'off',
+    AGENTVM_STANDBY_VMS: '0',
     AGENTVM_HOST_STALE_S: '3',
     AGENTVM_METER_INTERVAL_S: '1',
     AGENTVM_TEMPLATE_DIR: path.join(work, 'templates'),
@@ -50,6 +54,7 @@ describe('several hosts and API replicas on one PostgreSQL', { skip }, () => {
     const known = procs.get(name);
     const port = known?.port ?? (await freePort());
     const dir = known?.dir ?? path.join(work, name);
+    if (!known && args[0] === 'host') seeded = await seedSnapshots(dir);
     const proc = spawn(process.execPath, [path.join(root, 'bin/agentvm.js'), ...args, '--port', String(port), '--data-dir', dir], {
       env: env(),
       stdio: ['ignore', 'ignore', 'inherit'],

@@ -22,7 +22,7 @@ import { loadConfig } from '../src/config.ts';
 import { startServer, type RunningServer } from '../src/server.ts';
 import { createLogger } from '../src/log.ts';
 import * as ticketStore from '../src/store/shellTickets.ts';
-import { killQemusUnder, until } from './helpers.ts';
+import { killQemusUnder, seedSnapshots, until } from './helpers.ts';
 
 const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;
 const skip = imageDir ? false : 'set AGENTVM_TEST_IMAGE_DIR to a built image dir (npm run test:all does)';
@@ -138,6 +138,7 @@ describe('a shell and files in a real microVM', { skip }, () => {
         cb();
       },
     });
+    await seedSnapshots(dataDir);
     server = await startServer(config, createLogger('info', sink));
     await server.host.imageReady;
     const admin = client(server.url, config.adminToken!);

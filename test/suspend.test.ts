@@ -19,7 +19,7 @@ import path from 'node:path';
 import { loadConfig } from '../src/config.ts';
 import { startServer, type RunningServer } from '../src/server.ts';
 import { createLogger } from '../src/log.ts';
-import { apiClient, endServer, killQemusUnder, qemuPidsUnder, spawnServer, until, type ApiCall } from './helpers.ts';
+import { apiClient, endServer, killQemusUnder, qemuPidsUnder, seedSnapshots, spawnServer, until, type ApiCall } from './helpers.ts';
 
 const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;
 const skip = imageDir ? false : 'set AGENTVM_TEST_IMAGE_DIR to a built image dir (npm run test:all does)';
@@ -54,6 +54,7 @@ describe('suspend with memory on real microVMs', { skip }, () => {
   before(async () => {
     dataDir = await mkdtemp(path.join(os.tmpdir(), 'agentvm-suspend-'));
     process.env.AGENTVM_ADMIN_TOKEN = ADMIN;
+    await seedSnapshots(dataDir);
     const config = { ...loadConfig({ host: '127.0.0.1', port: 0, dataDir }), imageDir: imageDir!, meterIntervalMs: 1000 };
     delete process.env.AGENTVM_ADMIN_TOKEN;
     server = await startServer(config, createLogger('warn', new Writable({ write: (_c, _e, cb) => cb() })));

@@ -18,7 +18,7 @@ import { loadConfig, type Config } from '../src/config.ts';
 import { startServer, type RunningServer } from '../src/server.ts';
 import { createLogger } from '../src/log.ts';
 import { openDb } from '../src/store/db.ts';
-import { killQemusUnder, qemuPidsUnder, rawRun, until } from './helpers.ts';
+import { killQemusUnder, qemuPidsUnder, rawRun, seedSnapshots, until } from './helpers.ts';
 import { BROKERED_PLACEHOLDER } from '../src/harness/invoke.ts';
 
 const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;
@@ -53,6 +53,7 @@ describe('real microVMs', { skip }, () => {
     config = { ...loadConfig({ host: '127.0.0.1', port: 0, dataDir }), imageDir: imageDir! };
     delete process.env.AGENTVM_ADMIN_TOKEN;
     const sink = new Writable({ write: (c, _e, cb) => (logs.push(c.toString()), cb()) });
+    await seedSnapshots(dataDir);
     server = await startServer(config, createLogger('info', sink));
     await server.host.imageReady;
     admin = client(server.url, config.adminToken!);
@@ -510,7 +511,8 @@ describe('a server killed while a VM is provisioning', { skip }, () => {
   async function serve(port: number): Promise<ChildProcess> {
     const proc = spawn(process.execPath, [path.join(root, 'bin/agentvm.js'), 'serve', '--port', String(port), '--data-dir', dataDir], {
       // No standby VMs: the VM is killed in the middle of its own start (standbys: the tests above and chaos.test.ts).
-      env: { ...process.env, AGENTVM_ADMIN_TOKEN: adminToken, AGENTVM_IMAGE_DIR: imageDir, AGENTVM_LOG_LEVEL: 'warn', DATABASE_URL: '', AGENTVM_STANDBY_VMS: '0' },
+      // No snapshots: its start is a cold boot, as a first VM's is while its server still makes its golden VM.
+      env: { ...process.env, AGENTVM_ADMIN_TOKEN: adminToken, AGENTVM_IMAGE_DIR: imageDir, AGENTVM_LOG_LEVEL: 'warn', DATABASE_URL: '', AGENTVM_STANDBY_VMS: '0', AGENTVM_SNAPSHOTS: 'off' },
       stdio: ['ignore', 'ignore', 'inherit'],
     });
     await until('the server', async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200, 60_000);
