@@ -89,7 +89,7 @@ export function quotaExceeded(name: LimitName, limit: number, used: number, adds
 
 /**
  * Where usage comes from: each counter gives some names, and a name given by several is their sum
- * (disk_gib: VMs' persist disks plus templates). Images and snapshots have no counter until they
+ * (disk_gib: VMs' persist disks, templates and images). Snapshots have no counter until they
  * exist; theirs adds its count and its disk_gib here, and every check and GET /v1/api/limits has it.
  */
 interface Counter {
