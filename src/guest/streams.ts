@@ -63,6 +63,11 @@ export function frameHeader(stream: number, type: FrameType, length: number): Bu
 export class MuxStream extends EventEmitter {
   private credit: number;
   private unacked = 0;
+  /**
+   * Data bytes received and not yet granted back: an honest writer never has more than the window
+   * in flight, so more is a broken (or hostile) peer, and the stream is cut rather than buffered.
+   */
+  private inFlight = 0;
   private creditWaiters: (() => void)[] = [];
   /** Set once the stream is over (aborted by either side, or ended both ways). */
   fault: StreamFault | null = null;
@@ -187,6 +192,7 @@ export class MuxStream extends EventEmitter {
     if (this.unacked >= this.window / 4) {
       const b = Buffer.allocUnsafe(4);
       b.writeUInt32BE(this.unacked, 0);
+      this.inFlight -= this.unacked;
       this.unacked = 0;
       this.mux.sendFrame(this.id, FRAME.credit, b);
     }
@@ -221,7 +227,15 @@ export class MuxStream extends EventEmitter {
   receive(type: number, payload: Buffer): void {
     switch (type) {
       case FRAME.data:
-        if (!this.ended.remote && !this.fault) this.emit('data', payload);
+        if (this.ended.remote || this.fault) break;
+        this.inFlight += payload.length;
+        if (this.inFlight > this.window) {
+          const fault = { error: 'window_exceeded', message: `the other side sent more than the stream's window (${this.window} bytes) without credit` };
+          this.mux.violation(`stream ${this.id}: ${fault.message}`);
+          this.abort(fault);
+          break;
+        }
+        this.emit('data', payload);
         break;
       case FRAME.credit:
         this.credit += payload.readUInt32BE(0);
@@ -288,6 +302,8 @@ export class StreamMux {
   constructor(
     private readonly send: (bytes: Buffer, written?: () => void) => void,
     readonly maxData: number = MAX_DATA_FRAME,
+    /** Told when the other side breaks the protocol in a way that costs it a stream. */
+    private readonly onViolation: (what: string) => void = () => undefined,
   ) {
     // A frame sent whole waits for credit for all of its payload: the window must always come back
     // to that much (the reader holds back less than a batch, a quarter of the window, of its grants).
@@ -314,6 +330,11 @@ export class StreamMux {
 
   get size(): number {
     return this.streams.size;
+  }
+
+  /** @internal */
+  violation(what: string): void {
+    this.onViolation(what);
   }
 
   /** @internal */

@@ -2,7 +2,12 @@
  * The host's end of a VM's data port (see guest/streams.ts): byte streams to and from the guest
  * agent, beside its JSON channel. The host picks stream ids. The socket closing (the VM stopped, its
  * QEMU died) cuts every stream with a reason a customer can read.
+ *
+ * Nothing the guest sends is held beyond what a stream's window allows: a stream whose guest sends
+ * past its window is cut (streams.ts), a frame longer than the protocol's is the end of the port's
+ * streams; either is reported as `violation` (a message for the log).
  */
+import { EventEmitter } from 'node:events';
 import { randomInt } from 'node:crypto';
 import net from 'node:net';
 import { randomBytes } from 'node:crypto';
@@ -10,7 +15,7 @@ import { StreamMux, syncMarker, type MuxStream, type StreamFault } from '../gues
 
 export const VM_GONE: StreamFault = { error: 'vm_not_running', message: 'the VM stopped' };
 
-export class DataChannel {
+export class DataChannel extends EventEmitter {
   private readonly mux: StreamMux;
   /**
    * Stream ids start anywhere: frames a guest queued for an earlier connection (this host's process
@@ -20,15 +25,21 @@ export class DataChannel {
   private closedWith: StreamFault | null = null;
 
   private constructor(private readonly socket: net.Socket) {
-    this.mux = new StreamMux((bytes) => {
-      if (!socket.destroyed) socket.write(bytes);
-    });
+    super();
+    this.mux = new StreamMux(
+      (bytes) => {
+        if (!socket.destroyed) socket.write(bytes);
+      },
+      undefined,
+      (what) => this.emit('violation', what),
+    );
     socket.on('data', (chunk: Buffer) => {
       try {
         const rest = this.sync ? this.seekMarker(chunk) : chunk;
         if (rest?.length) this.mux.feed(rest);
-      } catch {
+      } catch (err) {
         // A guest that breaks the framing loses its streams; the VM itself goes on.
+        this.emit('violation', (err as Error).message);
         this.mux.closeAll({ error: 'internal', message: 'the guest broke the data port protocol' });
         socket.destroy();
       }

@@ -14,7 +14,7 @@ import { EventEmitter } from 'node:events';
 import { lstat, readdir, readFile, readlink, rm, stat, symlink } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { agentRequest, qmp, type JsonLineChannel } from './channel.ts';
+import { agentRequest, MAX_LINE, qmp, type JsonLineChannel, type LineOverflow } from './channel.ts';
 import type { DataChannel } from './dataChannel.ts';
 import { linkEgress, type GatewayPort } from './egress.ts';
 import { giveDir, GOLDEN_SLOT, isolating, runAsOf, sealedCopy, sealedSource, type RunAs } from './isolation.ts';
@@ -514,6 +514,9 @@ export class QemuDriver extends EventEmitter {
       if (typeof msg.event !== 'string' || egress(msg)) return;
       this.emit('agent-event', vmId, msg);
     });
+    // What a guest sends past the caps is dropped, not held (channel.ts, dataChannel.ts): said in the log.
+    agent.on('overflow', (o: LineOverflow) => this.opts.log?.('the guest sent a line over the cap; it was dropped', { vm_id: vmId, chars: o.chars, request_id: o.id, cap: MAX_LINE }));
+    data.on('violation', (what: string) => this.opts.log?.('the guest broke the data port protocol', { vm_id: vmId, what }));
     void handle.exited.then((info) => {
       qmpCh.close();
       agent.close();
