@@ -210,7 +210,7 @@ describe('a workstation in a real microVM', { skip: imageDir ? false : 'set AGEN
     return r.stdout.trim();
   };
 
-  test('as agent: git, curl, jq, npm, a C program compiled and run, a Python venv, and sudo without a password', { timeout: 10 * 60_000 }, async () => {
+  test('as agent: git, curl, jq, npm, a C program compiled and run, a Python venv, and sudo without a password', { timeout: 20 * 60_000 }, async () => {
     assert.equal(await ok('id -un; id -u'), 'agent\n1000');
     assert.match(await ok('git --version'), /^git version 2\.\d+/);
     assert.match(await ok('curl --version | head -1'), /^curl 8\.\d+/);
