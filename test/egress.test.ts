@@ -15,7 +15,7 @@ import { loadConfig } from '../src/config.ts';
 import { startServer, type RunningServer } from '../src/server.ts';
 import { createLogger } from '../src/log.ts';
 import { HARNESS_USER } from '../src/guest/protocol.ts';
-import { killQemusUnder, until } from './helpers.ts';
+import { killQemusUnder, seedSnapshots, until } from './helpers.ts';
 import { inOwnNetns, netnsUnavailable, runInOwnNetns } from './netns.ts';
 import { startProviderStandins, STANDIN_PROOF_PATH, type ProviderStandins } from './standins/providers.ts';
 import { readFile } from 'node:fs/promises';
@@ -61,6 +61,7 @@ if (!inOwnNetns()) {
       process.env.AGENTVM_EGRESS_HOSTS = 'allowed.test=127.0.0.1,pinned.test=127.0.0.1,anthropic.test=127.0.0.1,openai.test=127.0.0.1,google.test=127.0.0.1';
       config = { ...loadConfig({ host: '127.0.0.1', port: 0, dataDir }), imageDir: imageDir! };
       delete process.env.AGENTVM_ADMIN_TOKEN;
+      await seedSnapshots(dataDir);
       server = await startServer(config, createLogger('warn', new Writable({ write: (_c, _e, cb) => cb() })));
       await server.host.imageReady;
       const admin = async (method: string, p: string, body?: unknown) =>
