@@ -1,10 +1,10 @@
 /**
- * The egress gateway of a VM host: a VM's only way off its machine. QEMU runs each VM's network with
- * `restrict=on` and one forward, the gateway address in the guest's network to this VM's own unix
- * socket here, so the gateway always knows which VM speaks and a guest reaches nothing else: not the
- * host's loopback, not another VM.
+ * The egress gateway of a VM host: a VM's only way off its machine. A VM has no network card: each
+ * connection a guest program opens to the gateway's address is carried on the VM's data port and
+ * handed here as a connection of that VM (accept; src/vmm/egress.ts), so the gateway always knows which
+ * VM speaks and a guest reaches nothing else: not the host's loopback, not another VM.
  *
- * On that socket it is an HTTP proxy: CONNECT (HTTPS and any TCP) and absolute-form HTTP requests are
+ * On each connection it is an HTTP proxy: CONNECT (HTTPS and any TCP) and absolute-form HTTP requests are
  * judged by the VM's policy, read from the database on every connection (a change through any
  * replica applies to the next connection), and then by the address the name resolves to at connect
  * time and again on the address the connection reached (domain/denyList.ts; names the operator pins
