@@ -24,6 +24,8 @@ import { hostAuthority, type InternalAuthority } from './host/internalAuth.ts';
 import { FailureThrottle } from './throttle.ts';
 import https from 'node:https';
 import { serveShellSockets, type ShellSockets } from './api/shellSocket.ts';
+import { previewSite, servePreviews } from './api/preview.ts';
+import { LocalPortAccess } from './host/portAccess.ts';
 import { hostsBaseImage, trackBaseImage } from './image/manifest.ts';
 
 /** How long a stopping server lets requests in flight finish before it closes their connections. */
@@ -148,7 +150,7 @@ async function compose(
   const host = await localVmHost(config, core, log);
   const services = buildServices(
     core,
-    { driver: () => host.probe(), executor: host.executor, guest: host.guest, capture: host.capture, vmsChanged: () => host.vmsChanged(), imagesQueued: () => host.imagesQueued?.(), baseImage: trackBaseImage(host.imageReady) },
+    { driver: () => host.probe(), executor: host.executor, guest: host.guest, ports: host.driver ? new LocalPortAccess(host.driver) : null, capture: host.capture, vmsChanged: () => host.vmsChanged(), imagesQueued: () => host.imagesQueued?.(), baseImage: trackBaseImage(host.imageReady) },
     domainOpts,
   );
   if (config.role === 'host') {
@@ -271,6 +273,11 @@ export async function startServer(config: Config, log: Logger = createLogger(con
   const sockets: ShellSockets = config.role === 'host'
     ? serveInternalShellSockets(server as Server, { ...internal!, guest: host.guest, log })
     : serveShellSockets(server as Server, services, log);
+  // Previews: requests for a port of a VM, taken ahead of the API's router and its shell sockets.
+  if (config.role !== 'host') {
+    services.previews.site = previewSite(port);
+    servePreviews(server as Server, services.previews, log);
+  }
   log.info({ role: config.role, ready_ms: Math.round(process.uptime() * 1000) }, 'agentvm is ready');
   // Where the API replicas reach this host's internal endpoint.
   const started = host.start(config.role === 'host' ? { internalUrl: config.hostUrl ?? url } : {});

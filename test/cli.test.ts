@@ -231,6 +231,7 @@ describe('the CLI and the MCP server against a real server', () => {
         vm_get: { id: 'vm_missing' },
         vm_egress_log: { id: 'vm_missing' },
         vm_metrics: { id: 'vm_missing' },
+        vm_ports: { id: 'vm_missing' },
         vm_wait: { id: 'vm_missing', timeout_s: 1 },
         template_get: { id: 'tpl_missing' },
         runs_list: { id: 'vm_missing' },

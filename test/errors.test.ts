@@ -74,7 +74,7 @@ for (const backend of backends()) {
 
     test('every customer operation: 401 without a key, 404 for an unknown id, 415 for a body that is not JSON', async () => {
       // The smallest valid body of each operation that has one, so that the id is what is wrong.
-      const VALID: Record<string, unknown> = { runVMTask: { task: 'x' }, setVMSecrets: { A: 'b' }, setVMEgress: { mode: 'none', allow: [] } };
+      const VALID: Record<string, unknown> = { runVMTask: { task: 'x' }, setVMSecrets: { A: 'b' }, setVMEgress: { mode: 'none', allow: [] }, setVMPort: { public: true } };
       // And of each that has a required query.
       const QUERY: Record<string, string> = { readVMFile: '?path=x', writeVMFile: '?path=x' };
       const ops = CUSTOMER_OPERATIONS.filter((o) => o.audience === 'customer');

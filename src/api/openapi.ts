@@ -24,6 +24,7 @@ const ERROR_MEANING: Record<ErrorCode, string> = {
   unsupported_media_type: 'A body that is not application/json',
   rate_limited: 'Over the per-key rate; see Retry-After',
   internal: 'Unexpected server error; `message` is empty, the detail is logged under the request id',
+  port_closed: 'A preview request to a port of the VM where nothing listens; `message` names the port',
   unavailable: 'No host capacity or the VM driver is down; see Retry-After',
 };
 

@@ -30,6 +30,7 @@ export function presentVm(vm: VmRow): z.input<typeof Vm> {
     brokered_secret_names: vm.brokered_secret_names,
     egress: vm.egress,
     auto_stop_after_s: vm.auto_stop_after_s ?? null,
+    auto_resume: vm.auto_resume ?? false,
     expires_at: vm.expires_at ? iso(new Date(vm.expires_at)) : null,
     cost_cents_month: vm.cost_cents_month ?? 0,
     created_at: iso(vm.created_at),

@@ -31,6 +31,7 @@ import { createImage, listImages, getImage, deleteImage, streamImageBuild } from
 import { createTenant, setCard, removeCard, addCredits } from './admin/tenants.ts';
 import { listInternalCredentials, revokeHostCredential, revokeReplicaCredential } from './admin/internal.ts';
 import { getLimits, adminSetLimits } from './operations/limits.ts';
+import { listVMPorts, setVMPort, rotatePreviewToken } from './operations/previews.ts';
 
 /** Every customer operation: the 19 of the contract, then the extensions. */
 export const CUSTOMER_OPERATIONS: Operation[] = [
@@ -84,6 +85,9 @@ export const CUSTOMER_OPERATIONS: Operation[] = [
   getImage,
   deleteImage,
   streamImageBuild,
+  listVMPorts,
+  setVMPort,
+  rotatePreviewToken,
 ];
 
 export const ADMIN_OPERATIONS: Operation[] = [createTenant, setCard, removeCard, addCredits, adminSetLimits, listInternalCredentials, revokeHostCredential, revokeReplicaCredential];

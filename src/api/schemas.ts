@@ -98,6 +98,7 @@ export const Vm = z
       description: 'Stopped (status_reason `idle`) after this many seconds running without a run, a shell or egress traffic (time suspended does not count); null: never (extension)',
     }),
     expires_at: timestamp.nullable().meta({ description: 'Destroyed at this time (status_reason `expired`); null: never (extension)' }),
+    auto_resume: z.boolean().meta({ description: 'A request to one of its preview URLs starts the VM when it is suspended, and waits for it (≤ 30 s) (extension)' }),
     cost_cents_month: z.int().meta({
       description: "What the VM has cost since the calendar month began (UTC), from the ledger: plan charges and credits drawn for it (extension)",
     }),
@@ -118,12 +119,15 @@ const expiresAt = z.iso
   .nullable()
   .meta({ description: 'Destroy the VM at this RFC 3339 time (in the future); null: never' });
 
+const autoResume = z.boolean().meta({ description: 'A request to a preview URL of the VM starts it when it is suspended (default false)' });
+
 export const UpdateVmRequest = z
   .strictObject({
     auto_stop_after_s: autoStopAfter.optional(),
     expires_at: expiresAt.optional(),
+    auto_resume: autoResume.optional(),
   })
-  .meta({ id: 'UpdateVMRequest', description: 'Only these two fields; a field left out keeps its value, null clears it' });
+  .meta({ id: 'UpdateVMRequest', description: 'Only these fields; a field left out keeps its value, null clears it' });
 
 export const VmList = z.object({ data: z.array(Vm), total: z.int() }).meta({ id: 'VMList' });
 
@@ -138,6 +142,7 @@ export const CreateVmRequest = z
     image: text().min(1).max(100).optional().meta({ description: "The image the VM's root starts from, an `img_` id or a slug (the newest ready build of that name); default `base` (extension)" }),
     auto_stop_after_s: autoStopAfter.optional(),
     expires_at: expiresAt.optional(),
+    auto_resume: autoResume.optional(),
   })
   .meta({ id: 'CreateVMRequest' });
 

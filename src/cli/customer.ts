@@ -28,6 +28,7 @@ import { oneLine, renderRun, runsLogs, vmsRun } from './runs.ts';
 import { events, vmsUpdate } from './lifecycle.ts';
 import { download, parseRemote, upload } from './copy.ts';
 import { imagesBuild, imagesGet } from './images.ts';
+import { vmsUrl } from './previews.ts';
 
 const VM_COLUMNS = ['vm_id', 'status', 'plan', 'tier', 'harness', 'ipv4', 'created_at'];
 
@@ -288,6 +289,8 @@ const COMMANDS: CommandEntry[] = [
     examples: ['agentvm vms egress-log vm_… --limit 20'],
   },
   { command: 'vms metrics', operationId: 'getVMMetrics', examples: ['agentvm vms metrics vm_…'] },
+  { command: 'vms ports', operationId: 'listVMPorts', render: asTable(['port', 'process', 'public', 'url']), examples: ['agentvm vms ports vm_…'] },
+  { command: 'vms url', operationIds: ['listVMPorts', 'rotatePreviewToken'], build: vmsUrl },
   {
     command: 'templates list',
     operationId: 'listTemplates',

@@ -88,8 +88,8 @@ export interface paths {
         options?: never;
         head?: never;
         /**
-         * Change a VM's idle stop and expiry (extension)
-         * @description The body holds only `auto_stop_after_s` and `expires_at`; a field left out keeps its value, null clears it. Setting `auto_stop_after_s` starts the idle clock again. Activity is a run queued or running, an open shell or egress traffic.
+         * Change a VM's idle stop, expiry and auto-resume (extension)
+         * @description The body holds only `auto_stop_after_s`, `expires_at` and `auto_resume`; a field left out keeps its value, null clears it. Setting `auto_stop_after_s` starts the idle clock again. Activity is a run queued or running, an open shell, egress traffic or a preview request. `auto_resume`: a request to a preview URL of the suspended VM starts it and waits for it (≤ 30 s).
          */
         patch: operations["updateVM"];
         trace?: never;
@@ -815,6 +815,66 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/api/vms/{id}/ports": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The TCP ports listening in a VM now, with their preview URLs (extension)
+         * @description Ports 1024–65535, 80 and 443 that a process listens on (on every address or on loopback), read in the guest. A preview URL is private unless the port is public: it needs the API key, the preview token (`rotatePreviewToken`) or its cookie.
+         */
+        get: operations["listVMPorts"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/api/vms/{id}/ports/{port}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Make a VM's port public or private (extension)
+         * @description A public port answers its preview URL without a credential; ports are private by default. Nothing need listen on it yet.
+         */
+        put: operations["setVMPort"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/api/vms/{id}/preview-token": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A new preview token for a VM; the old one stops working at once (extension)
+         * @description The token opens every private port of the VM: header `X-Agentvm-Preview-Token`, or `?agentvm_token=` on a preview URL, which sets a cookie for that one host and redirects to the URL without it. Only its hash is kept: this is the one time it is shown.
+         */
+        post: operations["rotatePreviewToken"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -832,7 +892,7 @@ export interface components {
              * @description Stable machine code
              * @enum {string}
              */
-            error: "invalid_request" | "unauthorized" | "card_required" | "insufficient_credits" | "card_declined" | "read_only_key" | "quota_exceeded" | "not_found" | "method_not_allowed" | "vm_not_running" | "idempotency_conflict" | "conflict" | "image_in_use" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "internal" | "unavailable";
+            error: "invalid_request" | "unauthorized" | "card_required" | "insufficient_credits" | "card_declined" | "read_only_key" | "quota_exceeded" | "not_found" | "method_not_allowed" | "vm_not_running" | "idempotency_conflict" | "conflict" | "image_in_use" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "internal" | "port_closed" | "unavailable";
             /** @description Human-safe detail; empty when the error is internal */
             message: string;
             /** @description Recovery hint */
@@ -897,6 +957,8 @@ export interface components {
              * @description Destroyed at this time (status_reason `expired`); null: never (extension)
              */
             expires_at: string | null;
+            /** @description A request to one of its preview URLs starts the VM when it is suspended, and waits for it (≤ 30 s) (extension) */
+            auto_resume: boolean;
             /** @description What the VM has cost since the calendar month began (UTC), from the ledger: plan charges and credits drawn for it (extension) */
             cost_cents_month: number;
             /**
@@ -968,6 +1030,8 @@ export interface components {
              * @description Destroy the VM at this RFC 3339 time (in the future); null: never
              */
             expires_at?: string | null;
+            /** @description A request to a preview URL of the VM starts it when it is suspended (default false) */
+            auto_resume?: boolean;
         };
         RunTaskResult: {
             /** @description The run, kept with its output until the VM is destroyed (extension) */
@@ -1275,7 +1339,7 @@ export interface components {
              */
             sampled_at: string;
         };
-        /** @description Only these two fields; a field left out keeps its value, null clears it */
+        /** @description Only these fields; a field left out keeps its value, null clears it */
         UpdateVMRequest: {
             /** @description Stop the VM after this many seconds without a run, a shell or egress traffic (60–604800); null: never */
             auto_stop_after_s?: number | null;
@@ -1284,6 +1348,8 @@ export interface components {
              * @description Destroy the VM at this RFC 3339 time (in the future); null: never
              */
             expires_at?: string | null;
+            /** @description A request to a preview URL of the VM starts it when it is suspended (default false) */
+            auto_resume?: boolean;
         };
         /** @description Oldest first after the cursor; events are kept 30 days */
         EventList: {
@@ -1574,6 +1640,26 @@ export interface components {
         };
         /** @description Server-sent events: `id: <seq>` / `event: log` / `data: {"text"}` for each line of the build log (a step taken from the cache says `cached`), then `event: end` / `data: <Image>` once the build is ready or failed */
         ImageBuildEventStream: string;
+        VMPortList: {
+            data: components["schemas"]["VMPort"][];
+        };
+        VMPort: {
+            port: number;
+            /** @description The name of a process that listens on it; null when unknown */
+            process: string | null;
+            /** @description Reachable without a credential */
+            public: boolean;
+            /** @description Its preview URL, `{scheme}://{port}-{vm label}.{AGENTVM_PREVIEW_DOMAIN}/` (needs a credential unless public) */
+            url: string;
+        };
+        SetVMPortRequest: {
+            /** @description true: anyone with the URL reaches the port; false: a credential is needed again */
+            public: boolean;
+        };
+        PreviewToken: {
+            /** @description The VM's preview token: header `X-Agentvm-Preview-Token`, or `?agentvm_token=` once (it becomes a cookie for that host) */
+            token: string;
+        };
     };
     responses: never;
     parameters: never;
@@ -6367,6 +6453,326 @@ export interface operations {
                 };
             };
             /** @description `quota_exceeded`: Over one of the tenant's limits (GET /v1/api/limits); `message` names the limit, its value and the current count; nothing was charged or changed */
+            403: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found`: Unknown or unowned id; do not retry */
+            404: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `rate_limited`: Over the per-key rate; see Retry-After */
+            429: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `internal`: Unexpected server error; `message` is empty, the detail is logged under the request id */
+            500: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listVMPorts: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A VM id (`vm_…`) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The listening ports */
+            200: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VMPortList"];
+                };
+            };
+            /** @description `invalid_request`: Malformed JSON, wrong type, unknown field or value out of range; `message` names the field */
+            400: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unauthorized`: Missing, malformed, unknown or revoked key; `message` is empty */
+            401: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found`: Unknown or unowned id; do not retry */
+            404: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `vm_not_running`: The VM is not running */
+            409: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `rate_limited`: Over the per-key rate; see Retry-After */
+            429: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `internal`: Unexpected server error; `message` is empty, the detail is logged under the request id */
+            500: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unavailable`: No host capacity or the VM driver is down; see Retry-After */
+            503: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    setVMPort: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A VM id (`vm_…`) */
+                id: string;
+                /** @description A TCP port in the VM: 1024–65535, or 80 or 443 */
+                port: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SetVMPortRequest"];
+            };
+        };
+        responses: {
+            /** @description The port */
+            200: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VMPort"];
+                };
+            };
+            /** @description `invalid_request`: Malformed JSON, wrong type, unknown field or value out of range; `message` names the field */
+            400: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unauthorized`: Missing, malformed, unknown or revoked key; `message` is empty */
+            401: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `read_only_key`: A read key on a write */
+            403: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found`: Unknown or unowned id; do not retry */
+            404: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `payload_too_large`: Body over 1 MiB */
+            413: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unsupported_media_type`: A body that is not application/json */
+            415: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `rate_limited`: Over the per-key rate; see Retry-After */
+            429: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `internal`: Unexpected server error; `message` is empty, the detail is logged under the request id */
+            500: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    rotatePreviewToken: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A VM id (`vm_…`) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The new token */
+            200: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PreviewToken"];
+                };
+            };
+            /** @description `invalid_request`: Malformed JSON, wrong type, unknown field or value out of range; `message` names the field */
+            400: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unauthorized`: Missing, malformed, unknown or revoked key; `message` is empty */
+            401: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `read_only_key`: A read key on a write */
             403: {
                 headers: {
                     /** @description Identifies the request in the server log */

@@ -17,6 +17,7 @@ export const ERROR_STATUS = {
   unsupported_media_type: 415,
   rate_limited: 429,
   internal: 500,
+  port_closed: 502,
   unavailable: 503,
 } as const;
 

@@ -12,6 +12,8 @@ import { ImageFeed, VmFeed } from './feed.ts';
 import { ImageService } from './images.ts';
 import { LoginService, type Mailer } from './login.ts';
 import { FileService, ShellService, type GuestAccess } from './guestAccess.ts';
+import { PreviewService } from './previews.ts';
+import type { PortAccess } from './previewAccess.ts';
 import { TemplateService } from './templates.ts';
 import { EventService } from './events.ts';
 import { WebhookService } from './webhooks.ts';
@@ -32,6 +34,7 @@ export interface Services {
   billing: BillingService;
   usage: UsageService;
   vms: VmService;
+  previews: PreviewService;
   hosts: HostService;
   runs: RunService;
   runFeed: RunFeed;
@@ -87,6 +90,8 @@ export interface VmHostPort {
   executor?: VmExecutor | null;
   /** Shells and files in the guests. */
   guest?: GuestAccess | null;
+  /** The guests' TCP ports, for previews. */
+  ports?: PortAccess | null;
   capture?: ((templateId: string) => void) | null;
   /** A VM's desired state changed. */
   vmsChanged?: () => void;
@@ -118,6 +123,7 @@ export function buildServices(
     runs: new RunService(db, clock, vms, runFeed, opts.runLimits ?? DEFAULT_RUN_LIMITS, host.executor ?? null),
     files: new FileService(vms, host.guest ?? null),
     shells: new ShellService(db, clock, vms, host.guest ?? null),
+    previews: new PreviewService(db, clock, vms, keys, host.ports ?? null),
     login,
     sessions: new SessionService(db, clock, login),
     limits: new LimitService(db, clock),

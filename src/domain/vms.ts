@@ -13,6 +13,7 @@ import { newId } from './ids.ts';
 import type { BillingService } from './billing.ts';
 import { applyLifecycle, canSuspend, type LifecycleAction } from './vmState.ts';
 import * as vmStore from '../store/vms.ts';
+import * as previewStore from '../store/previews.ts';
 import * as hostStore from '../store/hosts.ts';
 import * as templateStore from '../store/templates.ts';
 import * as egressStore from '../store/egress.ts';
@@ -39,12 +40,15 @@ export interface CreateVmInput {
   auto_stop_after_s?: number | null;
   /** RFC 3339; must be in the future. */
   expires_at?: string | null;
+  /** A preview request starts the VM when it is suspended (decisions section 16). */
+  auto_resume?: boolean;
 }
 
 /** Idle stop and expiry as a request gives them (a field left out keeps its value; null clears it). */
 export interface VmTimersInput {
   auto_stop_after_s?: number | null;
   expires_at?: string | null;
+  auto_resume?: boolean;
 }
 
 /** A create request resolved against the catalogue: what will be charged and how big each VM is. */
@@ -61,6 +65,8 @@ export interface VmOrder {
   egress: EgressPolicy | null;
   auto_stop_after_s: number | null;
   expires_at: Date | null;
+  /** A preview request starts the VM when it is suspended. */
+  auto_resume?: boolean;
 }
 
 export interface ForkResult {
@@ -120,11 +126,11 @@ export function resolveOrder(input: CreateVmInput, now: Date = new Date()): VmOr
   if (!getHarness(harness)) throw invalid('harness', `unknown harness "${harness}"`);
   if (input.tier) {
     const { vcpus, memory_mib, disk_gib } = TIERS[input.tier];
-    return { plan: null, cycle: null, tier: input.tier, harness, count, vcpus, memory_mib, disk_gib, egress, auto_stop_after_s: timers.auto_stop_after_s ?? null, expires_at: timers.expires_at ?? null };
+    return { plan: null, cycle: null, tier: input.tier, harness, count, vcpus, memory_mib, disk_gib, egress, auto_stop_after_s: timers.auto_stop_after_s ?? null, expires_at: timers.expires_at ?? null, auto_resume: input.auto_resume === true };
   }
   const plan = input.plan ?? 'starter';
   const { vcpus, memory_mib, disk_gib } = PLANS[plan];
-  return { plan, cycle: input.cycle ?? 'monthly', tier: null, harness, count, vcpus, memory_mib, disk_gib, egress, auto_stop_after_s: timers.auto_stop_after_s ?? null, expires_at: timers.expires_at ?? null };
+  return { plan, cycle: input.cycle ?? 'monthly', tier: null, harness, count, vcpus, memory_mib, disk_gib, egress, auto_stop_after_s: timers.auto_stop_after_s ?? null, expires_at: timers.expires_at ?? null, auto_resume: input.auto_resume === true };
 }
 
 export interface VmServiceOptions {
@@ -247,6 +253,7 @@ export class VmService {
    */
   async updateTimers(tenantId: string, vmId: string, input: VmTimersInput): Promise<VmRow> {
     const now = this.clock.now();
+    if (input.auto_resume !== undefined && !(await previewStore.setAutoResume(this.db, tenantId, vmId, input.auto_resume))) throw notFound('VM');
     const row = await vmStore.setTimers(this.db, tenantId, vmId, checkedTimers(input, now), now);
     if (!row) throw notFound('VM');
     return (await this.decorate(tenantId, [row]))[0];
@@ -381,6 +388,7 @@ export class VmService {
         created_at: new Date(now.getTime() + i),
       });
       ids.push(vmId);
+      if (order.auto_resume) await previewStore.setAutoResume(tx, tenantId, vmId, true);
     }
     return ids;
   }

@@ -10,6 +10,7 @@ import { CUSTOMER_OPERATIONS } from '../api/routes.ts';
 import { isWrite, type Operation } from '../api/operation.ts';
 import { call, ClientError, type ApiClient } from '../client/client.ts';
 import { FILE_TOOL_OPERATIONS, registerFileTools } from './fileTools.ts';
+import { registerPreviewTools } from './previewTools.ts';
 
 /** Tool names: the contract's table for the seven it lists, the same style for the rest (see toolName). */
 export const TOOL_NAMES: Record<string, string> = {
@@ -59,6 +60,9 @@ export const TOOL_NAMES: Record<string, string> = {
   listImages: 'images_list',
   getImage: 'image_get',
   deleteImage: 'image_delete',
+  listVMPorts: 'vm_ports',
+  setVMPort: 'vm_port_set',
+  rotatePreviewToken: 'vm_preview_token_rotate',
 };
 
 const DESTRUCTIVE = new Set(['destroyVM', 'revokeKey', 'restartVM', 'reprovisionVM', 'stopVM', 'cancelVMRun', 'deleteWebhook', 'deleteImage']);
@@ -133,6 +137,7 @@ export function toolOperations(): Operation[] {
 export function createMcpServer(client: () => Promise<ApiClient> | ApiClient): McpServer {
   const server = new McpServer({ name: 'agentvm', version: '1.0.0' });
   registerFileTools(server, client);
+  registerPreviewTools(server, client);
   for (const op of toolOperations().filter((o) => !FILE_TOOL_OPERATIONS.has(o.operationId))) {
     const money = op.money ? ' This tool charges money: the card on file for a plan, prepaid credits for a tier.' : '';
     server.registerTool(

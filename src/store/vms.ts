@@ -33,6 +33,8 @@ export interface VmRow extends VmStateFields {
   boots: number;
   /** Stopped (status_reason `idle`) after this many seconds without activity; null: never. */
   auto_stop_after_s: number | null;
+  /** A preview request starts the VM when it is suspended (migration 018). */
+  auto_resume?: boolean;
   /** Destroyed (status_reason `expired`) at this time; null: never. */
   expires_at: Date | null;
   /** The last activity that leaves no row of its own (an open shell touches it); runs and egress are read from their tables. */

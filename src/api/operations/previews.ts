@@ -1,0 +1,74 @@
+import { z } from 'zod';
+import { defineOperation } from '../operation.ts';
+import { IdParam, idParam } from '../schemas.ts';
+
+const PortParams = z.strictObject({
+  id: idParam('A VM id (`vm_…`)'),
+  port: z.string().meta({ description: 'A TCP port in the VM: 1024–65535, or 80 or 443' }),
+});
+
+export const VmPort = z
+  .object({
+    port: z.int(),
+    process: z.string().nullable().meta({ description: 'The name of a process that listens on it; null when unknown' }),
+    public: z.boolean().meta({ description: 'Reachable without a credential' }),
+    url: z.string().meta({ description: "Its preview URL, `{scheme}://{port}-{vm label}.{AGENTVM_PREVIEW_DOMAIN}/` (needs a credential unless public)" }),
+  })
+  .meta({ id: 'VMPort' });
+
+const VmPortList = z.object({ data: z.array(VmPort) }).meta({ id: 'VMPortList' });
+const SetVmPortRequest = z.strictObject({ public: z.boolean().meta({ description: 'true: anyone with the URL reaches the port; false: a credential is needed again' }) }).meta({ id: 'SetVMPortRequest' });
+const PreviewToken = z
+  .object({ token: z.string().meta({ description: "The VM's preview token: header `X-Agentvm-Preview-Token`, or `?agentvm_token=` once (it becomes a cookie for that host)" }) })
+  .meta({ id: 'PreviewToken' });
+
+export const listVMPorts = defineOperation({
+  operationId: 'listVMPorts',
+  method: 'get',
+  path: '/v1/api/vms/{id}/ports',
+  summary: 'The TCP ports listening in a VM now, with their preview URLs (extension)',
+  description:
+    'Ports 1024–65535, 80 and 443 that a process listens on (on every address or on loopback), read in the guest. ' +
+    'A preview URL is private unless the port is public: it needs the API key, the preview token (`rotatePreviewToken`) or its cookie.',
+  tag: 'VMs',
+  audience: 'customer',
+  extension: true,
+  params: IdParam,
+  success: { status: 200, schema: VmPortList, description: 'The listening ports' },
+  errors: ['not_found', 'vm_not_running', 'unavailable'],
+  handler: async ({ services, principal, params }) => ({ body: { data: await services.previews.list(principal.tenantId, params.id) } }),
+});
+
+export const setVMPort = defineOperation({
+  operationId: 'setVMPort',
+  method: 'put',
+  path: '/v1/api/vms/{id}/ports/{port}',
+  summary: "Make a VM's port public or private (extension)",
+  description: 'A public port answers its preview URL without a credential; ports are private by default. Nothing need listen on it yet.',
+  tag: 'VMs',
+  audience: 'customer',
+  extension: true,
+  params: PortParams,
+  body: { schema: SetVmPortRequest, required: true },
+  success: { status: 200, schema: VmPort, description: 'The port' },
+  errors: ['not_found', 'invalid_request'],
+  handler: async ({ services, principal, params, body }) => ({
+    body: await services.previews.setPublic(principal.tenantId, params.id, params.port, body.public),
+  }),
+});
+
+export const rotatePreviewToken = defineOperation({
+  operationId: 'rotatePreviewToken',
+  method: 'post',
+  path: '/v1/api/vms/{id}/preview-token',
+  summary: "A new preview token for a VM; the old one stops working at once (extension)",
+  description:
+    "The token opens every private port of the VM: header `X-Agentvm-Preview-Token`, or `?agentvm_token=` on a preview URL, which sets a cookie for that one host and redirects to the URL without it. Only its hash is kept: this is the one time it is shown.",
+  tag: 'VMs',
+  audience: 'customer',
+  extension: true,
+  params: IdParam,
+  success: { status: 200, schema: PreviewToken, description: 'The new token' },
+  errors: ['not_found'],
+  handler: async ({ services, principal, params }) => ({ body: { token: await services.previews.rotateToken(principal.tenantId, params.id) } }),
+});
