@@ -271,7 +271,8 @@ export class LocalVmHost implements VmHost {
       return;
     }
     const d = config.dataDir;
-    await openDataDirToMachines(d, ['vms', 'blank', 'snapshots', 'scrub', 'image-layers', 'builds'].map((n) => path.join(d, n)).concat(config.imageDir, config.templateDir));
+    const opened = await openDataDirToMachines(d, ['vms', 'blank', 'snapshots', 'scrub', 'image-layers', 'builds'].map((n) => path.join(d, n)).concat(config.imageDir, config.templateDir));
+    if (opened.length) log.warn({ folders: opened }, 'folders above the data dir were made searchable by other users (o+x, not listable) so that VMs\' QEMU users reach their own folders');
     log.info({ uid_base: QEMU_UID_BASE }, 'each VM\'s QEMU runs as a user of its own, in its seccomp sandbox');
   }
 

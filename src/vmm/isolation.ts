@@ -16,7 +16,7 @@
  */
 import { spawn } from 'node:child_process';
 import { closeSync, fstatSync, openSync } from 'node:fs';
-import { chmod, chown, lstat, readdir, readlink, stat } from 'node:fs/promises';
+import { chmod, chown, lstat, mkdir, readdir, readlink, stat } from 'node:fs/promises';
 import path from 'node:path';
 
 /** The first uid (and gid) of QEMU users; a VM's is this plus its network slot. */
@@ -82,14 +82,28 @@ async function realDir(dir: string): Promise<string> {
 }
 
 /**
- * The data dir as QEMUs may pass through it: the dir itself and the entries in `through` traversable
- * by anyone (0711: not listable); every other entry (the database, the secrets key, the admin token,
- * logs) loses its group and other permissions.
+ * The data dir as QEMUs may pass through it: the folders above it searchable by anyone (answered: the
+ * ones that were not), the dir itself and the entries in `through` traversable by anyone (0711: not
+ * listable); every other entry (the database, the secrets key, the admin token, logs) loses its group
+ * and other permissions.
  */
-export async function openDataDirToMachines(dataDir: string, through: string[]): Promise<void> {
-  if (!isolating()) return;
+export async function openDataDirToMachines(dataDir: string, through: string[]): Promise<string[]> {
+  if (!isolating()) return [];
+  // Every folder above the data dir must let QEMU's users pass (search only, never list): a checkout under
+  // root's 0700 home, or a test's 0700 temporary folder, would otherwise shut every VM out of its own folder.
+  const opened: string[] = [];
+  for (let dir = path.dirname(path.resolve(dataDir)); ; dir = path.dirname(dir)) {
+    const st = await stat(dir);
+    if (!(st.mode & 0o001)) {
+      await chmod(dir, (st.mode & 0o7777) | 0o001);
+      opened.push(dir);
+    }
+    if (path.dirname(dir) === dir) break;
+  }
   await chmod(dataDir, 0o711);
   const keep = new Set(through.map((p) => path.relative(dataDir, p)).filter((r) => r && !r.startsWith('..') && !r.includes(path.sep)));
+  // Made here when missing: a folder made later on the way to a VM's own (mkdir -p, mode 0700) would shut its QEMU out.
+  for (const name of keep) await mkdir(path.join(dataDir, name), { recursive: true, mode: 0o711 });
   for (const name of await readdir(dataDir)) {
     const p = path.join(dataDir, name);
     const st = await lstat(p).catch(() => null);
@@ -98,6 +112,7 @@ export async function openDataDirToMachines(dataDir: string, through: string[]):
       if (st.isDirectory()) await chmod(p, (st.mode & 0o700) | 0o011);
     } else if (st.mode & 0o077) await chmod(p, st.mode & 0o700);
   }
+  return opened;
 }
 
 /** The Perl that makes a sealed copy of a file (memfd_create, then F_ADD_SEALS), zero pages left as holes. */

@@ -131,7 +131,7 @@ describe('standby warm-up', () => {
       assert.equal(pool.count, 0, 'a paused warm-up does not end');
       assert.equal(commands.length, 1, 'nothing else was asked meanwhile');
       quiet = true;
-      for (let i = 0; i < 200 && pool.count === 0; i++) await sleep(20);
+      for (let i = 0; i < 1500 && pool.count === 0; i++) await sleep(20);
       assert.equal(pool.count, 1, 'the warm-up ended once the host was quiet');
       assert.deepEqual(
         commands.map((c) => c.command),
@@ -161,7 +161,7 @@ describe('standby warm-up', () => {
     const { pool, machine } = poolOn(dir, guest, () => true, (msg) => failures.push(msg));
     try {
       pool.keep(shape, 1);
-      for (let i = 0; i < 200 && failures.length === 0; i++) await sleep(20);
+      for (let i = 0; i < 1500 && failures.length === 0; i++) await sleep(20);
       assert.deepEqual(failures, ['making a standby VM failed']);
       assert.equal(pool.count, 0);
       assert.ok(machine.killed);
