@@ -19,6 +19,8 @@ const waiting = new Map<number, net.Socket>();
 let nextConn = 1;
 /** At most this many connections wait at once; more are closed at once (the host caps open ones). */
 const MAX_WAITING = 1024;
+/** Bytes of a program's connection that may wait for its stream's credit before the program is held back. */
+const QUEUED_MAX = 1024 * 1024;
 /** A connection the host has not answered in this long is closed. */
 const WAIT_MS = 90_000;
 
@@ -89,10 +91,17 @@ export async function egressRefuse(args: { conn: number; stream?: number }): Pro
 
 /** A program's connection and its stream, joined: each side's end and abort reach the other (egress and previews). */
 export function splice(sock: net.Socket, s: MuxStream): void {
+  // Writes go out in order without waiting for each other; the program is held back only once this
+  // much waits for the stream's credit (a pause and resume for every chunk halved what went up).
+  let queued = 0;
   sock.on('data', (chunk: Buffer) => {
-    sock.pause();
+    queued += chunk.length;
+    if (queued >= QUEUED_MAX) sock.pause();
     s.write(chunk).then(
-      () => sock.resume(),
+      () => {
+        queued -= chunk.length;
+        if (queued < QUEUED_MAX && sock.isPaused()) sock.resume();
+      },
       () => sock.destroy(),
     );
   });

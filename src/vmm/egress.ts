@@ -9,7 +9,7 @@
 import { Duplex } from 'node:stream';
 import { agentRequest, type JsonLineChannel } from './channel.ts';
 import type { DataChannel } from './dataChannel.ts';
-import type { MuxStream } from '../guest/streams.ts';
+import { FILE_STREAM_WINDOW, type MuxStream } from '../guest/streams.ts';
 
 /** Where a VM's gateway connections go (src/host/egress/gateway.ts). */
 export interface GatewayPort {
@@ -51,7 +51,8 @@ export function linkEgress(vm: EgressVm, gateway: GatewayPort | null): (msg: Rec
     try {
       await vm.dataReady();
       if (vm.data.isClosed || vm.stopping()) throw new Error('the data port is closed');
-      socket = new StreamDuplex(vm.data.stream());
+      // A file's wide window: under emulation every grant of credit costs the guest wakeups.
+      socket = new StreamDuplex(vm.data.stream(FILE_STREAM_WINDOW));
       socket.once('close', done);
       // A guest slow to answer (a busy one under emulation) still gets its connection; one that never
       // does has it refused, the stream with it (an attach that came late would leave it open).
