@@ -88,7 +88,7 @@ describe('real microVMs', { skip }, () => {
       assert.equal(server.host.driver!.startedFrom(vmId), 'standby', `${vmId} took a standby`);
       // The standby range of network slots: 10.224.0.0/11.
       assert.match(vm.ipv4, /^10\.(22[4-9]|2[34]\d|25[0-5])\.\d+\.15$/);
-      const r = await exec(vmId, ['sh', '-c', 'hostname; cat /etc/machine-id /run/agentvm/instance; ip -4 -o addr show eth0; od -An -N16 -tx1 /dev/urandom; date +%s; grep -c " /persist " /proc/mounts; ls -A /persist/home /var/tmp']);
+      const r = await exec(vmId, ['sh', '-c', 'hostname; cat /etc/machine-id /run/agentvm/instance; ip -4 -o addr show label lo:0; od -An -N16 -tx1 /dev/urandom; date +%s; grep -c " /persist " /proc/mounts; ls -A /persist/home /var/tmp']);
       assert.equal(r.exit_code, 0, r.stderr);
       const [hostname, machineId, instance, addr, random, date, persistMounts, ...files] = r.stdout.trim().split('\n');
       assert.equal(hostname, vmId.replace(/_/g, '-').toLowerCase());
@@ -161,7 +161,7 @@ describe('real microVMs', { skip }, () => {
     for (const vmId of vms) {
       const vm = await runningVm(vmId);
       assert.equal(driver.startedFrom(vmId), 'snapshot', `${vmId} resumed from the snapshot`);
-      const r = await exec(vmId, ['sh', '-c', 'hostname; cat /etc/machine-id /run/agentvm/instance; ip -4 -o addr show eth0; od -An -N16 -tx1 /dev/urandom; date +%s; findmnt -no SOURCE /persist; touch /persist/w /w']);
+      const r = await exec(vmId, ['sh', '-c', 'hostname; cat /etc/machine-id /run/agentvm/instance; ip -4 -o addr show label lo:0; od -An -N16 -tx1 /dev/urandom; date +%s; findmnt -no SOURCE /persist; touch /persist/w /w']);
       assert.equal(r.exit_code, 0, r.stderr);
       const [hostname, machineId, instance, addr, random, date, persistDev] = r.stdout.trim().split('\n');
       assert.equal(hostname, vmId.replace(/_/g, '-').toLowerCase());
