@@ -15,6 +15,11 @@ import { FILE_STREAM_WINDOW, type MuxStream } from '../guest/streams.ts';
 export interface GatewayPort {
   /** A connection of `vmId` to its gateway, as a byte stream. */
   accept(vmId: string, socket: Duplex): void;
+  /**
+   * Listens on a socket in the VM's directory whose connections are the VM's: a host process's way to
+   * speak to a VM's gateway as that VM (root's only: the socket is root's, mode 0755; tests use it).
+   */
+  attach?(vmId: string, socketPath: string): Promise<void>;
   /** The VM is gone (its connections end with its data port). */
   detach(vmId: string): void;
 }

@@ -504,7 +504,9 @@ export class QemuDriver extends EventEmitter {
       dataSynced: null,
     };
     this.handles.set(vmId, handle);
-    // The guest's connections to its egress gateway (egress.ts), carried on its data port.
+    // The guest's connections to its egress gateway (egress.ts), carried on its data port; and the
+    // host's socket to it as this VM.
+    void this.opts.gateway?.port.attach?.(vmId, this.files(vmId).egress).catch((err: Error) => this.opts.log?.('the gateway socket could not be made', { vm_id: vmId, err: err.message }));
     const egress = linkEgress(
       { vmId, agent, data, dataReady: () => this.dataReady(vmId), stopping: () => handle.stopping || this.handles.get(vmId) !== handle },
       this.opts.gateway?.port ?? null,
