@@ -82,6 +82,8 @@ function poolOn(dir: string, guest: ReturnType<typeof fakeGuest>, quiet: () => b
     hasSnapshot: async () => true,
     slotsInUse: async () => new Set(),
     quiet,
+    // The host's cores are idle for this pool whatever else the machine runs meanwhile (other test files).
+    idleCores: async () => os.availableParallelism(),
     log,
     launch: async () => {
       const agent = await connectAgent(path.join(dir, 'agent.sock'));

@@ -60,6 +60,8 @@ export interface StandbyPoolDeps {
   slotsInUse(): Promise<Set<number>>;
   /** No VM start under way, and none just ended. */
   quiet(): boolean;
+  /** How many of the host's cores were idle over the next `ms` (the host's own count, /proc/stat, unless given). */
+  idleCores?: (ms: number) => Promise<number>;
   log?: (msg: string, fields?: object) => void;
 }
 
@@ -116,7 +118,7 @@ export class StandbyPool {
         const shape = this.shape;
         if (this.closed || !shape || this.wanted <= this.ready.length) return;
         // Quiet before and after the look at the cores: a start that began meanwhile comes first.
-        if (!this.d.quiet() || (await idleCores(500)) < Math.max(1, os.availableParallelism() * 0.5) || !this.d.quiet()) {
+        if (!this.d.quiet() || (await (this.d.idleCores ?? idleCores)(500)) < Math.max(1, os.availableParallelism() * 0.5) || !this.d.quiet()) {
           await pause(200);
           continue;
         }
