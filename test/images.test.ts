@@ -7,7 +7,6 @@
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { appendFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
@@ -49,7 +48,6 @@ describe('images of your own, built from a Dockerfile', { skip }, () => {
     delete process.env.AGENTVM_ADMIN_TOKEN;
     const sink = new Writable({
       write: (c, _e, cb) => {
-        if (process.env.DEBUG_LOG) appendFileSync(process.env.DEBUG_LOG, c);
         if (/"level":(50|60)/.test(c.toString())) process.stderr.write(c);
         cb();
       },
@@ -138,15 +136,14 @@ describe('images of your own, built from a Dockerfile', { skip }, () => {
         return vm.status === 'running' && vm;
       });
     assert.equal((await running()).image, again.image.image_id);
-    const exec = (argv: string[]) => server.host.driver!.exec(vmId, { argv }, 30_000);
-    const seen = await runEcho(vmId);
-    const inside = async () => JSON.stringify(await exec(['sh', '-c', 'cat /etc/agentvm/image.json; ls -la /opt/tool /opt/tool/bin; mount | grep " / "']));
-    assert.deepEqual(seen, { pwd: '/opt/tool', user: 'nobody', greeting: 'hello', built: 'hello from the build as root' }, await inside());
+    const exec = (argv: string[]) => server.host.driver!.exec(vmId, { argv }, 180_000);
+    assert.deepEqual(await runEcho(vmId), { pwd: '/opt/tool', user: 'nobody', greeting: 'hello', built: 'hello from the build as root' });
 
     // Restart: the root is the image's again.
     await exec(['sh', '-c', 'echo scratch > /opt/tool/scratch && rm /opt/tool/built.txt && sync']);
-    assert.equal((await api('POST', `/v1/api/vms/${vmId}/restart`)).status, 200);
-    await until('restarted', async () => (await api('GET', `/v1/api/vms/${vmId}`)).body.status === 'restarting' || undefined, 30_000).catch(() => undefined);
+    const restart = await api('POST', `/v1/api/vms/${vmId}/restart`);
+    assert.equal(restart.status, 200);
+    assert.equal(restart.body.status, 'restarting');
     await running();
     assert.equal((await exec(['sh', '-c', 'ls /opt/tool'])).stdout.split('\n').filter(Boolean).sort().join(','), 'bin,built.txt');
 
