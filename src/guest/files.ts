@@ -1,20 +1,26 @@
 /**
  * Files on the persist disk, for the host's files API: a directory's entries, a file's bytes out on a
- * data-port stream, a file's bytes in from one. Every path is checked twice: by its letters
- * (filesPath, as the host did) and by where it really leads once symbolic links are followed
- * (insideFilesRoot). A file being written is a hidden twin in the same directory until its last byte,
- * then renamed into place: a cut upload leaves nothing behind. What is made belongs to the harness user.
+ * data-port stream, a file's bytes in from one. Every path is checked by its letters (filesPath, as
+ * the host did), then opened as the harness user by files.pl, which walks it a name at a time by
+ * descriptor and never lets the kernel follow a link: what the user may not read or write is refused,
+ * and a link swapped in under the walk leads nowhere. The agent opens what it opened again through
+ * /proc (the same file, whatever its path has become since), with the flags the transfer wants. A file
+ * being written is a hidden twin in the same directory until its last byte, then renamed into place
+ * (by the user): a cut upload leaves nothing behind. Everything made belongs to the harness user.
  * Node built-ins only: bundled into the guest agent.
  */
 import { randomBytes } from 'node:crypto';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { constants, promises as fsp } from 'node:fs';
 import path from 'node:path';
+import FILES_PERL from './files.pl';
 import { dataPort } from './dataPort.ts';
 import {
   encodeFault,
+  FILES_ROOT,
   filesPath,
   HARNESS_USER,
-  insideFilesRoot,
+  RESERVED_ROOT,
   type DirEntry,
   type FileReadArgs,
   type FileReadResult,
@@ -43,19 +49,74 @@ function lexical(p: string): string {
   return r.path;
 }
 
-/** The real path of an existing path, refused when its links lead off the persist disk. */
-async function realInside(shown: string, p: string): Promise<string> {
-  let real: string;
-  try {
-    real = await fsp.realpath(p);
-  } catch (err) {
-    if (isCode(err, 'ENOENT')) throw fault('not_found', `${shown} does not exist`);
-    if (isCode(err, 'ENOTDIR')) throw fault('path', `${shown}: a part of it is not a directory`);
-    if (isCode(err, 'ELOOP')) throw fault('path', `${shown}: too many symbolic links`);
-    throw err;
+/**
+ * files.pl at work on one path, as the harness user: its answer lines, one at a time. It lives until
+ * the agent is done with what it opened (its descriptors are reopened through /proc/PID/fd).
+ */
+class Opener {
+  private readonly child: ChildProcess;
+  private lines: string[] = [];
+  private waiting: ((line: string | null) => void) | null = null;
+  private ended = false;
+  private stderr = '';
+
+  constructor(args: string[]) {
+    this.child = spawn(
+      'perl',
+      ['-e', FILES_PERL, process.arch, String(HARNESS_USER.uid), String(HARNESS_USER.gid), FILES_ROOT, RESERVED_ROOT, ...args],
+      { stdio: ['pipe', 'pipe', 'pipe'], env: { PATH: '/usr/bin:/bin' } },
+    );
+    let text = '';
+    this.child.stdout!.setEncoding('utf8');
+    this.child.stdout!.on('data', (c: string) => {
+      text += c;
+      let nl: number;
+      while ((nl = text.indexOf('\n')) >= 0) {
+        this.lines.push(text.slice(0, nl));
+        text = text.slice(nl + 1);
+      }
+      this.wake();
+    });
+    this.child.stderr!.setEncoding('utf8');
+    this.child.stderr!.on('data', (c: string) => (this.stderr = (this.stderr + c).slice(-2000)));
+    this.child.stdin!.on('error', () => undefined);
+    this.child.on('error', (err) => ((this.stderr += err.message), (this.ended = true), this.wake()));
+    this.child.on('close', () => ((this.ended = true), this.wake()));
   }
-  if (!insideFilesRoot(real)) throw fault('path', `${shown} leads to ${real}, off the persist disk (a symbolic link points out)`);
-  return real;
+
+  private wake(): void {
+    const w = this.waiting;
+    if (!w) return;
+    if (this.lines.length) (this.waiting = null), w(this.lines.shift()!);
+    else if (this.ended) (this.waiting = null), w(null);
+  }
+
+  /** Its next line; a `fault` line is thrown as the fault it names. */
+  async next(): Promise<string> {
+    const line = await new Promise<string | null>((resolve) => {
+      this.waiting = resolve;
+      this.wake();
+    });
+    if (line === null) throw new Error(`the files helper failed: ${this.stderr.trim() || 'no answer'}`);
+    const f = /^fault (\w+) (.*)$/.exec(line);
+    if (f) throw fault(f[1] === 'not_found' ? 'not_found' : 'path', f[2]);
+    return line;
+  }
+
+  /** A descriptor it holds, as a path the agent may open. */
+  fd(n: string): string {
+    if (!/^\d+$/.test(n)) throw new Error(`the files helper answered a bad descriptor ${n}`);
+    return `/proc/${this.child.pid}/fd/${n}`;
+  }
+
+  say(line: string): void {
+    this.child.stdin!.write(`${line}\n`);
+  }
+
+  /** Done with it: it ends (a write not committed removes its twin). */
+  done(): void {
+    this.child.stdin!.end();
+  }
 }
 
 /** A stream window the host asked for, checked before anything is opened for it. */
@@ -67,39 +128,49 @@ function checkWindow(w: number | undefined): void {
 
 export async function readFile(args: FileReadArgs): Promise<FileReadResult> {
   const shown = lexical(args.path);
-  const real = await realInside(shown, shown);
-  const st = await fsp.stat(real);
-  if (st.isDirectory()) {
-    const names = (await fsp.readdir(real)).sort().slice(0, MAX_ENTRIES);
-    const entries: DirEntry[] = [];
-    for (const name of names) {
-      const e = await fsp.lstat(path.join(real, name)).catch(() => null);
-      if (!e) continue;
-      entries.push({
-        name,
-        type: e.isSymbolicLink() ? 'link' : e.isDirectory() ? 'dir' : 'file',
-        size: e.size,
-        mtime: e.mtime.toISOString(),
-      });
-    }
-    return { kind: 'dir', path: shown, entries };
-  }
-  if (!st.isFile()) throw fault('path', `${shown} is not a regular file or a directory`);
   checkWindow(args.window);
   const { mux } = await dataPort();
   if (mux.has(args.stream)) throw new Error(`stream ${args.stream} is in use`);
-  // A file system that cannot read past its cache (none under /persist) is read through it.
-  const flags = constants.O_RDONLY | constants.O_NOFOLLOW;
-  let direct = true;
-  const fh = await fsp.open(real, flags | constants.O_DIRECT).catch((err) => {
-    if (!isCode(err, 'EINVAL')) throw err;
-    direct = false;
-    return fsp.open(real, flags);
-  });
-  const size = (await fh.stat()).size;
-  const stream = mux.open(args.stream, args.window);
-  void sendFile(fh, size, stream, direct);
-  return { kind: 'file', path: shown, size };
+  const opener = new Opener(['read', shown]);
+  try {
+    const [kind, fd] = (await opener.next()).split(' ');
+    const held = opener.fd(fd);
+    if (kind === 'dir') {
+      // Listed through the descriptor the user opened (it could read the directory).
+      const names = (await fsp.readdir(held)).sort().slice(0, MAX_ENTRIES);
+      const entries: DirEntry[] = [];
+      for (const name of names) {
+        const e = await fsp.lstat(path.join(held, name)).catch(() => null);
+        if (!e) continue;
+        entries.push({
+          name,
+          type: e.isSymbolicLink() ? 'link' : e.isDirectory() ? 'dir' : 'file',
+          size: e.size,
+          mtime: e.mtime.toISOString(),
+        });
+      }
+      return { kind: 'dir', path: shown, entries };
+    }
+    if (kind !== 'file') throw new Error(`the files helper answered ${kind}`);
+    // The file the user opened, opened again for reading past the page cache (a file system that
+    // cannot, none under /persist, is read through it).
+    let direct = true;
+    const fh = await fsp.open(held, constants.O_RDONLY | constants.O_DIRECT).catch((err) => {
+      if (!isCode(err, 'EINVAL')) throw err;
+      direct = false;
+      return fsp.open(held, constants.O_RDONLY);
+    });
+    const st = await fh.stat();
+    if (!st.isFile()) {
+      await fh.close();
+      throw fault('path', `${shown} is not a regular file or a directory`);
+    }
+    const stream = mux.open(args.stream, args.window);
+    void sendFile(fh, st.size, stream, direct);
+    return { kind: 'file', path: shown, size: st.size };
+  } finally {
+    opener.done();
+  }
 }
 
 /**
@@ -153,32 +224,6 @@ function wholeBlocks(payloads: Buffer[]): Buffer[] {
   return [...payloads.slice(0, -1), Buffer.from(last.buffer, last.byteOffset, round)];
 }
 
-/** Makes the missing directories of `dir` (the harness user's), refusing links that lead off the disk; answers its real path. */
-async function makeParents(shownDir: string): Promise<string> {
-  const parts = shownDir.split('/').filter(Boolean);
-  let real = '/';
-  for (let i = 0; i < parts.length; i++) {
-    const next = path.join(real, parts[i]);
-    const st = await fsp.lstat(next).catch((err) => (isCode(err, 'ENOENT') ? null : Promise.reject(err)));
-    if (!st) {
-      await fsp.mkdir(next, { mode: 0o755 }).catch((err) => (isCode(err, 'EEXIST') ? undefined : Promise.reject(err)));
-      await fsp.chown(next, HARNESS_USER.uid, HARNESS_USER.gid);
-      real = next;
-      continue;
-    }
-    if (st.isSymbolicLink()) {
-      real = await realInside(`/${parts.slice(0, i + 1).join('/')}`, next);
-      if (!(await fsp.stat(real)).isDirectory()) throw fault('path', `/${parts.slice(0, i + 1).join('/')} is not a directory`);
-      continue;
-    }
-    if (!st.isDirectory()) throw fault('path', `/${parts.slice(0, i + 1).join('/')} is not a directory`);
-    real = next;
-  }
-  // The persist disk itself is the first step: a path that left it on the way is refused here.
-  if (!insideFilesRoot(real)) throw fault('path', `${shownDir} leads off the persist disk`);
-  return real;
-}
-
 /**
  * Opens the file's hidden twin and answers; the bytes come on the stream. The stream ends with the
  * file in place (`{path, size}`), or is aborted with the twin removed.
@@ -189,35 +234,38 @@ export async function writeFile(args: FileWriteArgs): Promise<{ ready: true; pat
   checkWindow(args.window);
   const { mux } = await dataPort();
   if (mux.has(args.stream)) throw new Error(`stream ${args.stream} is in use`);
-  const dir = await makeParents(path.dirname(shown));
-  const base = path.basename(shown);
-  let target = path.join(dir, base);
-  const existing = await fsp.lstat(target).catch(() => null);
-  if (existing?.isSymbolicLink()) {
-    // Written through, as `cp` would: only where the link leads on the persist disk.
-    target = await realInside(shown, target).catch((err: Error) =>
-      Promise.reject(/does not exist/.test(err.message) ? fault('path', `${shown} is a symbolic link to nothing`) : err),
-    );
+  // The parents are made, and the twin created, by the user; a link on the way is written through
+  // when it stays on the persist disk (as `cp` would).
+  const twin = `.${path.basename(shown)}.agentvm-upload-${randomBytes(6).toString('hex')}`;
+  const opener = new Opener(['write', shown, twin]);
+  let fh: fsp.FileHandle;
+  try {
+    const [kind, fd] = (await opener.next()).split(' ');
+    if (kind !== 'twin') throw new Error(`the files helper answered ${kind}`);
+    fh = await fsp.open(opener.fd(fd), constants.O_WRONLY);
+  } catch (err) {
+    opener.done();
+    throw err;
   }
-  if (existing && (await fsp.stat(target)).isDirectory()) throw fault('path', `${shown} is a directory`);
-  const twin = path.join(path.dirname(target), `.${path.basename(target)}.agentvm-upload-${randomBytes(6).toString('hex')}`);
-  const fh = await fsp.open(twin, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644);
-  await fh.chown(HARNESS_USER.uid, HARNESS_USER.gid);
   const stream = mux.open(args.stream, args.window);
-  void receiveFile(fh, twin, target, shown, args.max_bytes, stream);
+  void receiveFile(fh, opener, shown, args.max_bytes, stream);
   return { ready: true, path: shown };
 }
 
-async function receiveFile(fh: fsp.FileHandle, twin: string, target: string, shown: string, max: number, stream: MuxStream): Promise<void> {
+async function receiveFile(fh: fsp.FileHandle, opener: Opener, shown: string, max: number, stream: MuxStream): Promise<void> {
   let size = 0;
   let failed: Error | null = null;
   let ended = false;
   // Chunks wait here while a write is under way, then go down together (one writev for many).
   const waiting: Buffer[] = [];
   let writing: Promise<void> | null = null;
+  let over = false;
+  /** The twin goes (the helper removes it as it ends). */
   const discard = async () => {
+    if (over) return;
+    over = true;
     await fh.close().catch(() => undefined);
-    await fsp.rm(twin, { force: true });
+    opener.done();
   };
   const finish = async () => {
     if (failed) return discard();
@@ -226,7 +274,10 @@ async function receiveFile(fh: fsp.FileHandle, twin: string, target: string, sho
       // keeps the file (and a download past the page cache has nothing to wait for).
       await fh.datasync();
       await fh.close();
-      await fsp.rename(twin, target);
+      opener.say('commit');
+      await opener.next();
+      over = true;
+      opener.done();
       stream.end({ path: shown, size });
     } catch (err) {
       await discard();

@@ -348,7 +348,9 @@ export function decodeFault(text: string): { fault: GuestFaultCode; message: str
 
 /** Where files may be read and written: the persist disk, less the platform's own corner of it. */
 export const FILES_ROOT = PERSIST_MOUNT;
-const RESERVED = `${PERSIST_MOUNT}/.agentvm`;
+/** The platform's own corner of the persist disk (the secrets): never the files API's. */
+export const RESERVED_ROOT = `${PERSIST_MOUNT}/.agentvm`;
+const RESERVED = RESERVED_ROOT;
 
 /** Whether a resolved (real) path is one the files API may touch. */
 export function insideFilesRoot(p: string): boolean {
