@@ -6,13 +6,19 @@
  * (the VM stopped, restarted or crashed) ends `lost` with what was stored.
  *
  * Each run's records are written by one chain at a time (a RunTrack), each VM's dispatch likewise.
+ *
+ * The guest is not trusted to keep to the run's output cap: each stream keeps at most the run's
+ * `max_output_bytes` characters here too (the guest counts bytes; a byte never decodes to more than
+ * one character), and the guest's own truncation note. What a guest sends past that is dropped, and
+ * the run ends with a note of how much. Chunks heard and not yet stored are held up to twice the cap;
+ * beyond that they are dropped and asked for again once the store has caught up.
  */
 import type { Db } from '../store/db.ts';
 import type { Clock } from '../domain/clock.ts';
 import type { Logger } from '../log.ts';
 import type { RunFeed } from '../domain/runFeed.ts';
 import type { QemuDriver } from '../vmm/qemu.ts';
-import type { RunChunk, RunEnd, RunEndEvent, RunOutputEvent, RunStartArgs, RunSyncAnswer } from '../guest/protocol.ts';
+import { truncationNote, type RunChunk, type RunEnd, type RunEndEvent, type RunOutputEvent, type RunStartArgs, type RunStream, type RunSyncAnswer } from '../guest/protocol.ts';
 import * as runStore from '../store/runs.ts';
 import type { RunEnding, RunStatus, RunWork } from '../store/runs.ts';
 import { recordRunFinished } from '../domain/events.ts';
@@ -41,6 +47,28 @@ interface RunTrack {
   resync: boolean;
   busy: boolean;
   again: boolean;
+  /** The run's output cap, a stream. */
+  max: number;
+  /** Characters of each stream stored (loaded from the store when the track starts). */
+  kept: Record<RunStream, number> | null;
+  /** Characters of each stream dropped here, past the cap. */
+  cut: Record<RunStream, number>;
+  /** Whether a stream's truncation note (the guest's) is stored. */
+  noted: Record<RunStream, boolean>;
+  /** Characters in `heard`. */
+  heardChars: number;
+}
+
+/** The guest's note at the end of a stream that passed its cap. */
+const NOTE = /^\n\[agentvm: output truncated: \d+ more bytes were not kept\]\n$/;
+
+/** The first `room` characters of `text`, not splitting a surrogate pair. */
+function cutText(text: string, room: number): string {
+  if (room <= 0) return '';
+  let end = room;
+  const c = text.charCodeAt(end - 1);
+  if (c >= 0xd800 && c <= 0xdbff) end--;
+  return text.slice(0, end);
 }
 
 function statusOf(end: RunEnd): RunStatus {
@@ -139,7 +167,7 @@ export class RunRecorder {
 
   /** Starts a queued run in its guest (again, after a restart: the guest knows it by id). */
   private async dispatch(run: RunWork): Promise<boolean> {
-    const track = this.track(run.run_id, run.vm_id, run.last_seq);
+    const track = this.track(run.run_id, run.vm_id, run.last_seq, run.max_output_bytes);
     const args: RunStartArgs = { run_id: run.run_id, argv: run.argv, env: run.env, timeout_ms: run.timeout_ms, max_output_bytes: run.max_output_bytes };
     try {
       await this.o.driver.request(run.vm_id, 'run_start', args, 30_000);
@@ -163,15 +191,29 @@ export class RunRecorder {
   /** Follows a running run this process is not yet following: what the guest has comes first. */
   private follow(run: RunWork): void {
     if (this.tracks.has(run.run_id)) return;
-    const track = this.track(run.run_id, run.vm_id, run.last_seq);
+    const track = this.track(run.run_id, run.vm_id, run.last_seq, run.max_output_bytes);
     track.resync = true;
     this.flush(track);
   }
 
-  private track(runId: string, vmId: string, stored: number): RunTrack {
+  private track(runId: string, vmId: string, stored: number, max: number): RunTrack {
     let t = this.tracks.get(runId);
     if (!t) {
-      t = { runId, vmId, stored, heard: [], end: null, resync: false, busy: false, again: false };
+      t = {
+        runId,
+        vmId,
+        stored,
+        heard: [],
+        end: null,
+        resync: false,
+        busy: false,
+        again: false,
+        max,
+        kept: null,
+        cut: { stdout: 0, stderr: 0 },
+        noted: { stdout: false, stderr: false },
+        heardChars: 0,
+      };
       this.tracks.set(runId, t);
     }
     return t;
@@ -186,7 +228,15 @@ export class RunRecorder {
     }
     if (msg.event === 'run_output') {
       const e = msg as unknown as RunOutputEvent;
-      t.heard.push({ seq: e.seq, stream: e.stream, text: e.text });
+      if (!Number.isInteger(e.seq) || (e.stream !== 'stdout' && e.stream !== 'stderr') || typeof e.text !== 'string') return;
+      if (t.heardChars + e.text.length > 2 * t.max + 64 * 1024) {
+        // More than the store has taken yet, and more than an honest guest has to send: asked for
+        // again (the guest keeps what is not acknowledged) once what is held is stored.
+        t.resync = true;
+      } else {
+        t.heard.push({ seq: e.seq, stream: e.stream, text: e.text });
+        t.heardChars += e.text.length;
+      }
     } else if (msg.event === 'run_end') {
       const e = msg as unknown as RunEndEvent;
       t.end = { last_seq: e.last_seq, end: e.end };
@@ -221,16 +271,19 @@ export class RunRecorder {
     const { db, driver, feed } = this.o;
     t.heard.sort((a, b) => a.seq - b.seq);
     t.heard = t.heard.filter((c) => c.seq > t.stored);
+    t.kept ??= await runStore.storedChars(db, t.runId);
+    let resynced = false;
     const gap = (t.heard.length > 0 && t.heard[0].seq !== t.stored + 1) || (t.end !== null && t.end.last_seq > t.stored && t.heard.length === 0);
     if (t.resync || gap) {
       t.resync = false;
+      resynced = true;
       const answer = await driver.request<RunSyncAnswer>(t.vmId, 'run_sync', { run_id: t.runId, after: t.stored }, 15_000);
       if (!answer.known) {
         this.tracks.delete(t.runId);
         await this.lose({ run_id: t.runId, vm_id: t.vmId }, 'the guest no longer has the run (its VM booted again)');
         return;
       }
-      t.heard.push(...answer.chunks);
+      t.heard.push(...answer.chunks.filter((c) => Number.isInteger(c?.seq) && (c.stream === 'stdout' || c.stream === 'stderr') && typeof c.text === 'string'));
       t.heard.sort((a, b) => a.seq - b.seq);
       t.heard = t.heard.filter((c, i, all) => c.seq > t.stored && (i === 0 || all[i - 1].seq !== c.seq));
       if (answer.end) t.end = { last_seq: answer.last_seq, end: answer.end };
@@ -242,14 +295,31 @@ export class RunRecorder {
       batch.push(c);
     }
     if (batch.length) {
-      await runStore.appendEvents(db, t.runId, batch);
+      const kept = this.capped(t, batch);
+      await runStore.appendEvents(db, t.runId, kept, batch[batch.length - 1].seq);
       t.stored = batch[batch.length - 1].seq;
       t.heard = t.heard.slice(batch.length);
-      await feed.publish({ run_id: t.runId, events: batch });
+      t.heardChars = t.heard.reduce((n, c) => n + c.text.length, 0);
+      if (kept.length) await feed.publish({ run_id: t.runId, events: kept });
       void driver.request(t.vmId, 'run_ack', { run_id: t.runId, seq: t.stored }, 10_000).catch(() => undefined);
     }
-    if (t.heard.length) t.again = true; // a gap: ask the guest on the next step
+    if (t.heard.length) {
+      // A gap: ask the guest on the next step; one it did not fill when asked, a second later.
+      if (!resynced) t.again = true;
+      else setTimeout(() => ((t.resync = true), this.flush(t)), 1000).unref();
+    }
     if (t.end && t.stored >= t.end.last_seq) {
+      const notes: RunChunk[] = (['stdout', 'stderr'] as const)
+        .filter((s) => t.cut[s] > 0)
+        .map((stream, i) => ({ seq: t.stored + i + 1, stream, text: truncationNote(t.cut[stream]) }));
+      if (notes.length) {
+        // Cut here: the guest did not keep to the cap. The notes come after its last chunk.
+        this.o.log.warn({ run_id: t.runId, vm_id: t.vmId, dropped: t.cut, cap: t.max }, "a run's guest sent output past the cap; the rest was dropped");
+        await runStore.appendEvents(db, t.runId, notes);
+        t.stored = notes[notes.length - 1].seq;
+        t.cut = { stdout: 0, stderr: 0 };
+        await feed.publish({ run_id: t.runId, events: notes });
+      }
       const e = t.end.end;
       await this.finish(t.runId, {
         status: statusOf(e),
@@ -265,6 +335,26 @@ export class RunRecorder {
       void driver.request(t.vmId, 'run_ack', { run_id: t.runId, seq: t.stored, done: true }, 10_000).catch(() => undefined);
       this.kick(t.vmId); // the next queued run
     }
+  }
+
+  /** What of `batch` the cap lets through: a stream past it keeps its first characters and the guest's note. */
+  private capped(t: RunTrack, batch: RunChunk[]): RunChunk[] {
+    const kept = t.kept!;
+    const out: RunChunk[] = [];
+    for (const c of batch) {
+      const s = c.stream;
+      let text = c.text;
+      if (text.length > t.max - kept[s]) {
+        if (!t.noted[s] && NOTE.test(text)) t.noted[s] = true;
+        else {
+          text = cutText(text, t.max - kept[s]);
+          t.cut[s] += c.text.length - text.length;
+        }
+      }
+      kept[s] += text.length;
+      if (text) out.push(text === c.text ? c : { ...c, text });
+    }
+    return out;
   }
 
   /** Ends a run and writes its run.finished event, in one transaction; false when it had ended already. */

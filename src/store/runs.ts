@@ -118,8 +118,13 @@ export function eventsAfter(q: Queryable, runId: string, after: number, limit: n
  * Stores chunks that follow the run's last stored one, in one statement (atomic without a
  * transaction of its own: the output path is the latency a watcher sees).
  */
-export async function appendEvents(q: Queryable, runId: string, chunks: RunChunk[]): Promise<void> {
-  const values: unknown[] = [runId, chunks[chunks.length - 1].seq];
+export async function appendEvents(q: Queryable, runId: string, chunks: RunChunk[], lastSeq = chunks[chunks.length - 1].seq): Promise<void> {
+  if (!chunks.length) {
+    // Chunks the host dropped whole (past the output cap): their numbers are taken all the same.
+    await q.query('UPDATE runs SET last_seq = $2 WHERE run_id = $1 AND last_seq < $2', [runId, lastSeq]);
+    return;
+  }
+  const values: unknown[] = [runId, lastSeq];
   const tuples = chunks.map((c, i) => {
     values.push(c.seq, c.stream, c.text);
     return `($1, $${i * 3 + 3}::int, $${i * 3 + 4}, $${i * 3 + 5})`;
@@ -129,6 +134,17 @@ export async function appendEvents(q: Queryable, runId: string, chunks: RunChunk
      UPDATE runs SET last_seq = $2 WHERE run_id = $1 AND last_seq < $2`,
     values,
   );
+}
+
+/** The characters of each stream of a run stored so far (what its output cap has taken). */
+export async function storedChars(q: Queryable, runId: string): Promise<{ stdout: number; stderr: number }> {
+  const rows = await q.query<{ stream: 'stdout' | 'stderr'; chars: string | number }>(
+    'SELECT stream, coalesce(sum(char_length(text)), 0) AS chars FROM run_events WHERE run_id = $1 GROUP BY stream',
+    [runId],
+  );
+  const out = { stdout: 0, stderr: 0 };
+  for (const r of rows) out[r.stream] = Number(r.chars);
+  return out;
 }
 
 /** Every unfinished run of the VMs a host has, oldest first. */
