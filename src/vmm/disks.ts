@@ -4,8 +4,9 @@
  * nothing is formatted at boot and a new disk costs a few KiB.
  */
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { copyFile, mkdir, rename, rm, truncate, writeFile } from 'node:fs/promises';
+import { copyFile, link, mkdir, rename, rm, truncate, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { MachineFiles } from './machine.ts';
 
@@ -61,9 +62,9 @@ export class DiskMaker {
         const blank = await this.blank(gib);
         const file = `${blank}.child.qcow2`;
         if (!existsSync(file)) {
-          const tmp = `${file}.${process.pid}.tmp`;
+          const tmp = tmpName(file);
           await runQemuImg(['create', '-q', '-f', 'qcow2', '-F', 'raw', '-b', blank, tmp, `${gib}G`]);
-          await rename(tmp, file);
+          await placeOnce(tmp, file);
         }
         return file;
       })();
@@ -81,17 +82,38 @@ export class DiskMaker {
         const file = path.join(this.blankDir, `ext4-${gib}G.raw`);
         if (existsSync(file)) return file;
         await mkdir(this.blankDir, { recursive: true });
-        const tmp = `${file}.${process.pid}.tmp`;
-        await rm(tmp, { force: true });
+        const tmp = tmpName(file);
         await writeFile(tmp, '');
         await truncate(tmp, gib * 1024 ** 3);
         await runTool('mkfs.ext4', ['-q', '-F', '-E', 'lazy_itable_init=1,lazy_journal_init=1,nodiscard', tmp]);
-        await rename(tmp, file);
+        await placeOnce(tmp, file);
         return file;
       })();
       p.catch(() => this.blanks.delete(gib));
       this.blanks.set(gib, p);
     }
     return p;
+  }
+}
+
+/**
+ * A temporary name beside `file` of its own: several disk makers of one process (the host's, its
+ * capturer's, its image builder's) may make the same blank file at once.
+ */
+function tmpName(file: string): string {
+  return `${file}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`;
+}
+
+/**
+ * Puts `tmp` in place as `file` unless another maker got there first (then `tmp` goes): the first one
+ * stays, since disks already made are copy-on-write children of it (two mkfs runs differ in their UUIDs).
+ */
+async function placeOnce(tmp: string, file: string): Promise<void> {
+  try {
+    await link(tmp, file);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  } finally {
+    await rm(tmp, { force: true });
   }
 }
