@@ -814,6 +814,7 @@ export class QemuDriver extends EventEmitter {
   persistPath(vmId: string): string {
     return this.files(vmId).persist;
   }
+
   /** The writable layer of the VM's root (an image build captures it). */
   upperPath(vmId: string): string {
     return this.files(vmId).upper;
