@@ -12,7 +12,7 @@
  * brokered: allowed while the policy allows the provider's public API host, forwarded to the operator's
  * provider URL (trusted, never reached any other way) with the VM's real key, which never enters the
  * guest, and never anywhere else. A refusal is an immediate 403 with a one-line body.
- * Each VM has at most GATEWAY_LIMITS open and new connections; an idle one is closed.
+ * Each VM has at most GATEWAY_LIMITS open and new connections (connectionLimits.ts); an idle one is closed.
  * Every connection is logged (host, port, decision, reason, bytes), never a body, header or key.
  */
 import http from 'node:http';
@@ -31,23 +31,12 @@ import { EGRESS_GATEWAY_NAME } from '../../guest/protocol.ts';
 import { BROKERED_PATH } from '../../harness/invoke.ts';
 import { DenyList } from '../../domain/denyList.ts';
 import type { HostCredentials } from './credentials.ts';
+import { ConnectionLimits, GATEWAY_LIMITS, type GatewayLimits } from './connectionLimits.ts';
+import { brokeredTarget, closeWhenIdle, forwardHeaders, refusalText, refuse, refuseSocket, withoutHopByHop } from './wire.ts';
 
 export const LOG_KEEP_MS = 7 * 24 * 3600_000;
 const CONNECT_TIMEOUT_MS = 10_000;
 const RESOLVE_TIMEOUT_MS = 5_000;
-
-/** What one VM may hold at its gateway (decisions.md section 8). */
-export interface GatewayLimits {
-  /** Connections open at once. */
-  maxOpen: number;
-  /** New connections in one second. */
-  newPerSecond: number;
-  /** A connection that moves no byte either way this long is closed. */
-  idleMs: number;
-}
-export const GATEWAY_LIMITS: GatewayLimits = { maxOpen: 256, newPerSecond: 50, idleMs: 10 * 60_000 };
-
-const HOP_BY_HOP = ['connection', 'proxy-connection', 'proxy-authorization', 'proxy-authenticate', 'keep-alive', 'te', 'trailer', 'upgrade', 'host'];
 
 export interface GatewayDeps {
   db: Db;
@@ -59,13 +48,6 @@ export interface GatewayDeps {
   limits?: Partial<GatewayLimits>;
   /** Milliseconds since the epoch, for the per-second count (Date.now unless given). */
   now?: () => number;
-}
-
-/** A VM's connections at the gateway: how many are open, and how many began in the current second. */
-interface VmConnections {
-  open: number;
-  second: number;
-  began: number;
 }
 
 /** Where a connection may go: an address, or why not. */
@@ -85,15 +67,14 @@ export class EgressGateway {
   private readonly open = new Set<Duplex>();
   private readonly deny = new DenyList();
   private readonly prune: NodeJS.Timeout;
-  private readonly limits: GatewayLimits;
-  private readonly perVm = new Map<string, VmConnections>();
+  private readonly connections: ConnectionLimits;
   private readonly fixedPolicies = new Map<string, EgressPolicy>();
   /** Hosts of the operator's provider URLs that are not the public APIs: reached only through the brokered path. */
   private readonly brokeredOnly: Set<string>;
   private closed = false;
 
   constructor(private readonly d: GatewayDeps) {
-    this.limits = { ...GATEWAY_LIMITS, ...d.limits };
+    this.connections = new ConnectionLimits({ ...GATEWAY_LIMITS, ...d.limits }, d.now);
     this.brokeredOnly = new Set(BROKERS.filter((b) => d.providerUrls[b.id] !== b.defaultUrl).map((b) => canonicalHost(new URL(d.providerUrls[b.id]).hostname)));
     this.http = http.createServer({ keepAlive: true });
     this.http.on('request', (req, res) => void this.onRequest(req, res).catch((err) => this.fail(res, err)));
@@ -123,30 +104,16 @@ export class EgressGateway {
    * from what the guest says): admitted within the VM's limits, or answered 429 and closed.
    */
   accept(vmId: string, socket: Duplex): void {
-    const refusal = this.closed ? 'the gateway is closing' : this.admit(vmId);
-    if (refusal) {
+    const admitted = this.closed ? { refusal: 'the gateway is closing' } : this.connections.admit(vmId);
+    if ('refusal' in admitted) {
       socket.on('error', () => undefined);
-      return refuseSocket(socket, 429, `agentvm egress: ${refusal}`);
+      return refuseSocket(socket, 429, `agentvm egress: ${admitted.refusal}`);
     }
-    const c = this.perVm.get(vmId)!;
-    c.open++;
-    socket.once('close', () => c.open--);
+    socket.once('close', admitted.release);
     this.vmOf.set(socket, vmId);
     this.track(socket);
-    closeWhenIdle(socket, this.limits.idleMs);
+    closeWhenIdle(socket, this.connections.limits.idleMs);
     this.http.emit('connection', socket);
-  }
-
-  /** Why a VM may not open one more connection now, or null (and then it is counted as begun). */
-  private admit(vmId: string): string | null {
-    const second = Math.floor((this.d.now ?? Date.now)() / 1000);
-    let c = this.perVm.get(vmId);
-    if (!c) this.perVm.set(vmId, (c = { open: 0, second, began: 0 }));
-    if (c.second !== second) [c.second, c.began] = [second, 0];
-    if (c.open >= this.limits.maxOpen) return `this VM has ${c.open} connections open, the most it may (${this.limits.maxOpen})`;
-    if (c.began >= this.limits.newPerSecond) return `this VM opened ${c.began} connections this second, the most it may (${this.limits.newPerSecond} a second)`;
-    c.began++;
-    return null;
   }
 
   /**
@@ -168,7 +135,7 @@ export class EgressGateway {
     const server = this.listeners.get(vmId);
     if (!server) return;
     this.listeners.delete(vmId);
-    this.perVm.delete(vmId);
+    this.connections.forget(vmId);
     server.close();
     for (const s of this.open) if (this.vmOf.get(s) === vmId) s.destroy();
   }
@@ -411,62 +378,4 @@ export class EgressGateway {
     this.d.log.error({ err }, 'egress gateway CONNECT failed');
     refuseSocket(socket, 502, 'agentvm egress: internal error');
   }
-}
-
-/**
- * The URL a brokered request goes to: the provider URL's origin and path prefix, then `rest`; null when
- * `rest` could leave them (`//host`, a backslash, a `.` or `..` segment, or an encoded slash, backslash
- * or dot in the path). Gemini's query-string key is dropped: the real one goes in a header.
- */
-export function brokeredTarget(base: URL, rest: string): URL | null {
-  const q = rest.indexOf('?');
-  const path = q < 0 ? rest : rest.slice(0, q);
-  if (!path.startsWith('/') || path.startsWith('//') || path.includes('\\') || /%(2e|2f|5c)/i.test(path)) return null;
-  if (path.split('/').some((seg) => seg === '.' || seg === '..')) return null;
-  const prefix = base.pathname.replace(/\/+$/, '');
-  const url = new URL(`${base.origin}${prefix}${rest}`);
-  if (url.origin !== base.origin || !url.pathname.startsWith(`${prefix}/`)) return null;
-  url.searchParams.delete('key');
-  return url;
-}
-
-/** Closes a connection that moves no byte either way for `ms` (a socket's timeout counts reads and writes). */
-function closeWhenIdle(socket: Duplex, ms: number): void {
-  if (socket instanceof net.Socket) return void socket.setTimeout(ms, () => socket.destroy());
-  const timer = setTimeout(() => socket.destroy(), ms).unref();
-  const touch = () => timer.refresh();
-  socket.on('data', touch);
-  const write = socket.write.bind(socket);
-  socket.write = ((...args: Parameters<Duplex['write']>) => (touch(), write(...args))) as Duplex['write'];
-  socket.once('close', () => clearTimeout(timer));
-}
-
-function withoutHopByHop(h: http.IncomingHttpHeaders): http.OutgoingHttpHeaders {
-  const headers: http.OutgoingHttpHeaders = { ...h };
-  for (const name of HOP_BY_HOP) delete headers[name];
-  return headers;
-}
-
-/** A request's headers for the next hop, to `host`. */
-function forwardHeaders(req: http.IncomingMessage, host: string): http.OutgoingHttpHeaders {
-  return { ...withoutHopByHop(req.headers), host };
-}
-
-/** What a guest is told of a refused target: the policy's line, or why the target could not be reached. */
-function refusalText(host: string, t: { status: number; reason: string }): string {
-  return t.status === 403 ? `agentvm egress policy denies ${host}` : `agentvm egress: ${host}: ${t.reason}`;
-}
-
-/** A one-line text answer, and the connection closes (a refusal is never a hang). */
-function refuse(res: http.ServerResponse, status: number, text: string): void {
-  res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8', connection: 'close', 'content-length': Buffer.byteLength(text) + 1 });
-  res.end(`${text}\n`);
-}
-
-function refuseSocket(socket: Duplex, status: number, text: string): void {
-  if (!socket.writable) return void socket.destroy();
-  const body = `${text}\n`;
-  socket.end(
-    `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
-  );
 }
