@@ -7,23 +7,9 @@ import { startBenchPlatform } from './platform.ts';
 
 const N = Number(process.env.BENCH_FORKS ?? 4);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const { server, base, h, close } = await startBenchPlatform('forkbench');
+const { server, call, untilRunning, close } = await startBenchPlatform('forkbench');
 try {
   const driver = server.host.driver!;
-  const call = async (method: string, p: string, body?: unknown) => {
-    const res = await fetch(`${base}${p}`, { method, headers: h, body: body === undefined ? undefined : JSON.stringify(body) });
-    const json = await res.json().catch(() => null);
-    if (res.status >= 300) throw new Error(`${method} ${p}: ${res.status} ${JSON.stringify(json)}`);
-    return json;
-  };
-  const untilRunning = async (vmId: string, t0: number) => {
-    for (;;) {
-      const vm = await call('GET', `/v1/api/vms/${vmId}`);
-      if (vm.status === 'running') return performance.now() - t0;
-      if (vm.status === 'failed') throw new Error(`${vmId} failed: ${vm.status_reason}`);
-      await sleep(10);
-    }
-  };
   async function template(name: string, fill: boolean): Promise<string> {
     const vm = await call('POST', '/v1/api/vms', { harness: 'echo' });
     await untilRunning(vm.vm_id, performance.now());

@@ -10,23 +10,9 @@ const N = Number(process.env.BENCH_IMAGE_VMS ?? 4);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const STEPS = ['seq 1 20000 | sha256sum > /opt/one', 'mkdir -p /opt/tree && for i in $(seq 1 200); do echo $i > /opt/tree/$i; done', 'tar -C /opt -cf /opt/tree.tar tree && sync'];
 const DOCKERFILE = `FROM base\n${STEPS.map((s) => `RUN ${s}`).join('\n')}\n`;
-const { server, base, h, close } = await startBenchPlatform('imagebench');
+const { server, call, untilRunning, close } = await startBenchPlatform('imagebench');
 try {
   const driver = server.host.driver!;
-  const call = async (method: string, p: string, body?: unknown) => {
-    const res = await fetch(`${base}${p}`, { method, headers: h, body: body === undefined ? undefined : JSON.stringify(body) });
-    const json = await res.json().catch(() => null);
-    if (res.status >= 300) throw new Error(`${method} ${p}: ${res.status} ${JSON.stringify(json)}`);
-    return json;
-  };
-  const untilRunning = async (vmId: string, t0: number) => {
-    for (;;) {
-      const vm = await call('GET', `/v1/api/vms/${vmId}`);
-      if (vm.status === 'running') return performance.now() - t0;
-      if (vm.status === 'failed') throw new Error(`${vmId} failed: ${vm.status_reason}`);
-      await sleep(10);
-    }
-  };
   const build = async () => {
     const t0 = performance.now();
     const image = await call('POST', '/v1/api/images', { name: 'bench', dockerfile: DOCKERFILE, egress: { mode: 'none', allow: [] } });

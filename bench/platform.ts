@@ -11,6 +11,10 @@ export interface BenchPlatform {
   base: string;
   /** Headers of the tenant's readwrite key. */
   h: Record<string, string>;
+  /** A JSON call with the tenant's key; throws on an answer of 300 or more. */
+  call(method: string, p: string, body?: unknown): Promise<any>;
+  /** Milliseconds from `t0` until the VM is running (throws if it fails). */
+  untilRunning(vmId: string, t0: number): Promise<number>;
   close(): Promise<void>;
 }
 
@@ -41,7 +45,22 @@ export async function startBenchPlatform(name: string, overrides: Partial<Config
     const adminH = { authorization: `Bearer ${config.adminToken}`, 'content-type': 'application/json' };
     const tenant = await (await fetch(`${base}/v1/admin/tenants`, { method: 'POST', headers: adminH, body: JSON.stringify({ email: `${name}@example.com` }) })).json();
     await fetch(`${base}/v1/admin/tenants/${tenant.tenant_id}/card`, { method: 'PUT', headers: adminH, body: JSON.stringify({ brand: 'visa', last4: '4242' }) });
-    return { server, base, h: { authorization: `Bearer ${tenant.api_key}`, 'content-type': 'application/json' }, close };
+    const h = { authorization: `Bearer ${tenant.api_key}`, 'content-type': 'application/json' };
+    const call = async (method: string, p: string, body?: unknown) => {
+      const res = await fetch(`${base}${p}`, { method, headers: h, body: body === undefined ? undefined : JSON.stringify(body) });
+      const json = await res.json().catch(() => null);
+      if (res.status >= 300) throw new Error(`${method} ${p}: ${res.status} ${JSON.stringify(json)}`);
+      return json;
+    };
+    const untilRunning = async (vmId: string, t0: number) => {
+      for (;;) {
+        const vm = await call('GET', `/v1/api/vms/${vmId}`);
+        if (vm.status === 'running') return performance.now() - t0;
+        if (vm.status === 'failed') throw new Error(`${vmId} failed: ${vm.status_reason}`);
+        await new Promise((r) => setTimeout(r, 10));
+      }
+    };
+    return { server, base, h, call, untilRunning, close };
   } catch (err) {
     await close();
     throw err;
