@@ -8,8 +8,7 @@ import { readdir, readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { call, ClientError, resolveCredentials, type Schemas } from '../client/client.ts';
 import { followEventStream } from '../client/eventStream.ts';
-import { parseDockerfile, DockerfileError } from '../domain/dockerfile.ts';
-import { filesOfSource } from '../domain/images.ts';
+import { DockerfileError, filesOfSource, parseDockerfile } from '../domain/dockerfile.ts';
 import { apiAction, customerClient } from './apiAction.ts';
 import { print, record, table, type Out } from './output.ts';
 

@@ -211,3 +211,9 @@ export function configAfter(parent: ImageConfig, steps: Step[]): ImageConfig {
   }
   return c;
 }
+
+/** The files a COPY source names: the file itself, everything under a directory, or all of them for `.`. */
+export function filesOfSource(source: string, files: Iterable<string>): string[] {
+  const dir = source.replace(/\/+$/, '').replace(/^\.\/?/, '');
+  return [...files].filter((f) => dir === '' || f === dir || f.startsWith(`${dir}/`)).sort();
+}

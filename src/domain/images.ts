@@ -9,7 +9,7 @@ import { ApiError, invalid, notFound } from './errors.ts';
 import { newId } from './ids.ts';
 import { slugify } from './templates.ts';
 import { checkedEgress } from './vms.ts';
-import { DockerfileError, parseDockerfile, type ImageConfig } from './dockerfile.ts';
+import { DockerfileError, filesOfSource, parseDockerfile, type ImageConfig } from './dockerfile.ts';
 import { requireQuota } from './limits.ts';
 import type { EgressPolicy } from './egress.ts';
 import type { ImageFeed } from './feed.ts';
@@ -64,12 +64,6 @@ export function checkedFiles(files: Record<string, string>): Map<string, Buffer>
     out.set(p, bytes);
   }
   return out;
-}
-
-/** The files a COPY source names: the file itself, everything under a directory, or all of them for `.`. */
-export function filesOfSource(source: string, files: Iterable<string>): string[] {
-  const dir = source.replace(/\/+$/, '').replace(/^\.\/?/, '');
-  return [...files].filter((f) => dir === '' || f === dir || f.startsWith(`${dir}/`)).sort();
 }
 
 export class ImageService {
