@@ -81,6 +81,8 @@ export class ImageBuilder {
   private running: Promise<void> | null = null;
   private again = false;
   private closed = false;
+  /** Set once start() has removed the builder VMs of an earlier process: a build begun before would lose its VM to that sweep. */
+  private swept = false;
   private slot = 0;
 
   constructor(private readonly o: ImageBuilderOptions) {
@@ -100,12 +102,13 @@ export class ImageBuilder {
     }
     const requeued = await imageStore.requeueInterrupted(this.o.db, this.o.hostId);
     if (requeued.length) this.o.log.info({ images: requeued }, 'image builds interrupted by a restart are queued again');
+    this.swept = true;
     this.kick();
   }
 
   /** A build may be queued: take queued builds one at a time until none is left. */
   kick(): void {
-    if (this.closed || !this.o.image()) return;
+    if (this.closed || !this.swept || !this.o.image()) return;
     if (this.running) {
       this.again = true;
       return;
