@@ -18,7 +18,7 @@ import { loadConfig } from '../src/config.ts';
 import { startServer, type RunningServer } from '../src/server.ts';
 import { createLogger } from '../src/log.ts';
 import { HARNESS_USER } from '../src/guest/protocol.ts';
-import { apiClient, killQemusUnder, seedSnapshots, until, type ApiCall } from './helpers.ts';
+import { apiClient, detached, killQemusUnder, seedSnapshots, until, type ApiCall } from './helpers.ts';
 import { inOwnNetns, netnsUnavailable, runInOwnNetns } from './netns.ts';
 
 const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;
@@ -141,7 +141,7 @@ if (!inOwnNetns()) {
         };
         const timer = setInterval(() => { for (let i = 0; i < 3 && opened < 300; i++) one(); if (opened >= 300) clearInterval(timer); }, 100);
         setTimeout(() => process.exit(0), 900000);`;
-      const started = await exec(vmId, ['sh', '-c', 'setsid -f node -e "$0" >/dev/null 2>&1 </dev/null', script]);
+      const started = await exec(vmId, ['sh', '-c', detached('node -e "$0" >/dev/null 2>&1'), script]);
       assert.equal(started.exit_code, 0, started.stderr);
       // The host's processes are looked at every second while the guest opens them (a process per
       // connection, as socat was, lives as long as its connection): the most seen at once under the

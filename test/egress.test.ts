@@ -15,7 +15,7 @@ import { loadConfig } from '../src/config.ts';
 import { startServer, type RunningServer } from '../src/server.ts';
 import { createLogger } from '../src/log.ts';
 import { HARNESS_USER } from '../src/guest/protocol.ts';
-import { killQemusUnder, seedSnapshots, until } from './helpers.ts';
+import { detached, killQemusUnder, seedSnapshots, until } from './helpers.ts';
 import { inOwnNetns, netnsUnavailable, runInOwnNetns } from './netns.ts';
 import { startProviderStandins, STANDIN_PROOF_PATH, type ProviderStandins } from './standins/providers.ts';
 import { readFile } from 'node:fs/promises';
@@ -208,7 +208,7 @@ if (!inOwnNetns()) {
         s.on('error', (e) => { log('error ' + e.code); process.exit(0); });
         setTimeout(() => { log('hang'); process.exit(0); }, 600000);`;
       const exec = (argv: string[]) => server.host.driver!.exec(vm.vm_id, { argv, uid: HARNESS_USER.uid, gid: HARNESS_USER.gid }, 60_000);
-      const started = await exec(['sh', '-c', 'setsid -f node -e "$0" >/dev/null 2>&1 </dev/null', script]);
+      const started = await exec(['sh', '-c', detached('node -e "$0" >/dev/null 2>&1'), script]);
       assert.equal(started.exit_code, 0, started.stderr);
       const seen = async () => (await exec(['sh', '-c', 'cat /tmp/slow.log 2>/dev/null; true'])).stdout;
       await until('the first part of the answer', async () => (await seen()).includes('part one'), 120_000);

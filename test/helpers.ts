@@ -302,6 +302,16 @@ export class ManualClock implements Clock {
   }
 }
 
+/**
+ * A shell line (for `sh -c`) that starts `line` in a session of its own and returns only once it is
+ * there: an exec's process group is killed when the exec ends, and a child still on its way to
+ * setsid() would go with it. `line` may use the outer shell's "$0", "$1"… but no single quote.
+ */
+export function detached(line: string): string {
+  const mark = `/tmp/.detached-${randomBase62(8)}`;
+  return `setsid sh -c ': > ${mark}; exec ${line}' "$0" "$@" </dev/null & until [ -e ${mark} ]; do sleep 0.05; done; rm -f ${mark}`;
+}
+
 /** Polls `fn` every 200 ms until it answers something truthy; fails with the last error after `ms`. */
 export async function until<T>(what: string, fn: () => Promise<T | undefined | false>, ms = 180_000): Promise<T> {
   const deadline = Date.now() + ms;

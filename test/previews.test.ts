@@ -17,7 +17,7 @@ import { WebSocket } from 'ws';
 import { loadConfig } from '../src/config.ts';
 import { startServer, type RunningServer } from '../src/server.ts';
 import { createLogger } from '../src/log.ts';
-import { apiClient, killQemusUnder, seedSnapshots, until, type ApiCall } from './helpers.ts';
+import { apiClient, detached, killQemusUnder, seedSnapshots, until, type ApiCall } from './helpers.ts';
 
 const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;
 const skip = imageDir ? false : 'set AGENTVM_TEST_IMAGE_DIR to a built image dir (npm run test:all does)';
@@ -138,7 +138,7 @@ describe('preview URLs of a real microVM', { skip }, () => {
       if (vm.status === 'failed') throw new Error(`failed: ${vm.status_reason}`);
       return vm.status === 'running';
     }, 600_000);
-    const wrote = await exec(['sh', '-c', `cat > /tmp/app.js <<'APP_EOF'\n${APP}\nAPP_EOF\nsetsid node /tmp/app.js >/tmp/app.log 2>&1 </dev/null &`]);
+    const wrote = await exec(['sh', '-c', `cat > /tmp/app.js <<'APP_EOF'\n${APP}\nAPP_EOF\n${detached('node /tmp/app.js >/tmp/app.log 2>&1')}`]);
     assert.equal(wrote.exit_code, 0, wrote.stderr);
     // Node's start under emulation, on a busy machine, takes a while.
     await until('the app listening', async () => (await api('GET', `/v1/api/vms/${vmId}/ports`)).body?.data?.filter((p: { port: number }) => p.port >= 8080 && p.port <= 8081).length === 2, 240_000);

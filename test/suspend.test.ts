@@ -19,7 +19,7 @@ import path from 'node:path';
 import { loadConfig } from '../src/config.ts';
 import { startServer, type RunningServer } from '../src/server.ts';
 import { createLogger } from '../src/log.ts';
-import { apiClient, endServer, killQemusUnder, qemuPidsUnder, seedSnapshots, spawnServer, until, type ApiCall } from './helpers.ts';
+import { apiClient, detached, endServer, killQemusUnder, qemuPidsUnder, seedSnapshots, spawnServer, until, type ApiCall } from './helpers.ts';
 
 const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;
 const skip = imageDir ? false : 'set AGENTVM_TEST_IMAGE_DIR to a built image dir (npm run test:all does)';
@@ -83,7 +83,7 @@ describe('suspend with memory on real microVMs', { skip }, () => {
     await sh(vmId, 'mkdir -p /mnt/mem && mount -t tmpfs mem /mnt/mem && echo kept-in-memory > /mnt/mem/marker && echo on-disk > /persist/marker && sync');
     // 40 MB of memory no golden VM had (about 10,000 pages: the saved state is written and loaded in pieces).
     const filled = await sh(vmId, 'head -c 40000000 /dev/urandom > /mnt/mem/fill && md5sum < /mnt/mem/fill', 120_000);
-    const sleeper = await sh(vmId, 'setsid -f sleep 7777 >/dev/null 2>&1 < /dev/null; sleep 0.2; pgrep -x -f "sleep 7777"');
+    const sleeper = await sh(vmId, `${detached('sleep 7777 >/dev/null 2>&1')}; pgrep -x -f "sleep 7777"`);
     assert.match(sleeper, /^\d+$/);
     const bootsBefore = (await server.services.db.query<{ boots: number }>('SELECT boots FROM vms WHERE vm_id = $1', [vmId]))[0].boots;
 

@@ -18,7 +18,7 @@ import { loadConfig, type Config } from '../src/config.ts';
 import { startServer, type RunningServer } from '../src/server.ts';
 import { createLogger } from '../src/log.ts';
 import { openDb } from '../src/store/db.ts';
-import { killQemusUnder, qemuPidsUnder, rawRun, seedSnapshots, until } from './helpers.ts';
+import { detached, killQemusUnder, qemuPidsUnder, rawRun, seedSnapshots, until } from './helpers.ts';
 import { BROKERED_PLACEHOLDER } from '../src/harness/invoke.ts';
 
 const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;
@@ -378,7 +378,7 @@ describe('real microVMs', { skip }, () => {
     // The stand-in runs in its own session, so that it outlives the exec that starts it.
     const standIn = await readFile(path.join(root, 'test/fixtures/gemini-stand-in.mjs'), 'utf8');
     const reply = 'stand-in reply 7f3a';
-    const started = await exec(vmId, ['sh', '-c', 'setsid -f node --input-type=module -e "$1" 8917 /tmp/stand-in.log "$2" </dev/null >/tmp/stand-in.err 2>&1', 'sh', standIn, reply]);
+    const started = await exec(vmId, ['sh', '-c', detached('node --input-type=module -e "$1" 8917 /tmp/stand-in.log "$2" >/tmp/stand-in.err 2>&1'), 'sh', standIn, reply]);
     assert.equal(started.exit_code, 0, started.stderr);
     await until('the stand-in listens', async () => (await exec(vmId, ['grep', '-q', 'listening', '/tmp/stand-in.log'])).exit_code === 0, 60_000);
 
