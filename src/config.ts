@@ -28,6 +28,11 @@ export interface Config {
   snapshots: boolean;
   /** Standby VMs kept of the starter shape, so a new VM starts by taking one (0: none; needs snapshots). */
   standbyVms: number;
+  /**
+   * The share of the host's cores that must be idle before a standby VM is made (AGENTVM_STANDBY_IDLE_SHARE,
+   * 0–1, default 0.5): a standby takes CPU from the VMs already running; 0 makes them whatever the load.
+   */
+  standbyIdleShare: number;
   /** `all`: API and VM host in one process; `api`: a stateless API replica; `host`: a VM host. */
   role: 'all' | 'api' | 'host';
   /**
@@ -85,6 +90,14 @@ function countFromEnv(name: string, fallback: number): number {
   return value;
 }
 
+function shareFromEnv(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isFinite(value) || value < 0 || value > 1) throw new Error(`${name} must be a number from 0 to 1, not "${raw}"`);
+  return value;
+}
+
 function optionalInt(name: string): number | undefined {
   return process.env[name] ? intFromEnv(name, 0) : undefined;
 }
@@ -135,6 +148,7 @@ export function loadConfig(flags: { host?: string; port?: string | number; dataD
     hostStaleMs: intFromEnv('AGENTVM_HOST_STALE_S', 30) * 1000,
     snapshots: process.env.AGENTVM_SNAPSHOTS === undefined || process.env.AGENTVM_SNAPSHOTS === '' ? true : boolFromEnv('AGENTVM_SNAPSHOTS'),
     standbyVms: countFromEnv('AGENTVM_STANDBY_VMS', 2),
+    standbyIdleShare: shareFromEnv('AGENTVM_STANDBY_IDLE_SHARE', 0.5),
     bootTimeoutMs: intFromEnv('AGENTVM_BOOT_TIMEOUT_S', 180) * 1000,
     meterIntervalMs: intFromEnv('AGENTVM_METER_INTERVAL_S', 10) * 1000,
     runTimeoutMs: intFromEnv('AGENTVM_RUN_TIMEOUT_S', 1800) * 1000,

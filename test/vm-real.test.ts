@@ -50,7 +50,8 @@ describe('real microVMs', { skip }, () => {
   before(async () => {
     dataDir = await mkdtemp(path.join(os.tmpdir(), 'agentvm-vm-'));
     process.env.AGENTVM_ADMIN_TOKEN = 'avm_admin_test_token_0123456789abcdefghijkl';
-    config = { ...loadConfig({ host: '127.0.0.1', port: 0, dataDir }), imageDir: imageDir! };
+    // Standbys are made whatever the load: the suite runs another test file beside this one.
+    config = { ...loadConfig({ host: '127.0.0.1', port: 0, dataDir }), imageDir: imageDir!, standbyIdleShare: 0 };
     delete process.env.AGENTVM_ADMIN_TOKEN;
     const sink = new Writable({ write: (c, _e, cb) => (logs.push(c.toString()), cb()) });
     await seedSnapshots(dataDir);
@@ -69,6 +70,8 @@ describe('real microVMs', { skip }, () => {
     await rm(dataDir, { recursive: true, force: true });
   });
 
+  /** What the server said of snapshots and standbys (warnings and worse): for a failure's message. */
+  const driverLog = () => logs.filter((l) => /"level":(40|50|60)/.test(l) && /snapshot|standby/i.test(l)).map((l) => l.slice(0, 600)).join('\n');
   const exec = (vmId: string, argv: string[]) => server.host.driver!.exec(vmId, { argv }, 30_000);
   const status = async (vmId: string) => (await api('GET', `/v1/api/vms/${vmId}`)).body;
   const runningVm = (vmId: string) => until(`${vmId} running`, async () => {
@@ -79,7 +82,9 @@ describe('real microVMs', { skip }, () => {
 
   test('standby VMs: a new VM takes one with its own identity; stop and start, a restarted server, destroy', { timeout: 10 * 60_000 }, async () => {
     await server.host.prewarmed;
-    await until('two standby VMs', async () => server.host.driver!.standbyCount() >= 2, 120_000);
+    await until('two standby VMs', async () => server.host.driver!.standbyCount() >= 2, 180_000).catch((err) => {
+      throw new Error(`${err.message}\n${driverLog()}`);
+    });
     const vms: string[] = [];
     for (let i = 0; i < 2; i++) vms.push((await api('POST', '/v1/api/vms', { harness: 'echo' })).body.vm_id);
     const seen = new Map<string, Set<string>>();
@@ -160,7 +165,7 @@ describe('real microVMs', { skip }, () => {
     const seen = new Map<string, Set<string>>();
     for (const vmId of vms) {
       const vm = await runningVm(vmId);
-      assert.equal(driver.startedFrom(vmId), 'snapshot', `${vmId} resumed from the snapshot`);
+      assert.equal(driver.startedFrom(vmId), 'snapshot', `${vmId} resumed from the snapshot\n${driverLog()}`);
       const r = await exec(vmId, ['sh', '-c', 'hostname; cat /etc/machine-id /run/agentvm/instance; ip -4 -o addr show label lo:0; od -An -N16 -tx1 /dev/urandom; date +%s; findmnt -no SOURCE /persist; touch /persist/w /w']);
       assert.equal(r.exit_code, 0, r.stderr);
       const [hostname, machineId, instance, addr, random, date, persistDev] = r.stdout.trim().split('\n');

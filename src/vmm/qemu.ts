@@ -24,7 +24,7 @@ import { STANDBY_DIR, standbyKey, StandbyPool, type StandbyShape } from './stand
 import { connectMachine, consoleTail, killMachine, machineEnded, machineFiles, machinePid, resumeIncoming, spawnMachine, type Machine, type MachineFiles } from './machine.ts';
 import { hostTscKhz, type Accel } from './probe.ts';
 import { checkPageFile, DamagedState, discard, hasRecord, load, loadPages, readRecord, save, savePages, suspendFiles, type SuspendRecord } from './suspend.ts';
-import { ASSUME_PORT_CLOCK, assumeLine, factsFromAssumed, type AssumeArgs, type ExecArgs, type ExecResult, type HelloFacts } from '../guest/protocol.ts';
+import { ASSUME_PORT_CLOCK, assumeLine, factsFromAssumed, type AssumeArgs, type ExecArgs, type ExecResult, type HelloFacts } from '../wire/protocol.ts';
 import type { Image } from '../image/build.ts';
 
 export interface VmSpec {
@@ -98,6 +98,8 @@ export interface DriverOptions extends MachineOptions {
   log?: (msg: string, fields?: object) => void;
   /** How many standby VMs to keep of the shape keepStandby names (0: none). */
   standby?: number;
+  /** The share of the host's cores that must be idle before a standby is made (standby.ts; default 0.5). */
+  standbyIdleShare?: number;
   /** Network slots in the standby range held by VMs that were standbys (so not free for a new one). */
   standbySlotsHeld?: () => Promise<Set<number>>;
 }
@@ -200,6 +202,7 @@ export class QemuDriver extends EventEmitter {
       vmsDir: opts.vmsDir,
       hasSnapshot: async (shape) => (await opts.snapshots?.has({ vmId: 'standby', ...shape, netSlot: STANDBY_SLOTS.first, hostname: 'standby' })) ?? false,
       launch: (id, shape, netSlot) => this.launchStandby(id, shape, netSlot),
+      idleShare: opts.standbyIdleShare,
       slotsInUse: async () => {
         const held = (await opts.standbySlotsHeld?.()) ?? new Set<number>();
         // A running VM that took a standby holds its slot (its row may not name it yet).

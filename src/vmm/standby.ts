@@ -20,7 +20,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { agentRequest } from './channel.ts';
 import { STANDBY_SLOTS } from './commandLine.ts';
 import { killMachine, machineFiles, machinePid, type Machine } from './machine.ts';
-import { HARNESS_HOME, type RunEndEvent } from '../guest/protocol.ts';
+import { HARNESS_HOME, type RunEndEvent } from '../wire/protocol.ts';
 import { buildInvocation } from '../harness/invoke.ts';
 import type { Image } from '../image/build.ts';
 
@@ -62,6 +62,8 @@ export interface StandbyPoolDeps {
   quiet(): boolean;
   /** How many of the host's cores were idle over the next `ms` (the host's own count, /proc/stat, unless given). */
   idleCores?: (ms: number) => Promise<number>;
+  /** The share of the cores that must be idle before a standby is made (default 0.5; 0: whatever the load). */
+  idleShare?: number;
   log?: (msg: string, fields?: object) => void;
 }
 
@@ -99,6 +101,13 @@ export class StandbyPool {
     return this.ready.some((s) => s.key === key);
   }
 
+  /** Whether enough of the host's cores are idle to make a standby now. */
+  private async idleEnough(): Promise<boolean> {
+    const share = this.d.idleShare ?? 0.5;
+    if (share <= 0) return true;
+    return (await (this.d.idleCores ?? idleCores)(500)) >= Math.max(1, os.availableParallelism() * share);
+  }
+
   /** A ready standby of this shape, no longer the pool's (the caller makes it a VM or ends it). */
   take(key: string): Standby | null {
     const i = this.ready.findIndex((s) => s.key === key);
@@ -118,7 +127,7 @@ export class StandbyPool {
         const shape = this.shape;
         if (this.closed || !shape || this.wanted <= this.ready.length) return;
         // Quiet before and after the look at the cores: a start that began meanwhile comes first.
-        if (!this.d.quiet() || (await (this.d.idleCores ?? idleCores)(500)) < Math.max(1, os.availableParallelism() * 0.5) || !this.d.quiet()) {
+        if (!this.d.quiet() || !(await this.idleEnough()) || !this.d.quiet()) {
           await pause(200);
           continue;
         }
