@@ -3,7 +3,7 @@
 // most 50 ms at p50. Needs QEMU and a built image: AGENTVM_IMAGE_DIR (default /var/cache/agentvm/images).
 import { buildInvocation } from '../src/harness/invoke.ts';
 import { newId } from '../src/domain/ids.ts';
-import type { RunEndEvent } from '../src/guest/protocol.ts';
+import type { RunEndEvent } from '../src/wire/protocol.ts';
 import { pct, report, row } from './report.ts';
 import { startBenchPlatform } from './platform.ts';
 

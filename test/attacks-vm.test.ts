@@ -17,7 +17,7 @@ import { Writable } from 'node:stream';
 import { loadConfig } from '../src/config.ts';
 import { startServer, type RunningServer } from '../src/server.ts';
 import { createLogger } from '../src/log.ts';
-import { HARNESS_USER } from '../src/guest/protocol.ts';
+import { HARNESS_USER } from '../src/wire/protocol.ts';
 import { apiClient, detached, killQemusUnder, seedSnapshots, until, type ApiCall } from './helpers.ts';
 import { inOwnNetns, netnsUnavailable, runInOwnNetns } from './netns.ts';
 

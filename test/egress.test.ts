@@ -14,7 +14,7 @@ import { Writable } from 'node:stream';
 import { loadConfig } from '../src/config.ts';
 import { startServer, type RunningServer } from '../src/server.ts';
 import { createLogger } from '../src/log.ts';
-import { HARNESS_USER } from '../src/guest/protocol.ts';
+import { HARNESS_USER } from '../src/wire/protocol.ts';
 import { detached, killQemusUnder, seedSnapshots, until } from './helpers.ts';
 import { inOwnNetns, netnsUnavailable, runInOwnNetns } from './netns.ts';
 import { startProviderStandins, STANDIN_PROOF_PATH, type ProviderStandins } from './standins/providers.ts';

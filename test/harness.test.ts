@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { BROKERED_PLACEHOLDER, PROXY_ENV, buildInvocation } from '../src/harness/invoke.ts';
 import { listHarnesses } from '../src/harness/catalogue.ts';
-import { HARNESS_PROGRAMS } from '../src/guest/protocol.ts';
+import { HARNESS_PROGRAMS } from '../src/wire/protocol.ts';
 import { ApiError } from '../src/domain/errors.ts';
 
 describe('harness invocations', () => {

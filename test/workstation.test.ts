@@ -16,8 +16,8 @@ import { createLogger } from '../src/log.ts';
 import { loadImage, type Image, type ImageManifest } from '../src/image/build.ts';
 import { hostsBaseImage, trackBaseImage } from '../src/image/manifest.ts';
 import { parseDpkgQuery } from '../src/image/workstation.ts';
-import { HARNESS_HOME, HARNESS_USER, WORKSPACE } from '../src/guest/protocol.ts';
-import type { ExecResult } from '../src/guest/protocol.ts';
+import { HARNESS_HOME, HARNESS_USER, WORKSPACE } from '../src/wire/protocol.ts';
+import type { ExecResult } from '../src/wire/protocol.ts';
 import { backends, createTestApp, killQemusUnder, seedSnapshots, until, type TestApp } from './helpers.ts';
 
 const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;

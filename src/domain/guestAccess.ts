@@ -8,7 +8,7 @@ import type { Clock } from './clock.ts';
 import type { Db } from '../store/db.ts';
 import { ApiError, invalid } from './errors.ts';
 import type { VmService, VmRow } from './vms.ts';
-import { filesPath, type DirEntry } from '../guest/protocol.ts';
+import { filesPath, type DirEntry } from '../wire/protocol.ts';
 import { shellEnvironment } from '../harness/invoke.ts';
 import * as ticketStore from '../store/shellTickets.ts';
 import { shellLeaseId, StreamLease, takeStreamLease } from './limits.ts';

@@ -44,7 +44,7 @@ import {
   type ShellOpenArgs,
   type FileReadArgs,
   type FileWriteArgs,
-} from './protocol.ts';
+} from '../wire/protocol.ts';
 
 const run = promisify(execFile);
 

@@ -9,8 +9,8 @@
 import { spawn } from 'node:child_process';
 import { promises as fsp, openSync, writev } from 'node:fs';
 import path from 'node:path';
-import { DATA_PORT_NAME } from './protocol.ts';
-import { StreamMux, syncMarker } from './streams.ts';
+import { DATA_PORT_NAME } from '../wire/protocol.ts';
+import { StreamMux, syncMarker } from '../wire/streams.ts';
 
 async function findPort(name: string): Promise<string> {
   for (;;) {

@@ -26,8 +26,8 @@ import {
   type FileReadResult,
   type FileWriteArgs,
   type GuestFaultCode,
-} from './protocol.ts';
-import { DIRECT_BLOCK, framePayload, MAX_DATA_FRAME, MAX_WINDOW, MIN_WINDOW, type MuxStream } from './streams.ts';
+} from '../wire/protocol.ts';
+import { DIRECT_BLOCK, framePayload, MAX_DATA_FRAME, MAX_WINDOW, MIN_WINDOW, type MuxStream } from '../wire/streams.ts';
 
 /**
  * A file is read a block at a time, four whole frames (1 MiB), payloads read in place, and past the

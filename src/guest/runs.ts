@@ -15,7 +15,7 @@ import {
   type RunStartArgs,
   type RunStream,
   type RunSyncAnswer,
-} from './protocol.ts';
+} from '../wire/protocol.ts';
 
 /** How a run's process starts: its user, directory and whole environment. */
 export interface Spawning {

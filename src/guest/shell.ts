@@ -11,9 +11,9 @@ import { spawn } from 'node:child_process';
 import { closeSync, constants, openSync, promises as fsp, write } from 'node:fs';
 import tty from 'node:tty';
 import PTY_PERL from './pty.pl';
-import { HARNESS_HOME, HARNESS_USER, WORKSPACE, type ShellOpenArgs } from './protocol.ts';
+import { HARNESS_HOME, HARNESS_USER, WORKSPACE, type ShellOpenArgs } from '../wire/protocol.ts';
 import { dataPort } from './dataPort.ts';
-import { STREAM_WINDOW, type MuxStream } from './streams.ts';
+import { STREAM_WINDOW, type MuxStream } from '../wire/streams.ts';
 
 const SHELL = '/bin/bash';
 /** How long the processes of a closed shell get after SIGHUP before SIGKILL. */

@@ -7,7 +7,7 @@
  */
 import { invalid } from '../domain/errors.ts';
 import { getHarness } from './catalogue.ts';
-import { EGRESS_GATEWAY_NAME, EGRESS_GATEWAY_URL, HARNESS_PROGRAMS } from '../guest/protocol.ts';
+import { EGRESS_GATEWAY_NAME, EGRESS_GATEWAY_URL, HARNESS_PROGRAMS } from '../wire/protocol.ts';
 import { BROKERS, type Broker } from './providers.ts';
 import { GEMINI_VERTEX_SETTINGS_PATH } from './geminiSettings.ts';
 

@@ -26,8 +26,8 @@ import { randomBase62, sha256Hex } from '../domain/ids.ts';
 import { PLANS } from '../domain/plans.ts';
 import { configAfter, filesOfSource, joinWorkdir, parseDockerfile, type ImageConfig, type Step } from '../domain/dockerfile.ts';
 import { BASE_CONFIG, type ImageFeed } from '../domain/images.ts';
-import { IMAGE_CONFIG_PATH } from '../guest/protocol.ts';
-import type { ExecArgs, ExecResult } from '../guest/protocol.ts';
+import { IMAGE_CONFIG_PATH } from '../wire/protocol.ts';
+import type { ExecArgs, ExecResult } from '../wire/protocol.ts';
 import type { EgressGateway } from './egress/gateway.ts';
 import * as imageStore from '../store/images.ts';
 

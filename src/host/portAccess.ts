@@ -7,7 +7,7 @@
 import { Duplex } from 'node:stream';
 import { ApiError } from '../domain/errors.ts';
 import type { ListeningPort, PortAccess } from '../domain/previewAccess.ts';
-import { faultError, type MuxStream, type StreamFault } from '../guest/streams.ts';
+import { faultError, type MuxStream, type StreamFault } from '../wire/streams.ts';
 import type { QemuDriver } from '../vmm/qemu.ts';
 import { guestError } from './guestAccess.ts';
 

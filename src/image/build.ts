@@ -16,7 +16,7 @@ import { fileURLToPath } from 'node:url';
 import { createGunzip, createGzip } from 'node:zlib';
 import { build as esbuild } from 'esbuild';
 import { geminiSettingsFiles } from '../harness/geminiSettings.ts';
-import { GUEST_AWK } from '../guest/protocol.ts';
+import { GUEST_AWK } from '../wire/protocol.ts';
 import { configureWorkstation, DPKG_QUERY_ARGS, installNpm, NPM_PACKAGE, parseDpkgQuery, ROOT_PACKAGES, workstationInputs, type PackageVersion } from './workstation.ts';
 
 /** Bump when the way an image is put together changes, so that every image is rebuilt. */

@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { buildInvocation } from '../harness/invoke.ts';
-import { GUEST_AWK } from '../guest/protocol.ts';
+import { GUEST_AWK } from '../wire/protocol.ts';
 
 const source = new URL('./files/agentvm-echo', import.meta.url);
 const ROOTFS_DIR = '"/var/lib/agentvm-echo"';

@@ -3,7 +3,7 @@
  * A customer's read carries the tenant and VM in its WHERE; the host's writes go by run id.
  */
 import type { Queryable } from './db.ts';
-import type { RunChunk } from '../guest/protocol.ts';
+import type { RunChunk } from '../wire/protocol.ts';
 
 export type RunStatus = 'queued' | 'running' | 'succeeded' | 'failed' | 'timed_out' | 'cancelled' | 'lost';
 export const UNFINISHED: RunStatus[] = ['queued', 'running'];

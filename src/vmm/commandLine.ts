@@ -11,7 +11,7 @@
  * guest agent carries on the data port (src/vmm/egress.ts). QEMU runs no user-mode network and starts
  * no process: its seccomp sandbox denies it any.
  */
-import { AGENT_PORT_NAME, ASSUME_PORT_NAME, DATA_PORT_NAME, PERSIST_MODEL, UPPER_MODEL } from '../guest/protocol.ts';
+import { AGENT_PORT_NAME, ASSUME_PORT_NAME, DATA_PORT_NAME, PERSIST_MODEL, UPPER_MODEL } from '../wire/protocol.ts';
 import type { Image } from '../image/build.ts';
 import type { MachineFiles } from './machine.ts';
 import type { Accel } from './probe.ts';

@@ -11,7 +11,7 @@ import { EventEmitter } from 'node:events';
 import { randomInt } from 'node:crypto';
 import net from 'node:net';
 import { randomBytes } from 'node:crypto';
-import { StreamMux, syncMarker, type MuxStream, type StreamFault } from '../guest/streams.ts';
+import { StreamMux, syncMarker, type MuxStream, type StreamFault } from '../wire/streams.ts';
 
 export const VM_GONE: StreamFault = { error: 'vm_not_running', message: 'the VM stopped' };
 

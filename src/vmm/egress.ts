@@ -9,7 +9,7 @@
 import { Duplex } from 'node:stream';
 import { agentRequest, type JsonLineChannel } from './channel.ts';
 import type { DataChannel } from './dataChannel.ts';
-import { FILE_STREAM_WINDOW, type MuxStream } from '../guest/streams.ts';
+import { FILE_STREAM_WINDOW, type MuxStream } from '../wire/streams.ts';
 
 /** Where a VM's gateway connections go (src/host/egress/gateway.ts). */
 export interface GatewayPort {

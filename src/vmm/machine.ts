@@ -11,7 +11,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { connectAgent, connectQmp, qmp, type JsonLineChannel } from './channel.ts';
-import { parseKeyValues } from '../guest/protocol.ts';
+import { parseKeyValues } from '../wire/protocol.ts';
 import { DataChannel } from './dataChannel.ts';
 import type { RunAs } from './isolation.ts';
 

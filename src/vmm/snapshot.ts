@@ -22,7 +22,7 @@ import { agentRequest } from './channel.ts';
 import { machineFiles, spawnMachine, type Machine } from './machine.ts';
 import { giveDir, takeDir } from './isolation.ts';
 import { machineCommandLine, machineSpawn, stateBesideMem, type MachineOptions, type SnapshotFiles, type SnapshotSource, type VmSpec } from './qemu.ts';
-import type { HelloFacts } from '../guest/protocol.ts';
+import type { HelloFacts } from '../wire/protocol.ts';
 
 const FORMAT = 1;
 /** After a build fails, a shape waits this long before it is tried again. */

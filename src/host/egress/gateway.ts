@@ -27,7 +27,7 @@ import * as egressStore from '../../store/egress.ts';
 import * as vmStore from '../../store/vms.ts';
 import { canonicalHost, decideName, type Decision, type EgressPolicy } from '../../domain/egress.ts';
 import { BROKERED_METHODS, BROKERS, brokerById, publicHost, type ProviderUrls } from '../../harness/providers.ts';
-import { EGRESS_GATEWAY_NAME } from '../../guest/protocol.ts';
+import { EGRESS_GATEWAY_NAME } from '../../wire/protocol.ts';
 import { BROKERED_PATH } from '../../harness/invoke.ts';
 import { DenyList } from '../../domain/denyList.ts';
 import type { HostCredentials } from './credentials.ts';
