@@ -1,7 +1,9 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { createTestApp } from './helpers.ts';
+import { CLIENT_TYPES_PATH, generateClientTypes } from '../scripts/gen-client.ts';
 
 const CONTRACT_OPERATIONS = [
   'whoami', 'listHarnesses', 'getHarness', 'listVMs', 'createVM', 'getVM', 'stopVM', 'startVM', 'restartVM',
@@ -38,6 +40,10 @@ test('the served document is valid OpenAPI 3.1 with every operation of the contr
   }
   for (const id of ['revokeKey', 'destroyVM', 'setVMSecrets', 'loginStart', 'loginComplete']) assert.ok(ids.includes(id), `missing extension ${id}`);
   assert.equal(doc.components.securitySchemes.bearerAuth.scheme, 'bearer');
+});
+
+test('the typed client is generated from the served document and is current (npm run gen:client)', async () => {
+  assert.equal(await readFile(CLIENT_TYPES_PATH, 'utf8'), await generateClientTypes());
 });
 
 test('every error status an operation answers with is in the document', async () => {
