@@ -8,7 +8,7 @@
  */
 import { parse as parseDomain } from 'tldts';
 import { isIP } from 'node:net';
-import { canonicalIp } from './ipAddress.ts';
+import { canonicalIp } from '../net/ipAddress.ts';
 
 export type EgressMode = 'none' | 'allowlist' | 'public';
 export const EGRESS_MODES: readonly EgressMode[] = ['none', 'allowlist', 'public'];

@@ -12,7 +12,7 @@ import { checkedEgress } from './vms.ts';
 import { DockerfileError, filesOfSource, parseDockerfile, type ImageConfig } from './dockerfile.ts';
 import { requireQuota } from './limits.ts';
 import type { EgressPolicy } from './egress.ts';
-import type { ImageFeed } from './feed.ts';
+import type { ImageFeed } from '../feeds/feed.ts';
 import * as imageStore from '../store/images.ts';
 
 export type { ImageRow } from '../store/images.ts';
@@ -32,7 +32,7 @@ export interface CreateImageInput {
   egress?: EgressPolicy;
 }
 
-export type { ImageFeed } from './feed.ts';
+export type { ImageFeed } from '../feeds/feed.ts';
 /** The feed key that says a build was queued: hosts' builders watch it. */
 export const QUEUED = 'queued';
 

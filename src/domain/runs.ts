@@ -7,7 +7,7 @@ import * as vmStore from '../store/vms.ts';
 import * as runStore from '../store/runs.ts';
 import { isFinished, type RunEventRow, type RunRow } from '../store/runs.ts';
 import { newId } from './ids.ts';
-import type { RunFeed, RunNews } from './runFeed.ts';
+import type { RunFeed, RunNews } from '../feeds/runFeed.ts';
 import { recordRunFinished } from './events.ts';
 
 /** What runs things inside a VM: the host's side (in this process, or the VM's host from a replica). */

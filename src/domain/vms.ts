@@ -21,7 +21,7 @@ import type { VmRow } from '../store/vms.ts';
 import { normalizePolicy, policyProblem, type EgressPolicy } from './egress.ts';
 import { providerHosts } from '../harness/providers.ts';
 import { recordCreditsLow, recordVmChange, withMonthCosts } from './events.ts';
-import type { VmFeed } from './feed.ts';
+import type { VmFeed } from '../feeds/feed.ts';
 import { lifecycleCharge, orderCharge, requireQuota, vmCompute } from './limits.ts';
 import { lockQuota } from '../store/limits.ts';
 import type { ImageService } from './images.ts';

@@ -11,7 +11,7 @@ import type { Clock } from './clock.ts';
 import { invalid, notFound } from './errors.ts';
 import { randomBase62 } from './ids.ts';
 import { EVENT_TYPES, type EventType } from './eventTypes.ts';
-import { DenyList } from './denyList.ts';
+import { DenyList } from '../net/denyList.ts';
 import * as webhookStore from '../store/webhooks.ts';
 import type { DeliveryRow, WebhookRow } from '../store/webhooks.ts';
 import { requireQuota } from './limits.ts';

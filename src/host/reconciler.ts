@@ -10,7 +10,7 @@ import type { BillingService } from '../domain/billing.ts';
 import type { HostService } from '../domain/hosts.ts';
 import { meterVm } from '../domain/metering.ts';
 import { recordCreditsLow, recordVmChange } from '../domain/events.ts';
-import type { VmFeed } from '../domain/feed.ts';
+import type { VmFeed } from '../feeds/feed.ts';
 import * as vmStore from '../store/vms.ts';
 import * as runStore from '../store/runs.ts';
 import * as imageStore from '../store/images.ts';

@@ -16,7 +16,7 @@
 import type { Db } from '../store/db.ts';
 import type { Clock } from '../domain/clock.ts';
 import type { Logger } from '../log.ts';
-import type { RunFeed } from '../domain/runFeed.ts';
+import type { RunFeed } from '../feeds/runFeed.ts';
 import type { QemuDriver } from '../vmm/qemu.ts';
 import { truncationNote, type RunChunk, type RunEnd, type RunEndEvent, type RunOutputEvent, type RunStartArgs, type RunStream, type RunSyncAnswer } from '../wire/protocol.ts';
 import * as runStore from '../store/runs.ts';

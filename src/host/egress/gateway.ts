@@ -7,7 +7,7 @@
  * On each connection it is an HTTP proxy: CONNECT (HTTPS and any TCP) and absolute-form HTTP requests are
  * judged by the VM's policy, read from the database on every connection (a change through any
  * replica applies to the next connection), and then by the address the name resolves to at connect
- * time and again on the address the connection reached (domain/denyList.ts; names the operator pins
+ * time and again on the address the connection reached (net/denyList.ts; names the operator pins
  * with AGENTVM_EGRESS_HOSTS are exempt). Requests to `/providers/<id>/…` on the gateway itself are
  * brokered: allowed while the policy allows the provider's public API host, forwarded to the operator's
  * provider URL (trusted, never reached any other way) with the VM's real key, which never enters the
@@ -29,7 +29,7 @@ import { canonicalHost, decideName, type Decision, type EgressPolicy } from '../
 import { BROKERED_METHODS, BROKERS, brokerById, publicHost, type ProviderUrls } from '../../harness/providers.ts';
 import { EGRESS_GATEWAY_NAME } from '../../wire/protocol.ts';
 import { BROKERED_PATH } from '../../harness/invoke.ts';
-import { DenyList } from '../../domain/denyList.ts';
+import { DenyList } from '../../net/denyList.ts';
 import type { HostCredentials } from './credentials.ts';
 import { ConnectionLimits, GATEWAY_LIMITS, type GatewayLimits } from './connectionLimits.ts';
 import { brokeredTarget, closeWhenIdle, forwardHeaders, refusalText, refuse, refuseSocket, withoutHopByHop } from './wire.ts';
