@@ -114,14 +114,20 @@ describe('the CLI and the MCP server against a real server', () => {
     assert.equal(JSON.parse(me.stdout).scope, 'readwrite');
     assert.match(JSON.parse(me.stdout).key_label, /^cli on /);
 
+    // A wrong code: the one just sent with its last digit changed.
     const elsewhere = await mkdtemp(path.join(os.tmpdir(), 'agentvm-cfg-'));
-    const wrong = await cli(['login', '--email', 'cli-user@example.com', '--code', '000000'], { XDG_CONFIG_HOME: elsewhere });
+    const before = logText.length;
+    const wrongLogin = spawn(process.execPath, [BIN, 'login', '--email', 'cli-user@example.com'], {
+      env: { ...process.env, AGENTVM_BASE_URL: url, XDG_CONFIG_HOME: elsewhere, AGENTVM_API_KEY: '' },
+    });
+    let wrongErr = '';
+    wrongLogin.stderr.on('data', (c) => (wrongErr += c));
+    const sent = await codeFromLog('cli-user@example.com', before);
+    wrongLogin.stdin.write(`${sent.slice(0, 5)}${(Number(sent[5]) + 1) % 10}\n`);
+    const wrongCode = await new Promise((r) => wrongLogin.on('close', r));
     await rm(elsewhere, { recursive: true, force: true });
-    // A one-in-a-million chance that 000000 is the code just sent; then this login succeeds instead.
-    if (wrong.code !== 0) {
-      assert.equal(wrong.code, 3);
-      assert.match(wrong.stderr, /^error: unauthorized: the code is wrong/m);
-    }
+    assert.equal(wrongCode, 3, wrongErr);
+    assert.match(wrongErr, /^(code: )?error: unauthorized: the code is wrong/m);
     const bad = await cli(['whoami'], { AGENTVM_API_KEY: 'avm_live_notarealkeynotarealkeynotarealkey00' });
     assert.equal(bad.code, 3);
     assert.match(bad.stderr, /error: unauthorized\nhint: /);

@@ -1,7 +1,7 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
-import { mkdtemp, readFile, stat, rm } from 'node:fs/promises';
+import { mkdtemp, open, readFile, stat, rm, writeFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -113,11 +113,24 @@ test('the driver probe: KVM only with vmx/svm and an accessible /dev/kvm, else T
   assert.deepEqual(accelFor(intel, false), { accel: 'tcg', why: '/dev/kvm is not accessible' });
   // A paravirtualised /dev/kvm (PVM) is there, but the CPU flags carry no vmx/svm.
   assert.deepEqual(accelFor(pvm, true), { accel: 'tcg', why: 'the CPU shows no vmx/svm flag' });
-  // This machine: a missing QEMU is named, a present one is used with the choice above.
-  const probe = await probeDriver();
-  const chosen = await chooseAccel();
-  if (probe.qemu) assert.deepEqual({ usable: probe.usable, accel: probe.accel, detail: probe.detail }, { usable: true, accel: chosen.accel, detail: `${chosen.accel}: ${chosen.why}` });
-  else assert.deepEqual(probe, { usable: false, accel: null, qemu: null, detail: 'qemu-system-x86_64 is not installed' });
+  // This machine's choice, from its own CPU flags and whether /dev/kvm opens read-write.
+  const kvmOpens = await open('/dev/kvm', 'r+').then(async (fh) => (await fh.close(), true), () => false);
+  const here = accelFor(await readFile('/proc/cpuinfo', 'utf8'), kvmOpens);
+  assert.deepEqual(await chooseAccel(), here);
+  // QEMU is the first executable qemu-system-x86_64 on PATH (a file that is not executable is passed over); none: named.
+  const bins = [await mkdtemp(path.join(tmpdir(), 'agentvm-path-')), await mkdtemp(path.join(tmpdir(), 'agentvm-path-'))];
+  dirs.push(...bins);
+  await writeFile(path.join(bins[0], 'qemu-system-x86_64'), '', { mode: 0o644 });
+  await writeFile(path.join(bins[1], 'qemu-system-x86_64'), '#!/bin/sh\n', { mode: 0o755 });
+  const savedPath = process.env.PATH;
+  try {
+    process.env.PATH = bins.join(path.delimiter);
+    assert.deepEqual(await probeDriver(), { usable: true, accel: here.accel, qemu: path.join(bins[1], 'qemu-system-x86_64'), detail: `${here.accel}: ${here.why}` });
+    process.env.PATH = bins[0];
+    assert.deepEqual(await probeDriver(), { usable: false, accel: null, qemu: null, detail: 'qemu-system-x86_64 is not installed' });
+  } finally {
+    process.env.PATH = savedPath;
+  }
 });
 
 /** A tenant with a card on the server at `url`, through the operator API; answers its readwrite key. */
