@@ -1,0 +1,24 @@
+/**
+ * What a request of the sandbox plane resolved to (sandboxPlane.ts), as the Connect handlers see it.
+ */
+import { Code, ConnectError, createContextKey, type HandlerContext } from '@connectrpc/connect';
+import type { GuestShell } from '../domain/guestAccess.ts';
+
+export interface SandboxContext {
+  vmId: string;
+  tenantId: string;
+  /** E2B's user of the request (`user` or `root`), from its Basic authorization. */
+  user: string;
+  /** The sandbox's envs (E2B's `envVars` at create), under each process's own. */
+  envVars: Record<string, string>;
+  /** A terminal in the guest, with the run environment of the VM's harness. */
+  openShell(size: { cols: number; rows: number }): Promise<GuestShell>;
+}
+
+export const SANDBOX = createContextKey<SandboxContext | null>(null, { description: 'the E2B sandbox of the request' });
+
+export function sandboxOf(ctx: HandlerContext): SandboxContext {
+  const sb = ctx.values.get(SANDBOX);
+  if (!sb) throw new ConnectError('no sandbox', Code.NotFound);
+  return sb;
+}

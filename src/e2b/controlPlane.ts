@@ -1,0 +1,290 @@
+/**
+ * E2B's control plane under `/e2b` (decisions section 17): the sandbox operations of E2B's public
+ * OpenAPI document with its field names, status codes and error shape (`{"code", "message"}`), over
+ * agentvm's VMs. A sandbox is a VM of the key's tenant; its id is the VM's preview label. The key
+ * comes in `X-API-Key` (E2B's SDKs) or as a Bearer.
+ */
+import { Hono, type Context } from 'hono';
+import { randomBytes } from 'node:crypto';
+import { E2bError, e2bErrorOf } from './errors.ts';
+import type { Principal } from '../domain/keys.ts';
+import type { Services } from '../domain/services.ts';
+import type { VmRow } from '../domain/vms.ts';
+import { getHarness } from '../harness/catalogue.ts';
+import { previewLabel } from '../domain/previews.ts';
+import type { Logger } from '../log.ts';
+import * as store from './store.ts';
+import { forgetProcesses } from './processService.ts';
+
+/** The envd version agentvm answers: the SDK features it gates on that version are the ones served here. */
+export const ENVD_VERSION = '0.5.7';
+/** E2B's default sandbox timeout (seconds), and its longest. */
+const DEFAULT_TIMEOUT_S = 300;
+const MAX_TIMEOUT_S = 24 * 3600;
+/** How long a create waits for its VM to run (E2B's create answers a running sandbox). */
+const START_WAIT_MS = 180_000;
+
+type Env = { Variables: { principal: Principal } };
+
+const e2bError = (c: Context, code: number, message: string) => c.json({ code, message }, code as 400);
+
+
+const timeoutOf = (v: unknown): number | null => {
+  if (v === undefined || v === null) return DEFAULT_TIMEOUT_S;
+  return Number.isInteger(v) && (v as number) >= 0 && (v as number) <= MAX_TIMEOUT_S ? (v as number) : null;
+};
+
+function stringMap(v: unknown): Record<string, string> | null {
+  if (v === undefined || v === null) return {};
+  if (typeof v !== 'object' || Array.isArray(v)) return null;
+  const out: Record<string, string> = {};
+  for (const [k, x] of Object.entries(v)) {
+    if (typeof x !== 'string') return null;
+    out[k] = x;
+  }
+  return out;
+}
+
+export function controlPlane(services: Services, log: Logger): Hono<Env> {
+  const app = new Hono<Env>().basePath('/e2b');
+  const domain = () => services.previews.site.domain;
+
+  app.onError((err, c) => {
+    const known = e2bErrorOf(err);
+    if (known) return e2bError(c, known.status, known.message);
+    log.error({ err: err.message }, 'e2b request failed');
+    return e2bError(c, 500, 'internal error');
+  });
+  app.notFound((c) => e2bError(c, 404, `no such path: ${c.req.path}`));
+
+  app.use('*', async (c, next) => {
+    const key = c.req.header('x-api-key') ?? /^Bearer +(\S+)$/i.exec(c.req.header('authorization') ?? '')?.[1];
+    const principal = key ? await services.keys.authenticate(key) : null;
+    if (!principal) return e2bError(c, 401, 'Invalid API key');
+    c.set('principal', principal);
+    await next();
+  });
+
+  const writable = (c: Context<Env>) => {
+    if (c.get('principal').scope !== 'readwrite') throw new E2bError(403, 'read_only_key: this key may only read; use a key with scope readwrite');
+  };
+
+  /** The tenant's VM a sandbox id names; 404 in E2B's shape otherwise (another tenant's too). */
+  async function vmOf(c: Context<Env>): Promise<{ vm: VmRow; record: store.SandboxRecord | null }> {
+    const id = c.req.param('sandboxID') ?? '';
+    const found = await store.vmIdOfSandbox(services.db, c.get('principal').tenantId, id.toLowerCase());
+    if (!found) throw new E2bError(404, `sandbox "${id.slice(0, 80)}" not found`);
+    const vm = await services.vms.get(found.tenant_id, found.vm_id);
+    return { vm, record: await store.get(services.db, vm.vm_id) };
+  }
+
+  const state = (vm: VmRow) => (vm.status === 'suspended' || vm.status === 'stopped' ? 'paused' : 'running');
+
+  function listed(vm: VmRow, r: store.SandboxRecord | null) {
+    return {
+      templateID: r?.template_id ?? 'base',
+      sandboxID: previewLabel(vm.vm_id),
+      clientID: 'agentvm',
+      startedAt: (r?.created_at ?? vm.created_at).toISOString(),
+      endAt: (r?.end_at ?? vm.expires_at ?? new Date(vm.created_at.getTime() + DEFAULT_TIMEOUT_S * 1000)).toISOString(),
+      cpuCount: vm.vcpus,
+      memoryMB: vm.memory_mib,
+      diskSizeMB: vm.disk_gib * 1024,
+      metadata: r?.metadata ?? {},
+      state: state(vm),
+      envdVersion: ENVD_VERSION,
+      volumeMounts: [],
+    };
+  }
+
+  const created = (vm: VmRow, r: store.SandboxRecord) => ({
+    templateID: r.template_id,
+    sandboxID: previewLabel(vm.vm_id),
+    clientID: 'agentvm',
+    envdVersion: ENVD_VERSION,
+    envdAccessToken: r.access_token,
+    trafficAccessToken: null,
+    domain: domain(),
+  });
+
+  /** The timeout takes effect: the VM's expiry (destroy), or, with autoPause, the pause sweep (e2b/server.ts). */
+  async function setTimeoutOf(vm: VmRow, record: store.SandboxRecord | null, seconds: number): Promise<Date> {
+    const end = new Date(services.clock.now().getTime() + seconds * 1000);
+    if (record) await store.setEnd(services.db, vm.vm_id, end);
+    if (!record?.auto_pause) await services.vms.updateTimers(vm.tenant_id, vm.vm_id, { expires_at: end.toISOString() });
+    return end;
+  }
+
+  async function create(c: Context<Env>) {
+    writable(c);
+    const principal = c.get('principal');
+    const body = (await c.req.json().catch(() => null)) as Record<string, unknown> | null;
+    if (!body || typeof body !== 'object' || Array.isArray(body)) return e2bError(c, 400, 'body: send a JSON object');
+    const templateID = body.templateID;
+    if (typeof templateID !== 'string' || !templateID || templateID.length > 100) return e2bError(c, 400, 'templateID: give a template');
+    const timeout = timeoutOf(body.timeout);
+    if (timeout === null) return e2bError(c, 400, `timeout: whole seconds from 0 to ${MAX_TIMEOUT_S}`);
+    const metadata = stringMap(body.metadata);
+    const envVars = stringMap(body.envVars);
+    if (!metadata || !envVars) return e2bError(c, 400, 'metadata and envVars: objects of strings');
+    const autoPause = body.autoPause === true;
+    const autoResume = typeof body.autoResume === 'object' && body.autoResume !== null && (body.autoResume as { enabled?: unknown }).enabled === true;
+
+    // templateID: a harness of the catalogue, `base` (the workstation), or an image of the tenant's (id or slug).
+    const harness = getHarness(templateID) ? templateID : undefined;
+    const image = harness || templateID === 'base' ? undefined : templateID;
+    // Money as a create with no plan or tier (section 17): a card means starter/monthly, else on-demand credits.
+    const billing = await services.billing.get(principal.tenantId);
+    const money = billing?.card_on_file ? { plan: 'starter' as const, cycle: 'monthly' as const } : { tier: 'ondemand' as const };
+    const now = services.clock.now();
+    const end = new Date(now.getTime() + timeout * 1000);
+    let vmId: string;
+    try {
+      const res = await services.vms.create(principal.tenantId, {
+        ...money,
+        ...(harness ? { harness } : {}),
+        ...(image ? { image } : {}),
+        ...(autoPause ? {} : { expires_at: end.toISOString() }),
+        ...(autoResume ? { auto_resume: true } : {}),
+      });
+      vmId = res.body.vm_id;
+    } catch (err) {
+      if (e2bErrorOf(err)?.status === 400 && /image/.test((err as Error).message)) return e2bError(c, 404, `template "${templateID}" not found`);
+      throw err;
+    }
+    const record: store.SandboxRecord = {
+      vm_id: vmId,
+      tenant_id: principal.tenantId,
+      template_id: templateID,
+      access_token: `ea_${randomBytes(24).toString('hex')}`,
+      metadata,
+      env_vars: envVars,
+      auto_pause: autoPause,
+      end_at: end,
+      created_at: now,
+    };
+    await store.insert(services.db, record);
+    const vm = await services.vms.waitFor(principal.tenantId, vmId, 'running', START_WAIT_MS, c.req.raw.signal);
+    if (vm.status !== 'running') return e2bError(c, 500, `the sandbox did not start: it is ${vm.status}${vm.status_reason ? ` (${vm.status_reason})` : ''}`);
+    return c.json(created(vm, record), 201);
+  }
+
+  app.post('/sandboxes', create);
+  app.post('/v2/sandboxes', create);
+
+  app.get('/sandboxes', async (c) => {
+    const tenant = c.get('principal').tenantId;
+    const records = await store.forTenant(services.db, tenant);
+    const vms = (await services.vms.list(tenant)).filter((vm) => state(vm) === 'running' && vm.status !== 'failed');
+    return c.json(vms.map((vm) => listed(vm, records.get(vm.vm_id) ?? null)));
+  });
+
+  app.get('/v2/sandboxes', async (c) => {
+    const tenant = c.get('principal').tenantId;
+    const records = await store.forTenant(services.db, tenant);
+    const states = c.req.queries('state')?.flatMap((s) => s.split(',')) ?? ['running', 'paused'];
+    const meta = new URLSearchParams(c.req.query('metadata') ?? '');
+    const limit = Math.min(Math.max(Number(c.req.query('limit') ?? 100) || 100, 1), 1000);
+    const offset = Math.max(Number(c.req.query('nextToken') ?? 0) || 0, 0);
+    const all = (await services.vms.list(tenant))
+      .filter((vm) => vm.status !== 'failed' && states.includes(state(vm)))
+      .map((vm) => listed(vm, records.get(vm.vm_id) ?? null))
+      .filter((s) => [...meta.entries()].every(([k, v]) => s.metadata[k] === v))
+      .sort((a, b) => (a.startedAt < b.startedAt ? 1 : -1));
+    const page = all.slice(offset, offset + limit);
+    if (offset + limit < all.length) c.header('x-next-token', String(offset + limit));
+    return c.json(page);
+  });
+
+  app.get('/sandboxes/:sandboxID', async (c) => {
+    const { vm, record } = await vmOf(c);
+    return c.json({ ...listed(vm, record), envdAccessToken: record?.access_token, domain: domain(), allowInternetAccess: true });
+  });
+
+  app.delete('/sandboxes/:sandboxID', async (c) => {
+    writable(c);
+    const { vm } = await vmOf(c);
+    forgetProcesses(vm.vm_id);
+    await services.vms.destroy(vm.tenant_id, vm.vm_id);
+    return c.body(null, 204);
+  });
+
+  app.post('/sandboxes/:sandboxID/timeout', async (c) => {
+    writable(c);
+    const body = (await c.req.json().catch(() => null)) as { timeout?: unknown } | null;
+    const t = body && typeof body === 'object' ? timeoutOf(body.timeout ?? null) : null;
+    if (t === null || body?.timeout === undefined) return e2bError(c, 400, `timeout: whole seconds from 0 to ${MAX_TIMEOUT_S}`);
+    const { vm, record } = await vmOf(c);
+    await setTimeoutOf(vm, record, t);
+    return c.body(null, 204);
+  });
+
+  app.post('/sandboxes/:sandboxID/refreshes', async (c) => {
+    writable(c);
+    const body = (await c.req.json().catch(() => ({}))) as { duration?: unknown };
+    const t = timeoutOf(body?.duration ?? null);
+    if (t === null) return e2bError(c, 400, 'duration: whole seconds');
+    const { vm, record } = await vmOf(c);
+    await setTimeoutOf(vm, record, t);
+    return c.body(null, 204);
+  });
+
+  app.post('/sandboxes/:sandboxID/pause', async (c) => {
+    writable(c);
+    const { vm } = await vmOf(c);
+    if (state(vm) === 'paused') return e2bError(c, 409, `sandbox ${previewLabel(vm.vm_id)} is already paused`);
+    forgetProcesses(vm.vm_id);
+    await services.vms.lifecycle(vm.tenant_id, vm.vm_id, 'suspend');
+    await services.vms.waitFor(vm.tenant_id, vm.vm_id, 'suspended', START_WAIT_MS, c.req.raw.signal);
+    return c.body(null, 204);
+  });
+
+  /** Resume (v1) and connect (v2): a paused sandbox runs again; a running one is answered as it is. */
+  async function resume(c: Context<Env>, alreadyRunning: number) {
+    writable(c);
+    const body = (await c.req.json().catch(() => ({}))) as { timeout?: unknown };
+    const t = body?.timeout === undefined ? null : timeoutOf(body.timeout);
+    if (body?.timeout !== undefined && t === null) return e2bError(c, 400, 'timeout: whole seconds');
+    const { vm, record } = await vmOf(c);
+    if (!record) return e2bError(c, 404, `sandbox ${previewLabel(vm.vm_id)} was not made through E2B's API`);
+    let status = alreadyRunning;
+    if (state(vm) === 'paused') {
+      if (alreadyRunning === 409 && vm.status === 'running') return e2bError(c, 409, 'sandbox is already running');
+      await services.vms.lifecycle(vm.tenant_id, vm.vm_id, 'start');
+      status = 201;
+    } else if (alreadyRunning === 409) return e2bError(c, 409, `sandbox ${previewLabel(vm.vm_id)} is already running`);
+    if (t !== null) await setTimeoutOf(vm, record, t);
+    const now = await services.vms.waitFor(vm.tenant_id, vm.vm_id, 'running', START_WAIT_MS, c.req.raw.signal);
+    if (now.status !== 'running') return e2bError(c, 500, `the sandbox did not start: it is ${now.status}`);
+    return c.json(created(now, record), status as 201);
+  }
+  app.post('/sandboxes/:sandboxID/resume', (c) => resume(c, 409));
+  app.post('/sandboxes/:sandboxID/connect', (c) => resume(c, 200));
+  app.post('/v2/sandboxes/:sandboxID/connect', (c) => resume(c, 200));
+
+  app.get('/sandboxes/:sandboxID/metrics', async (c) => {
+    const { vm } = await vmOf(c);
+    const m = await services.vms.metrics(vm.tenant_id, vm.vm_id).catch(() => null);
+    const s = m?.sample as Record<string, unknown> | undefined;
+    if (!s) return c.json([]);
+    return c.json([
+      {
+        timestamp: new Date().toISOString(),
+        timestampUnix: Math.floor(Date.now() / 1000),
+        cpuCount: vm.vcpus,
+        cpuUsedPct: Number(s.cpu_pct ?? 0),
+        memTotal: vm.memory_mib * 1024 * 1024,
+        memUsed: Number(s.mem_used_bytes ?? 0),
+        diskTotal: vm.disk_gib * 1024 ** 3,
+        diskUsed: Number(s.disk_used_bytes ?? 0),
+      },
+    ]);
+  });
+
+  app.get('/sandboxes/:sandboxID/logs', async (c) => {
+    await vmOf(c);
+    return c.json({ logs: [], logEntries: [] });
+  });
+
+  return app;
+}

@@ -1,0 +1,125 @@
+/**
+ * E2B's `/files` of a sandbox: a download (`GET ?path=`) and an upload (`POST ?path=`, a multipart
+ * form of `file` parts, or the bytes as `application/octet-stream`). Paths on the persist disk go by
+ * agentvm's files API (the VM's data port, streamed both ways); a path elsewhere in the guest (`/tmp`,
+ * `/etc`) by a process of the sandbox's user (`cat`), whole in memory, up to the same 100 MiB.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { Readable } from 'node:stream';
+import { E2bError, e2bErrorOf } from './errors.ts';
+import { MAX_FILE_BYTES } from '../domain/guestAccess.ts';
+import type { Services } from '../domain/services.ts';
+import type { SandboxContext } from './context.ts';
+import { absolutePath, collect } from './guestFs.ts';
+import { sendError } from './sandboxPlane.ts';
+
+const onPersist = (p: string) => p.startsWith('/persist/') && !p.startsWith('/persist/.agentvm') && !p.startsWith('/persist/lost+found');
+
+function statusOf(err: unknown): { code: number; message: string } {
+  const known = e2bErrorOf(err);
+  if (known) return { code: known.status, message: known.message };
+  return { code: 500, message: (err as Error).message };
+}
+
+export async function downloadFile(services: Services, sb: SandboxContext, url: URL, _req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const raw = url.searchParams.get('path');
+  if (!raw) return sendError(res, 400, 'path: give the file to read');
+  const p = absolutePath(raw);
+  if (sb.user !== 'root' && onPersist(p)) {
+    let r;
+    try {
+      r = await services.files.read(sb.tenantId, sb.vmId, p);
+    } catch (err) {
+      const s = statusOf(err);
+      return sendError(res, s.code, s.code === 404 ? `path '${raw}' does not exist` : s.message);
+    }
+    if (r.kind === 'dir') return sendError(res, 400, `path '${raw}' is a directory`);
+    res.writeHead(200, { 'Content-Type': 'application/octet-stream', 'Content-Length': String(r.size) });
+    const body = Readable.fromWeb(r.body as never);
+    body.on('error', () => res.destroy());
+    body.pipe(res);
+    return;
+  }
+  const out = await collect(sb, ['cat', '--', p]);
+  if (out.exitCode !== 0) {
+    if (/No such file/.test(out.stderr)) return sendError(res, 404, `path '${raw}' does not exist`);
+    if (/Is a directory/.test(out.stderr)) return sendError(res, 400, `path '${raw}' is a directory`);
+    if (/Permission denied/.test(out.stderr)) return sendError(res, 403, `path '${raw}': permission denied`);
+    return sendError(res, 500, out.stderr.trim() || 'the read failed');
+  }
+  res.writeHead(200, { 'Content-Type': 'application/octet-stream', 'Content-Length': String(out.stdout.length) }).end(out.stdout);
+}
+
+interface Upload {
+  path: string;
+  body: AsyncIterable<Uint8Array>;
+  size?: number;
+}
+
+async function* once(b: Uint8Array): AsyncIterable<Uint8Array> {
+  yield b;
+}
+
+async function write(services: Services, sb: SandboxContext, u: Upload): Promise<{ name: string; type: 'file'; path: string }> {
+  const p = absolutePath(u.path);
+  const name = p.slice(p.lastIndexOf('/') + 1);
+  if (sb.user !== 'root' && onPersist(p)) {
+    await services.files.write(sb.tenantId, sb.vmId, p, u.body, u.size);
+    return { name, type: 'file', path: p };
+  }
+  const parts: Buffer[] = [];
+  let size = 0;
+  for await (const c of u.body) {
+    size += c.byteLength;
+    if (size > MAX_FILE_BYTES) throw new E2bError(413, 'the file is larger than 100 MiB');
+    parts.push(Buffer.from(c));
+  }
+  const r = await collect(sb, ['sh', '-c', 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1"', 'sh', p], Buffer.concat(parts));
+  if (r.exitCode !== 0) {
+    const code = /Permission denied/.test(r.stderr) ? 403 : /Is a directory|Not a directory/.test(r.stderr) ? 400 : 500;
+    throw Object.assign(new Error(r.stderr.trim() || 'the write failed'), { code });
+  }
+  return { name, type: 'file', path: p };
+}
+
+export async function uploadFiles(services: Services, sb: SandboxContext, url: URL, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const type = (req.headers['content-type'] ?? '').toLowerCase();
+  const queryPath = url.searchParams.get('path');
+  const uploads: Upload[] = [];
+  try {
+    if (type.startsWith('multipart/form-data')) {
+      const form = await new Request('http://sandbox/files', {
+        method: 'POST',
+        headers: { 'content-type': req.headers['content-type']! },
+        body: Readable.toWeb(req) as unknown as ReadableStream<Uint8Array>,
+        duplex: 'half',
+      } as RequestInit).formData();
+      for (const [, v] of form.entries()) {
+        if (typeof v === 'string') continue;
+        const file = v as File;
+        const p = queryPath ?? file.name;
+        if (!p) return sendError(res, 400, 'path: give the path of each file');
+        uploads.push({ path: p, body: once(new Uint8Array(await file.arrayBuffer())), size: file.size });
+      }
+    } else {
+      if (!queryPath) return sendError(res, 400, 'path: give the file to write');
+      if (req.headers['content-encoding'] && req.headers['content-encoding'] !== 'identity') return sendError(res, 400, 'Content-Encoding: send the bytes as they are');
+      const length = req.headers['content-length'] !== undefined ? Number(req.headers['content-length']) : undefined;
+      uploads.push({ path: queryPath, body: req, size: length });
+    }
+  } catch (err) {
+    return sendError(res, 400, `body: ${(err as Error).message}`);
+  }
+  if (!uploads.length) return sendError(res, 400, 'body: no file in it');
+  try {
+    const written = [];
+    for (const u of uploads) written.push(await write(services, sb, u));
+    const body = JSON.stringify(written);
+    res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) }).end(body);
+  } catch (err) {
+    const code = (err as { code?: number }).code;
+    if (typeof code === 'number') return sendError(res, code, (err as Error).message);
+    const s = statusOf(err);
+    sendError(res, s.code, s.message);
+  }
+}

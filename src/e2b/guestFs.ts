@@ -1,0 +1,115 @@
+/**
+ * File operations of E2B's filesystem service in a guest: each is one small Perl program run as a
+ * process of the sandbox (guestProcess.ts), as the sandbox's user, so it may touch what that user may
+ * (anywhere in the guest, as E2B's envd does), and answers entries as lines of tab-separated fields.
+ */
+import { GuestProcess, type ProcessSpec } from './guestProcess.ts';
+import type { SandboxContext } from './context.ts';
+
+/** Where a relative path of E2B's lands: the user's working directory (agentvm's files API agrees). */
+export const WORKSPACE = '/persist/workspace';
+export const HOME = '/persist/home';
+
+/** An E2B path made absolute (relative to the workspace; `~` is the user's home). */
+export function absolutePath(p: string): string {
+  let out = p;
+  if (out === '~' || out.startsWith('~/')) out = HOME + out.slice(1);
+  else if (!out.startsWith('/')) out = `${WORKSPACE}/${out}`;
+  const parts: string[] = [];
+  for (const seg of out.split('/')) {
+    if (!seg || seg === '.') continue;
+    if (seg === '..') parts.pop();
+    else parts.push(seg);
+  }
+  return '/' + parts.join('/');
+}
+
+export interface Collected {
+  stdout: Buffer;
+  stderr: string;
+  exitCode: number;
+}
+
+/** Runs argv to its end in the sandbox, with `input` as its stdin; what it printed, and its exit. */
+export async function collect(sb: SandboxContext, argv: string[], input?: Buffer): Promise<Collected> {
+  const spec: ProcessSpec = { argv, env: {}, cwd: null, root: sb.user === 'root', stdin: input !== undefined, pty: null };
+  const proc = new GuestProcess(await sb.openShell({ cols: 80, rows: 24 }), spec);
+  const out: Buffer[] = [];
+  const err: Buffer[] = [];
+  proc.on('stdout', (b: Buffer) => out.push(b));
+  proc.on('stderr', (b: Buffer) => err.push(b));
+  const ended = new Promise<number>((resolve) => proc.once('end', (x: { exitCode: number }) => resolve(x.exitCode)));
+  try {
+    await proc.start();
+    if (input !== undefined) {
+      await proc.sendStdin(input);
+      await proc.closeStdin();
+    }
+    const exitCode = await ended;
+    return { stdout: Buffer.concat(out), stderr: Buffer.concat(err).toString(), exitCode };
+  } finally {
+    proc.close();
+  }
+}
+
+export type EntryType = 'file' | 'dir' | 'symlink';
+
+export interface Entry {
+  name: string;
+  path: string;
+  type: EntryType;
+  size: number;
+  mode: number;
+  owner: string;
+  group: string;
+  mtimeS: number;
+  symlinkTarget: string | null;
+}
+
+/** Exit codes of the program: what went wrong, as E2B's errors name it. */
+export const FAULTS: Record<number, 'not_found' | 'exists' | 'not_dir' | 'denied' | 'failed'> = { 2: 'not_found', 3: 'exists', 4: 'not_dir', 5: 'denied', 6: 'failed' };
+
+const FS_PROGRAM = String.raw`
+use strict; use POSIX ();
+my ($op, @a) = map { pack('H*', $_) } @ARGV;
+sub fault { my $e = $! + 0; exit(2) if $e == POSIX::ENOENT; exit(3) if $e == POSIX::EEXIST; exit(4) if $e == POSIX::ENOTDIR; exit(5) if $e == POSIX::EACCES || $e == POSIX::EPERM; print STDERR "$!\n"; exit 6 }
+sub entry { my ($p) = @_; my @s = lstat $p or return 0; my $t = -l _ ? 'symlink' : -d _ ? 'dir' : 'file'; my $l = $t eq 'symlink' ? readlink($p) : '';
+  if ($t eq 'symlink') { my @f = stat $p; $s[7] = $f[7] if @f; }
+  (my $n = $p) =~ s{.*/}{}; my $o = getpwuid($s[4]) // $s[4]; my $g = getgrgid($s[5]) // $s[5];
+  print join("\t", unpack('H*', $n), unpack('H*', $p), $t, $s[7], $s[2] & 07777, $o, $g, $s[9], unpack('H*', $l // '')), "\n"; 1 }
+sub walk { my ($d, $depth) = @_; opendir(my $h, $d) or fault(); my @n = sort grep { $_ ne '.' && $_ ne '..' } readdir $h; closedir $h;
+  for (@n) { my $p = $d eq '/' ? "/$_" : "$d/$_"; entry($p); walk($p, $depth - 1) if $depth > 1 && -d $p && !-l $p } }
+sub mkp { my ($d) = @_; return 1 if -d $d; (my $up = $d) =~ s{/[^/]+$}{}; mkp($up) if length $up && !-d $up; mkdir $d or -d $d or fault() }
+if ($op eq 'stat') { entry($a[0]) or fault() }
+elsif ($op eq 'list') { -e $a[0] or fault(); -d $a[0] or do { $! = POSIX::ENOTDIR; fault() }; walk($a[0], $a[1] || 1) }
+elsif ($op eq 'mkdir') { if (-e $a[0]) { $! = POSIX::EEXIST; fault() } mkp($a[0]); entry($a[0]) }
+elsif ($op eq 'move') { -e $a[0] || -l $a[0] or fault(); (my $up = $a[1]) =~ s{/[^/]+$}{}; mkp($up) if length $up; rename($a[0], $a[1]) or fault(); entry($a[1]) }
+elsif ($op eq 'remove') { -e $a[0] || -l $a[0] or fault(); system('rm', '-rf', '--', $a[0]) == 0 or do { $! = POSIX::EACCES; fault() } }
+`;
+
+/** Runs one operation: its entries, or the fault the program exited with. */
+export async function fsOp(sb: SandboxContext, op: 'stat' | 'list' | 'mkdir' | 'move' | 'remove', ...args: string[]): Promise<{ entries: Entry[] } | { fault: string; message: string }> {
+  const hexed = [op, ...args].map((s) => Buffer.from(s).toString('hex'));
+  const r = await collect(sb, ['perl', '-e', FS_PROGRAM, ...hexed]);
+  if (r.exitCode !== 0) return { fault: FAULTS[r.exitCode] ?? 'failed', message: r.stderr.trim() || `${op} failed` };
+  const unhex = (h: string) => Buffer.from(h, 'hex').toString('utf8');
+  const entries = r.stdout
+    .toString('utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((line): Entry => {
+      const [n, p, type, size, mode, owner, group, mtime, target] = line.split('\t');
+      return {
+        name: unhex(n),
+        path: unhex(p),
+        type: type as EntryType,
+        size: Number(size),
+        mode: Number(mode),
+        owner,
+        group,
+        mtimeS: Number(mtime),
+        symlinkTarget: type === 'symlink' ? unhex(target ?? '') : null,
+      };
+    });
+  return { entries };
+}

@@ -1,0 +1,190 @@
+/**
+ * E2B's `process.Process` service over Connect, for one sandbox at a time (the request's, see
+ * sandboxPlane.ts): processes start on the guest agent's terminal (guestProcess.ts), are known here by
+ * their guest pid (and tag), and can be listed, fed, signalled and followed by any request of the
+ * sandbox's while they live. What a process printed before a follower came is not replayed (as E2B).
+ */
+import { Code, ConnectError, type HandlerContext, type ServiceImpl } from '@connectrpc/connect';
+import type { MessageInitShape } from '@bufbuild/protobuf';
+import { Process, type ProcessEventSchema, type ProcessSelector, Signal } from './gen/process_pb.ts';
+import { GuestProcess, type ProcessExit, type ProcessSpec } from './guestProcess.ts';
+import { sandboxOf, type SandboxContext } from './context.ts';
+
+type Event = MessageInitShape<typeof ProcessEventSchema>;
+
+interface Entry {
+  proc: GuestProcess;
+  tag: string | null;
+  config: { cmd: string; args: string[]; envs: Record<string, string>; cwd?: string };
+}
+
+/** Live processes per VM, by pid. */
+const live = new Map<string, Map<number, Entry>>();
+
+function table(vmId: string): Map<number, Entry> {
+  let t = live.get(vmId);
+  if (!t) live.set(vmId, (t = new Map()));
+  return t;
+}
+
+function find(vmId: string, sel: ProcessSelector | undefined): Entry {
+  const t = live.get(vmId);
+  const s = sel?.selector;
+  if (s?.case === 'pid') {
+    const e = t?.get(s.value);
+    if (e) return e;
+    throw new ConnectError(`process with pid ${s.value} not found`, Code.NotFound);
+  }
+  if (s?.case === 'tag') {
+    for (const e of t?.values() ?? []) if (e.tag === s.value) return e;
+    throw new ConnectError(`process with tag ${s.value} not found`, Code.NotFound);
+  }
+  throw new ConnectError('process: give a pid or a tag', Code.InvalidArgument);
+}
+
+const endEvent = (x: ProcessExit): Event => ({
+  event: {
+    case: 'end',
+    value: {
+      exitCode: x.exitCode,
+      exited: x.signal === null && x.error === null,
+      status: x.error ? 'error' : x.signal ? `signal: ${x.signal.replace(/^SIG/, '').toLowerCase()}` : `exit status ${x.exitCode}`,
+      ...(x.error ? { error: x.error } : {}),
+    },
+  },
+});
+
+/** The process's events from now on, as a stream; ends with its end, or when the caller goes. */
+async function* follow(proc: GuestProcess, signal: AbortSignal, withStart: boolean): AsyncGenerator<{ event: Event }> {
+  const queue: Event[] = [];
+  let wake: (() => void) | null = null;
+  const push = (e: Event) => (queue.push(e), wake?.());
+  const onData = (kind: 'stdout' | 'stderr' | 'pty') => (b: Buffer) => push({ event: { case: 'data', value: { output: { case: kind, value: new Uint8Array(b) } } } });
+  const handlers = { stdout: onData('stdout'), stderr: onData('stderr'), pty: onData('pty') };
+  const onEnd = (x: ProcessExit) => push(endEvent(x));
+  for (const [k, fn] of Object.entries(handlers)) proc.on(k, fn);
+  proc.on('end', onEnd);
+  const onAbort = () => wake?.();
+  signal.addEventListener('abort', onAbort);
+  // A keepalive now and then: proxies and the client's idle timers see a live stream.
+  const ping = setInterval(() => push({ event: { case: 'keepalive', value: {} } }), 30_000);
+  try {
+    if (withStart) yield { event: { event: { case: 'start', value: { pid: proc.pid } } } };
+    if (proc.ended) {
+      yield { event: endEvent(proc.ended) };
+      return;
+    }
+    for (;;) {
+      while (!queue.length && !signal.aborted) await new Promise<void>((r) => (wake = r));
+      wake = null;
+      if (signal.aborted) return;
+      for (const e of queue.splice(0)) {
+        yield { event: e };
+        if (e.event?.case === 'end') return;
+      }
+    }
+  } finally {
+    clearInterval(ping);
+    signal.removeEventListener('abort', onAbort);
+    for (const [k, fn] of Object.entries(handlers)) proc.off(k, fn);
+    proc.off('end', onEnd);
+  }
+}
+
+function bytesOf(input: { input: { case: string | undefined; value?: Uint8Array } } | undefined): Buffer {
+  const v = input?.input.value;
+  if (!v) throw new ConnectError('input: give stdin or pty bytes', Code.InvalidArgument);
+  return Buffer.from(v);
+}
+
+export function processService(): ServiceImpl<typeof Process> {
+  return {
+    async *start(req, ctx: HandlerContext) {
+      const sb: SandboxContext = sandboxOf(ctx);
+      const p = req.process;
+      if (!p || !p.cmd) throw new ConnectError('process.cmd: give the command', Code.InvalidArgument);
+      const spec: ProcessSpec = {
+        argv: [p.cmd, ...p.args],
+        env: { ...sb.envVars, ...p.envs },
+        cwd: p.cwd ?? null,
+        root: sb.user === 'root',
+        stdin: req.stdin ?? true,
+        pty: req.pty ? { cols: req.pty.size?.cols || 80, rows: req.pty.size?.rows || 24 } : null,
+      };
+      const shell = await sb.openShell(spec.pty ?? { cols: 80, rows: 24 });
+      const proc = new GuestProcess(shell, spec);
+      try {
+        await proc.start();
+      } catch (err) {
+        proc.close();
+        throw new ConnectError(`the process did not start: ${(err as Error).message}`, Code.Unavailable);
+      }
+      const t = table(sb.vmId);
+      t.set(proc.pid, { proc, tag: req.tag ?? null, config: { cmd: p.cmd, args: p.args, envs: p.envs, ...(p.cwd ? { cwd: p.cwd } : {}) } });
+      proc.once('end', () => {
+        // Kept a moment, so a Connect right after the end still finds it.
+        setTimeout(() => t.get(proc.pid)?.proc === proc && t.delete(proc.pid), 5_000).unref();
+      });
+      yield* follow(proc, ctx.signal, true);
+    },
+
+    async *connect(req, ctx) {
+      const sb = sandboxOf(ctx);
+      const e = find(sb.vmId, req.process);
+      yield* follow(e.proc, ctx.signal, true);
+    },
+
+    async list(_req, ctx) {
+      const sb = sandboxOf(ctx);
+      const processes = [...(live.get(sb.vmId)?.entries() ?? [])]
+        .filter(([, e]) => !e.proc.ended)
+        .map(([pid, e]) => ({ pid, config: e.config, ...(e.tag !== null ? { tag: e.tag } : {}) }));
+      return { processes };
+    },
+
+    async sendInput(req, ctx) {
+      const e = find(sandboxOf(ctx).vmId, req.process);
+      await e.proc.sendStdin(bytesOf(req.input));
+      return {};
+    },
+
+    async streamInput(reqs, ctx) {
+      const sb = sandboxOf(ctx);
+      let e: Entry | null = null;
+      for await (const r of reqs) {
+        if (r.event.case === 'start') e = find(sb.vmId, r.event.value.process);
+        else if (r.event.case === 'data') {
+          if (!e) throw new ConnectError('start: name the process first', Code.InvalidArgument);
+          await e.proc.sendStdin(bytesOf(r.event.value.input));
+        }
+      }
+      return {};
+    },
+
+    async sendSignal(req, ctx) {
+      const e = find(sandboxOf(ctx).vmId, req.process);
+      if (req.signal !== Signal.SIGKILL && req.signal !== Signal.SIGTERM) throw new ConnectError('signal: SIGTERM or SIGKILL', Code.InvalidArgument);
+      await e.proc.signal(req.signal === Signal.SIGKILL ? 9 : 15);
+      return {};
+    },
+
+    async closeStdin(req, ctx) {
+      const e = find(sandboxOf(ctx).vmId, req.process);
+      if (e.proc.spec.pty) throw new ConnectError('a PTY has no stdin to close: send Ctrl-D (0x04)', Code.FailedPrecondition);
+      await e.proc.closeStdin();
+      return {};
+    },
+
+    async update(req, ctx) {
+      const e = find(sandboxOf(ctx).vmId, req.process);
+      if (req.pty?.size) e.proc.resize(req.pty.size.cols, req.pty.size.rows);
+      return {};
+    },
+  };
+}
+
+/** Ends every process of a VM this server follows (the sandbox was killed). */
+export function forgetProcesses(vmId: string): void {
+  for (const e of live.get(vmId)?.values() ?? []) e.proc.close();
+  live.delete(vmId);
+}

@@ -1,0 +1,155 @@
+/**
+ * E2B's in-sandbox API ("envd") for every sandbox, served by this server from the VM's guest agent
+ * (decisions section 17): a request names its sandbox by the `E2b-Sandbox-Id` header under
+ * `/e2b/sandbox` (E2B_SANDBOX_URL), or by its Host `49983-{sandbox id}.{preview domain}` (E2B_DOMAIN),
+ * and carries the sandbox's access token in `X-Access-Token`. Served: the Connect services
+ * `process.Process` and `filesystem.Filesystem`, `/files` (download, upload), `/health`, `/envs`.
+ * Another port of a sandbox's Host is a preview (section 16) and goes on to that router.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { Readable } from 'node:stream';
+import { timingSafeEqual } from 'node:crypto';
+import { connectNodeAdapter } from '@connectrpc/connect-node';
+import { createContextValues } from '@connectrpc/connect';
+import type { GuestAccess } from '../domain/guestAccess.ts';
+import { E2bError, e2bErrorOf } from './errors.ts';
+import type { Services } from '../domain/services.ts';
+import { routeFromHost } from '../domain/previews.ts';
+import { shellEnvironment } from '../harness/invoke.ts';
+import type { Logger } from '../log.ts';
+import { Process } from './gen/process_pb.ts';
+import { Filesystem } from './gen/filesystem_pb.ts';
+import { processService } from './processService.ts';
+import { filesystemService } from './filesystemService.ts';
+import { SANDBOX, type SandboxContext } from './context.ts';
+import * as store from './store.ts';
+import { downloadFile, uploadFiles } from './files.ts';
+
+/** The port E2B's SDKs reach a sandbox's envd on. */
+export const ENVD_PORT = 49983;
+export const SANDBOX_PREFIX = '/e2b/sandbox';
+const SB = Symbol('e2b sandbox');
+
+type Req = IncomingMessage & { [SB]?: SandboxContext };
+
+const one = (v: string | string[] | undefined) => (Array.isArray(v) ? v[0] : v);
+
+/** E2B's error shape. */
+export function sendError(res: ServerResponse, code: number, message: string): void {
+  if (res.headersSent) return void res.destroy();
+  const body = JSON.stringify({ code, message });
+  res.writeHead(code, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) }).end(body);
+}
+
+/** Which sandbox and port a request names, and the path it asks for there; null when it is not the sandbox plane's. */
+export function sandboxRoute(req: IncomingMessage, domain: string): { sandboxId: string; port: number; path: string } | null {
+  const url = req.url ?? '/';
+  if (url === SANDBOX_PREFIX || url.startsWith(`${SANDBOX_PREFIX}/`) || url.startsWith(`${SANDBOX_PREFIX}?`)) {
+    const id = one(req.headers['e2b-sandbox-id'])?.trim() ?? '';
+    const port = Number(one(req.headers['e2b-sandbox-port']) ?? ENVD_PORT);
+    return { sandboxId: id.toLowerCase(), port, path: url.slice(SANDBOX_PREFIX.length) || '/' };
+  }
+  let route;
+  try {
+    route = routeFromHost(one(req.headers.host), domain);
+  } catch {
+    return null;
+  }
+  if (!route || !('label' in route) || route.port !== ENVD_PORT) return null;
+  return { sandboxId: route.label, port: ENVD_PORT, path: url };
+}
+
+/** E2B's user of a request: the Basic authorization's user name (`user` when absent). */
+function userOf(req: IncomingMessage): string {
+  const m = /^Basic +(\S+)$/i.exec(one(req.headers.authorization) ?? '');
+  const name = m ? Buffer.from(m[1], 'base64').toString('utf8').split(':')[0] : '';
+  return name || 'user';
+}
+
+function sameToken(a: string, b: string): boolean {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+}
+
+export interface SandboxPlane {
+  /** Answers the request if it is the sandbox plane's (true), else leaves it (false). */
+  handle(req: IncomingMessage, res: ServerResponse): boolean;
+}
+
+export function sandboxPlane(services: Services, guest: GuestAccess | null, log: Logger): SandboxPlane {
+  const rpc = connectNodeAdapter({
+    routes: (router) => {
+      router.service(Process, processService());
+      router.service(Filesystem, filesystemService());
+    },
+    contextValues: (req) => createContextValues().set(SANDBOX, (req as Req)[SB] ?? null),
+  });
+
+  async function resolve(req: IncomingMessage, sandboxId: string): Promise<SandboxContext> {
+    const found = await store.vmIdOfSandbox(services.db, null, sandboxId);
+    const record = found ? await store.get(services.db, found.vm_id) : null;
+    if (!found || !record) throw new E2bError(404, `sandbox ${sandboxId} not found`);
+    const token = one(req.headers['x-access-token']) ?? '';
+    if (!sameToken(token, record.access_token)) throw new E2bError(401, 'invalid access token for this sandbox');
+    const target = await services.previews.target({ vmId: found.vm_id, port: ENVD_PORT });
+    // A paused sandbox whose autoResume is on wakes for the request (as a preview does).
+    await services.previews.running(target);
+    if (!guest) throw new E2bError(503, 'no VM host is attached to this server');
+    const vm = await services.vms.get(found.tenant_id, found.vm_id);
+    return {
+      vmId: vm.vm_id,
+      tenantId: vm.tenant_id,
+      user: userOf(req),
+      envVars: record.env_vars,
+      openShell: (size) => guest.openShell(vm.vm_id, { ...size, env: shellEnvironment(vm.harness, vm.brokered_secret_names) }),
+    };
+  }
+
+  async function serve(req: Req, res: ServerResponse, route: { sandboxId: string; path: string }): Promise<void> {
+    const sb = await resolve(req, route.sandboxId);
+    const url = new URL(route.path, 'http://sandbox');
+    if (url.pathname === '/health') {
+      res.writeHead(204).end();
+      return;
+    }
+    if (url.pathname === '/envs' && req.method === 'GET') {
+      const body = JSON.stringify(sb.envVars);
+      res.writeHead(200, { 'Content-Type': 'application/json' }).end(body);
+      return;
+    }
+    if (url.pathname === '/files') {
+      if (req.method === 'GET') return downloadFile(services, sb, url, req, res);
+      if (req.method === 'POST') return uploadFiles(services, sb, url, req, res);
+      return sendError(res, 405, `${req.method} is not allowed on /files`);
+    }
+    if (/^\/(process\.Process|filesystem\.Filesystem)\//.test(url.pathname)) {
+      req[SB] = sb;
+      req.url = route.path;
+      rpc(req, res);
+      return;
+    }
+    sendError(res, 404, `no such path: ${url.pathname}`);
+  }
+
+  return {
+    handle(req, res) {
+      const route = sandboxRoute(req, services.previews.site.domain);
+      if (!route) return false;
+      if (route.port !== ENVD_PORT) {
+        sendError(res, 404, `port ${route.port}: reach a sandbox's other ports at their preview URLs ({port}-{sandbox id}.{domain})`);
+        return true;
+      }
+      serve(req, res, route).catch((err: unknown) => {
+        const known = e2bErrorOf(err);
+        if (known) return sendError(res, known.status, known.message);
+        log.error({ err: (err as Error).message }, 'e2b sandbox request failed');
+        sendError(res, 500, 'internal error');
+      });
+      return true;
+    },
+  };
+}
+
+/** The request's body as a web stream (for a multipart parse). */
+export const webBody = (req: IncomingMessage) => Readable.toWeb(req) as unknown as ReadableStream<Uint8Array>;

@@ -1,0 +1,41 @@
+/**
+ * E2B compatibility on the API server (decisions section 17): the control plane under `/e2b`
+ * (controlPlane.ts) and the sandbox plane (sandboxPlane.ts) take their requests off the server ahead
+ * of the previews and the API; everything else goes on as before. A sweep pauses the sandboxes whose
+ * timeout came and that asked to pause (`autoPause`) rather than die.
+ */
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import { getRequestListener } from '@hono/node-server';
+import type { GuestAccess } from '../domain/guestAccess.ts';
+import type { Services } from '../domain/services.ts';
+import type { Logger } from '../log.ts';
+import { controlPlane } from './controlPlane.ts';
+import { sandboxPlane } from './sandboxPlane.ts';
+import { forgetProcesses } from './processService.ts';
+import * as store from './store.ts';
+
+const PAUSE_SWEEP_MS = 5_000;
+
+export function serveE2b(server: Server, services: Services, guest: GuestAccess | null, log: Logger): { close(): void } {
+  const onRequest = server.listeners('request') as ((req: IncomingMessage, res: ServerResponse) => void)[];
+  server.removeAllListeners('request');
+  const control = getRequestListener(controlPlane(services, log).fetch);
+  const sandbox = sandboxPlane(services, guest, log);
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    if (sandbox.handle(req, res)) return;
+    const url = req.url ?? '/';
+    if (url === '/e2b' || url.startsWith('/e2b/') || url.startsWith('/e2b?')) return void control(req, res);
+    for (const l of onRequest) l.call(server, req, res);
+  });
+
+  const sweep = setInterval(() => {
+    void (async () => {
+      for (const s of await store.duePauses(services.db, services.clock.now())) {
+        forgetProcesses(s.vm_id);
+        await services.vms.lifecycle(s.tenant_id, s.vm_id, 'suspend').catch((err: Error) => log.warn({ vm_id: s.vm_id, err: err.message }, 'e2b sandbox did not pause at its timeout'));
+      }
+    })().catch(() => undefined);
+  }, PAUSE_SWEEP_MS);
+  sweep.unref();
+  return { close: () => clearInterval(sweep) };
+}

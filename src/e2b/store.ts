@@ -1,0 +1,65 @@
+/**
+ * E2B's side of a sandbox (migration 020): the template it was asked for, its access token, metadata,
+ * envs, what its timeout does, and when that is.
+ */
+import type { Queryable } from '../store/db.ts';
+
+export interface SandboxRecord {
+  vm_id: string;
+  tenant_id: string;
+  template_id: string;
+  access_token: string;
+  metadata: Record<string, string>;
+  env_vars: Record<string, string>;
+  auto_pause: boolean;
+  end_at: Date;
+  created_at: Date;
+}
+
+const COLUMNS = 'vm_id, tenant_id, template_id, access_token, metadata, env_vars, auto_pause, end_at, created_at';
+
+const parsed = (r: SandboxRecord): SandboxRecord => ({
+  ...r,
+  metadata: typeof r.metadata === 'string' ? JSON.parse(r.metadata) : r.metadata ?? {},
+  env_vars: typeof r.env_vars === 'string' ? JSON.parse(r.env_vars) : r.env_vars ?? {},
+});
+
+export async function insert(q: Queryable, r: SandboxRecord): Promise<void> {
+  await q.query(
+    `INSERT INTO e2b_sandboxes (${COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+    [r.vm_id, r.tenant_id, r.template_id, r.access_token, JSON.stringify(r.metadata), JSON.stringify(r.env_vars), r.auto_pause, r.end_at, r.created_at],
+  );
+}
+
+export async function get(q: Queryable, vmId: string): Promise<SandboxRecord | null> {
+  const [row] = await q.query<SandboxRecord>(`SELECT ${COLUMNS} FROM e2b_sandboxes WHERE vm_id = $1`, [vmId]);
+  return row ? parsed(row) : null;
+}
+
+export async function forTenant(q: Queryable, tenantId: string): Promise<Map<string, SandboxRecord>> {
+  const rows = await q.query<SandboxRecord>(`SELECT ${COLUMNS} FROM e2b_sandboxes WHERE tenant_id = $1`, [tenantId]);
+  return new Map(rows.map((r) => [r.vm_id, parsed(r)]));
+}
+
+/** The VM (not deleted) whose label is the sandbox id, if it is the tenant's. */
+export async function vmIdOfSandbox(q: Queryable, tenantId: string | null, sandboxId: string): Promise<{ vm_id: string; tenant_id: string } | null> {
+  if (!/^[a-z0-9][a-z0-9-]{0,70}$/.test(sandboxId)) return null;
+  const rows = await q.query<{ vm_id: string; tenant_id: string }>(
+    `SELECT vm_id, tenant_id FROM vms WHERE lower(replace(vm_id, '_', '-')) = $1 AND deleted_at IS NULL ${tenantId ? 'AND tenant_id = $2' : ''} LIMIT 2`,
+    tenantId ? [sandboxId, tenantId] : [sandboxId],
+  );
+  return rows.length === 1 ? rows[0] : null;
+}
+
+export async function setEnd(q: Queryable, vmId: string, endAt: Date): Promise<void> {
+  await q.query('UPDATE e2b_sandboxes SET end_at = $2 WHERE vm_id = $1', [vmId, endAt]);
+}
+
+/** Sandboxes whose timeout has come that pause (not die) at it, and are not yet paused. */
+export function duePauses(q: Queryable, now: Date): Promise<{ vm_id: string; tenant_id: string }[]> {
+  return q.query(
+    `SELECT s.vm_id, s.tenant_id FROM e2b_sandboxes s JOIN vms v ON v.vm_id = s.vm_id
+     WHERE s.auto_pause AND s.end_at <= $1 AND v.deleted_at IS NULL AND v.status = 'running' LIMIT 100`,
+    [now],
+  );
+}
