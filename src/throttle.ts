@@ -3,7 +3,7 @@
  * is refused until the minute has passed, before any credential is looked up. The API, the console and a
  * VM host's internal endpoint each count with one.
  */
-import { ApiError } from './domain/errors.ts';
+import { DomainError } from './domain/errors.ts';
 
 export const AUTH_FAILURES_MAX = 30;
 export const AUTH_FAILURE_WINDOW_MS = 60_000;
@@ -91,8 +91,8 @@ export function clientAddress(env: unknown): string | null {
 }
 
 /** The answer to an address over its failures. */
-export function throttledError(waitSeconds: number): ApiError {
-  return new ApiError('rate_limited', 'too many failed authentications from this address', `retry after ${waitSeconds} s`, {
+export function throttledError(waitSeconds: number): DomainError {
+  return new DomainError('rate_limited', 'too many failed authentications from this address', `retry after ${waitSeconds} s`, {
     'Retry-After': String(waitSeconds),
   });
 }

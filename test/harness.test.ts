@@ -4,7 +4,7 @@ import fc from 'fast-check';
 import { BROKERED_PLACEHOLDER, PROXY_ENV, buildInvocation } from '../src/harness/invoke.ts';
 import { listHarnesses } from '../src/harness/catalogue.ts';
 import { HARNESS_PROGRAMS } from '../src/wire/protocol.ts';
-import { ApiError } from '../src/domain/errors.ts';
+import { DomainError } from '../src/domain/errors.ts';
 
 describe('harness invocations', () => {
   test('every harness in the catalogue has its program and an invocation', () => {
@@ -43,7 +43,7 @@ describe('harness invocations', () => {
     for (const [id, provider] of [['codex', 'anthropic'], ['echo', 'openai'], ['claude-code', 'openai']] as const) {
       assert.throws(
         () => buildInvocation(id, { task: 't', provider }),
-        (err: unknown) => err instanceof ApiError && err.code === 'invalid_request' && err.message.startsWith('provider: '),
+        (err: unknown) => err instanceof DomainError && err.code === 'invalid_request' && err.message.startsWith('provider: '),
       );
     }
   });

@@ -20,7 +20,7 @@ import { hostAuthority } from '../src/host/internalAuth.ts';
 import { RemoteHosts } from '../src/replica/remoteHosts.ts';
 import { InternalClient, type InternalTls } from '../src/replica/internalClient.ts';
 import { InternalCredentials } from '../src/domain/internalCredentials.ts';
-import { ApiError } from '../src/domain/errors.ts';
+import { DomainError } from '../src/domain/errors.ts';
 import { createLogger } from '../src/log.ts';
 import type { VmExecutor } from '../src/domain/runs.ts';
 import type { Db } from '../src/store/db.ts';
@@ -34,7 +34,7 @@ const executor: VmExecutor = {
   kickRuns: (vmId) => void kicked.push(vmId),
   cancelRun: async (_vmId, runId) => {
     if (runId === 'run_explode') throw new Error('secret detail of the host');
-    if (runId === 'run_gone') throw new ApiError('vm_not_running', 'the VM is stopped');
+    if (runId === 'run_gone') throw new DomainError('vm_not_running', 'the VM is stopped');
   },
   setSecrets: async (_vmId, set) => ({ names: Object.keys(set).filter((k) => set[k] !== null && k !== 'BROKERED'), brokered: 'BROKERED' in set ? ['BROKERED'] : [] }),
 };
@@ -145,9 +145,9 @@ test("the replica tells the host of queued runs and passes a host's customer-fac
   assert.deepEqual(kicked, ['vm_up']);
   await remote.cancelRun('vm_up', 'run_fine');
   // The host's answer for a VM that is not running is the customer's: passed on as itself.
-  await assert.rejects(remote.cancelRun('vm_up', 'run_gone'), (err: unknown) => err instanceof ApiError && err.code === 'vm_not_running');
+  await assert.rejects(remote.cancelRun('vm_up', 'run_gone'), (err: unknown) => err instanceof DomainError && err.code === 'vm_not_running');
   // A host's internal failure stays the host's: the replica gets an error, not the host's detail.
-  await assert.rejects(remote.cancelRun('vm_up', 'run_explode'), (err: unknown) => !(err instanceof ApiError) && !String(err).includes('secret detail'));
+  await assert.rejects(remote.cancelRun('vm_up', 'run_explode'), (err: unknown) => !(err instanceof DomainError) && !String(err).includes('secret detail'));
 
   // Another process at the host's address (it answers as the host would, with no credential): not believed.
   const impostor = await listen({ fetch: () => Response.json({ harnesses: ['evil'] }) }, t);

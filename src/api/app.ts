@@ -4,15 +4,16 @@ import { createRequire } from 'node:module';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { timingSafeEqual, createHash, randomBytes } from 'node:crypto';
-import { ApiError } from '../domain/errors.ts';
+import { DomainError } from '../domain/errors.ts';
 import type { Services } from '../domain/services.ts';
 import { requestLogger, type Logger } from '../log.ts';
 import { runOperation, type Operation } from './operation.ts';
-import { renderError } from './renderError.ts';
+import { renderError } from '../http/errors.ts';
+import { requestHeader } from '../http/requestHeader.ts';
 import { ADMIN_OPERATIONS, CUSTOMER_OPERATIONS } from './routes.ts';
 import { buildOpenApiDocument } from './openapi.ts';
 import { RateLimiter } from './rateLimit.ts';
-import { capBody, MAX_BODY_BYTES, MCP_MAX_BODY_BYTES } from './bodyLimit.ts';
+import { capBody, MAX_BODY_BYTES, MCP_MAX_BODY_BYTES } from '../http/bodyLimit.ts';
 import { clientAddress, FailureThrottle } from '../throttle.ts';
 import { apiClient } from '../client/client.ts';
 import type { Principal } from '../domain/keys.ts';
@@ -61,20 +62,6 @@ function routeTable(operations: Operation[]) {
 }
 
 const digest = (s: string) => createHash('sha256').update(s).digest();
-
-/**
- * A request header. On Node it is read from the incoming message itself: asking the Fetch Request
- * for a header makes it build a whole Headers object first, which costs more than the rest of a
- * cached whoami. Elsewhere (tests calling app.request) it falls back to the Request.
- */
-export function requestHeader(c: Context, name: string): string | undefined {
-  const incoming = (c.env as { incoming?: IncomingMessage } | undefined)?.incoming;
-  if (incoming) {
-    const v = incoming.headers[name];
-    return Array.isArray(v) ? v.join(', ') : v;
-  }
-  return c.req.header(name);
-}
 
 export function bearerToken(c: Context): string | null {
   const header = requestHeader(c, 'authorization');
@@ -128,9 +115,9 @@ export function buildApp(opts: AppOptions): Hono<Env> {
       'request',
     );
   const handleError = (err: Error, c: Context): Response => {
-    if (err instanceof ApiError) return renderError(c, err);
+    if (err instanceof DomainError) return renderError(c, err);
     log.error({ req_id: c.get('requestId'), err }, 'unexpected error');
-    return renderError(c, new ApiError('internal', ''));
+    return renderError(c, new DomainError('internal', ''));
   };
 
   // One middleware for what every request gets: its id, the caller's authentication (before routing,
@@ -173,9 +160,9 @@ export function buildApp(opts: AppOptions): Hono<Env> {
     const entry = routes.find((r) => r.pattern.test(c.req.path));
     if (entry && !entry.methods.has(c.req.method)) {
       const allow = [...entry.methods].join(', ');
-      return renderError(c, new ApiError('method_not_allowed', `${c.req.method} is not allowed here; use ${allow}`, undefined, { Allow: allow }));
+      return renderError(c, new DomainError('method_not_allowed', `${c.req.method} is not allowed here; use ${allow}`, undefined, { Allow: allow }));
     }
-    return renderError(c, new ApiError('not_found', `no such path: ${c.req.path}`));
+    return renderError(c, new DomainError('not_found', `no such path: ${c.req.path}`));
   });
 
   app.get('/healthz', (c) => c.json({ ok: true }));
@@ -188,14 +175,14 @@ export function buildApp(opts: AppOptions): Hono<Env> {
       return c.json({ ok: true, database, driver: { accel: driver.accel, detail: driver.detail } });
     }
     const why = database !== 'ok' ? 'the database is not usable' : `the VM driver is not usable: ${driver.detail}`;
-    return renderError(c, new ApiError('unavailable', why, 'see the server log', { 'Retry-After': '5' }));
+    return renderError(c, new DomainError('unavailable', why, 'see the server log', { 'Retry-After': '5' }));
   });
   app.get(OPENAPI_PATH, (c) => c.json((customerDoc ??= customerOpenApiDocument())));
   app.get('/v1/admin/openapi.json', (c) => c.json((adminDoc ??= adminOpenApiDocument())));
   app.get('/docs', (c) => c.html(DOCS_HTML));
   app.get('/docs/assets/:file', async (c) => {
     const file = c.req.param('file');
-    if (!DOCS_ASSETS[file]) return renderError(c, new ApiError('not_found', `no such path: ${c.req.path}`));
+    if (!DOCS_ASSETS[file]) return renderError(c, new DomainError('not_found', `no such path: ${c.req.path}`));
     const body = await readFile(path.join(swaggerUiDir(), file));
     return c.body(body, 200, { 'Content-Type': DOCS_ASSETS[file], 'Cache-Control': 'public, max-age=86400' });
   });
@@ -211,7 +198,7 @@ export function buildApp(opts: AppOptions): Hono<Env> {
     const principal = inProcess ?? (token ? await services.keys.authenticate(token) : null);
     if (!principal) {
       if (token) throttle.fail(address);
-      throw new ApiError('unauthorized', '');
+      throw new DomainError('unauthorized', '');
     }
     limit(principal.keyId);
     c.set('principal', principal);
@@ -222,7 +209,7 @@ export function buildApp(opts: AppOptions): Hono<Env> {
     const token = bearerToken(c);
     if (!token || !timingSafeEqual(digest(token), adminDigest)) {
       if (token) throttle.fail(address);
-      throw new ApiError('unauthorized', '');
+      throw new DomainError('unauthorized', '');
     }
     limit('admin');
   }
@@ -230,7 +217,7 @@ export function buildApp(opts: AppOptions): Hono<Env> {
   function limit(bucket: string) {
     const waitSeconds = limiter.take(bucket);
     if (waitSeconds > 0) {
-      throw new ApiError('rate_limited', 'too many requests for this key', `retry after ${waitSeconds} s`, {
+      throw new DomainError('rate_limited', 'too many requests for this key', `retry after ${waitSeconds} s`, {
         'Retry-After': String(waitSeconds),
       });
     }

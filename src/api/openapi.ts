@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { OpenAPIRegistry, OpenApiGeneratorV31, type RouteConfig } from '@asteasolutions/zod-to-openapi';
-import { ERROR_STATUS, type ErrorCode } from '../domain/errors.ts';
+import type { ErrorCode } from '../domain/errors.ts';
+import { ERROR_STATUS } from '../http/errors.ts';
 import { commonErrors, type Operation } from './operation.ts';
 import { ErrorBody } from './schemas.ts';
 

@@ -1,11 +1,13 @@
 import type { Context } from 'hono';
 import { z } from 'zod';
-import { ApiError, type ErrorCode } from '../domain/errors.ts';
+import { DomainError, type ErrorCode } from '../domain/errors.ts';
 import type { Principal } from '../domain/keys.ts';
 import type { Services } from '../domain/services.ts';
 import { NoQuery } from './schemas.ts';
 
-export const MAX_BODY_BYTES = 1024 * 1024;
+import { MAX_BODY_BYTES } from '../http/bodyLimit.ts';
+
+export { MAX_BODY_BYTES };
 
 /** Who may call an operation: a customer key, the operator's admin token, or anyone. */
 export type Audience = 'customer' | 'admin' | 'public';
@@ -93,16 +95,16 @@ export function commonErrors(op: Operation): ErrorCode[] {
 export const isWrite = (op: Operation) => op.write ?? op.method !== 'get';
 
 /** Turns a zod failure into a 400 that names the field. */
-export function validationError(where: 'body' | 'query' | 'path', error: z.ZodError): ApiError {
-  if (where === 'path') return new ApiError('not_found', 'not found');
+export function validationError(where: 'body' | 'query' | 'path', error: z.ZodError): DomainError {
+  if (where === 'path') return new DomainError('not_found', 'not found');
   const issue = error.issues[0];
   if (issue.code === 'unrecognized_keys') {
     const field = [...issue.path, issue.keys[0]].join('.');
     const noun = where === 'query' ? 'query parameter' : 'field';
-    return new ApiError('invalid_request', `${field}: unknown ${noun}`);
+    return new DomainError('invalid_request', `${field}: unknown ${noun}`);
   }
   const field = issue.path.length ? issue.path.join('.') : where;
-  return new ApiError('invalid_request', `${field}: ${issue.message}`);
+  return new DomainError('invalid_request', `${field}: ${issue.message}`);
 }
 
 function parseWith<T extends AnyZod>(schema: T, value: unknown, where: 'body' | 'query' | 'path'): z.output<T> {
@@ -134,24 +136,24 @@ export async function readJsonBody(c: Context, required: boolean, maxBytes = MAX
   const mediaType = (c.req.header('content-type') ?? '').split(';')[0].trim().toLowerCase();
   const isJson = mediaType === 'application/json' || /^application\/[a-z0-9.+-]+\+json$/.test(mediaType);
   if (mediaType && !isJson && (size > 0 || required)) {
-    throw new ApiError('unsupported_media_type', `content type "${mediaType}" is not supported`, 'send the body as application/json');
+    throw new DomainError('unsupported_media_type', `content type "${mediaType}" is not supported`, 'send the body as application/json');
   }
   if (size === 0) {
-    if (required) throw new ApiError('invalid_request', 'body: a JSON request body is required');
+    if (required) throw new DomainError('invalid_request', 'body: a JSON request body is required');
     return {};
   }
   if (!mediaType) {
-    throw new ApiError('unsupported_media_type', 'the request has a body but no content type', 'send the body as application/json');
+    throw new DomainError('unsupported_media_type', 'the request has a body but no content type', 'send the body as application/json');
   }
   const text = Buffer.concat(chunks).toString('utf8');
   try {
     return JSON.parse(text);
   } catch {
-    throw new ApiError('invalid_request', 'body: malformed JSON');
+    throw new DomainError('invalid_request', 'body: malformed JSON');
   }
 }
 
-const tooLarge = (maxBytes: number) => new ApiError('payload_too_large', `the body is larger than ${maxBytes} bytes`);
+const tooLarge = (maxBytes: number) => new DomainError('payload_too_large', `the body is larger than ${maxBytes} bytes`);
 
 /**
  * The body of a binary operation, unread: its declared length checked against the limit, its media
@@ -160,13 +162,13 @@ const tooLarge = (maxBytes: number) => new ApiError('payload_too_large', `the bo
 function binaryBody(c: Context, spec: NonNullable<Operation['binaryBody']>): { stream: AsyncIterable<Uint8Array>; length?: number } {
   const declared = c.req.header('content-length');
   const length = declared === undefined ? undefined : Number(declared);
-  if (length !== undefined && (!Number.isSafeInteger(length) || length < 0)) throw new ApiError('invalid_request', 'Content-Length: not a length');
+  if (length !== undefined && (!Number.isSafeInteger(length) || length < 0)) throw new DomainError('invalid_request', 'Content-Length: not a length');
   if (length !== undefined && length > spec.maxBytes) {
-    throw new ApiError('payload_too_large', `the body is larger than ${spec.maxBytes} bytes`, undefined, { Connection: 'close' });
+    throw new DomainError('payload_too_large', `the body is larger than ${spec.maxBytes} bytes`, undefined, { Connection: 'close' });
   }
   const mediaType = (c.req.header('content-type') ?? '').split(';')[0].trim().toLowerCase();
   if (mediaType && mediaType !== spec.mediaType) {
-    throw new ApiError('unsupported_media_type', `content type "${mediaType}" is not supported`, `send the bytes as ${spec.mediaType} (curl -T FILE, or --data-binary @FILE -H 'content-type: ${spec.mediaType}')`, { Connection: 'close' });
+    throw new DomainError('unsupported_media_type', `content type "${mediaType}" is not supported`, `send the bytes as ${spec.mediaType} (curl -T FILE, or --data-binary @FILE -H 'content-type: ${spec.mediaType}')`, { Connection: 'close' });
   }
   const stream = c.req.raw.body ?? new ReadableStream<Uint8Array>({ start: (ctl) => ctl.close() });
   return { stream: stream as unknown as AsyncIterable<Uint8Array>, length };
@@ -176,7 +178,7 @@ function binaryBody(c: Context, spec: NonNullable<Operation['binaryBody']>): { s
 export async function runOperation(op: Operation, c: Context, services: Services): Promise<Response> {
   const principal = c.get('principal') as Principal;
   if (op.audience === 'customer' && isWrite(op) && principal.scope !== 'readwrite') {
-    throw new ApiError('read_only_key', 'this key is read-only', 'use a readwrite key for this operation');
+    throw new DomainError('read_only_key', 'this key is read-only', 'use a readwrite key for this operation');
   }
   const body = op.body ? parseWith(op.body.schema, await readJsonBody(c, op.body.required, op.body.maxBytes), 'body') : undefined;
   const bytes = op.binaryBody ? binaryBody(c, op.binaryBody) : undefined;

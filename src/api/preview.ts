@@ -13,7 +13,8 @@ import http, { type IncomingMessage, type OutgoingHttpHeaders, type Server, type
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { randomBytes } from 'node:crypto';
-import { ApiError } from '../domain/errors.ts';
+import { DomainError } from '../domain/errors.ts';
+import { statusOf } from '../http/errors.ts';
 import { checkedPort, routeFromHost, type PreviewCredentials, type PreviewRoute, type PreviewService, type PreviewTarget } from '../domain/previews.ts';
 import type { Logger } from '../log.ts';
 
@@ -42,7 +43,7 @@ export function previewRoute(req: IncomingMessage, domain: string): PreviewRoute
   const vm = one(req.headers[VM_HEADER]);
   const port = one(req.headers[PORT_HEADER]);
   if (vm !== undefined || port !== undefined) {
-    if (!vm) throw new ApiError('invalid_request', `${VM_HEADER}: give the VM's id with ${PORT_HEADER}`);
+    if (!vm) throw new DomainError('invalid_request', `${VM_HEADER}: give the VM's id with ${PORT_HEADER}`);
     return { vmId: vm.trim(), port: checkedPort((port ?? '').trim(), 'X-Agentvm-Port') };
   }
   return routeFromHost(one(req.headers.host), domain);
@@ -91,16 +92,16 @@ function withoutToken(url: string): string {
 const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
 /** A refusal as the Error shape in JSON, or a short HTML page when the client asks for HTML. */
-export function refusal(err: ApiError, accept: string | undefined, requestId: string): { status: number; headers: Record<string, string>; body: string } {
+export function refusal(err: DomainError, accept: string | undefined, requestId: string): { status: number; headers: Record<string, string>; body: string } {
   const html = /text\/html/i.test(accept ?? '') && !/application\/json/i.test(accept ?? '');
   const shape: { error: string; message: string; hint?: string } = { error: err.code, message: err.message };
   if (err.hint) shape.hint = err.hint;
   const body = html
-    ? `<!doctype html><html><head><meta charset="utf-8"><title>${err.status} ${err.code}</title></head>` +
-      `<body><h1>${err.status} ${escapeHtml(err.code)}</h1>${err.message ? `<p>${escapeHtml(err.message)}</p>` : ''}${err.hint ? `<p>${escapeHtml(err.hint)}</p>` : ''}</body></html>\n`
+    ? `<!doctype html><html><head><meta charset="utf-8"><title>${statusOf(err)} ${err.code}</title></head>` +
+      `<body><h1>${statusOf(err)} ${escapeHtml(err.code)}</h1>${err.message ? `<p>${escapeHtml(err.message)}</p>` : ''}${err.hint ? `<p>${escapeHtml(err.hint)}</p>` : ''}</body></html>\n`
     : JSON.stringify(shape);
   return {
-    status: err.status,
+    status: statusOf(err),
     headers: {
       'Content-Type': html ? 'text/html; charset=utf-8' : 'application/json',
       'Content-Length': String(Buffer.byteLength(body)),
@@ -112,7 +113,7 @@ export function refusal(err: ApiError, accept: string | undefined, requestId: st
   };
 }
 
-const asApiError = (err: unknown): ApiError => (err instanceof ApiError ? err : new ApiError('internal', ''));
+const asApiError = (err: unknown): DomainError => (err instanceof DomainError ? err : new DomainError('internal', ''));
 
 /**
  * Takes preview requests and upgrades off `server` before its other listeners (the API's app, the
@@ -134,7 +135,7 @@ export function servePreviews(server: Server, previews: PreviewService, log: Log
     }
     if (!route) return onRequest.forEach((l) => l.call(server, req, res));
     proxy(req, res, route, requestId).catch((err: unknown) => {
-      if (!(err instanceof ApiError)) log.error({ err: (err as Error).message, request_id: requestId }, 'preview request failed');
+      if (!(err instanceof DomainError)) log.error({ err: (err as Error).message, request_id: requestId }, 'preview request failed');
       if (!res.headersSent) answer(res, asApiError(err), req, requestId);
       else res.destroy();
     });
@@ -151,17 +152,17 @@ export function servePreviews(server: Server, previews: PreviewService, log: Log
     }
     if (!route) return onUpgrade.forEach((l) => l.call(server, req, socket, head));
     upgrade(req, socket, head, route).catch((err: unknown) => {
-      if (!(err instanceof ApiError)) log.error({ err: (err as Error).message, request_id: requestId }, 'preview upgrade failed');
+      if (!(err instanceof DomainError)) log.error({ err: (err as Error).message, request_id: requestId }, 'preview upgrade failed');
       refuseSocket(socket, asApiError(err), req, requestId);
     });
   });
 
-  function answer(res: ServerResponse, err: ApiError, req: IncomingMessage, requestId: string): void {
+  function answer(res: ServerResponse, err: DomainError, req: IncomingMessage, requestId: string): void {
     const r = refusal(err, one(req.headers.accept), requestId);
     res.writeHead(r.status, r.headers).end(r.body);
   }
 
-  function refuseSocket(socket: Duplex, err: ApiError, req: IncomingMessage, requestId: string): void {
+  function refuseSocket(socket: Duplex, err: DomainError, req: IncomingMessage, requestId: string): void {
     if (socket.destroyed) return;
     const r = refusal(err, one(req.headers.accept), requestId);
     const lines = Object.entries({ ...r.headers, Connection: 'close' }).map(([k, v]) => `${k}: ${v}`);
@@ -173,7 +174,7 @@ export function servePreviews(server: Server, previews: PreviewService, log: Log
     const target = await previews.target(route);
     const creds = credentials(req);
     if (queryToken) creds.token = queryToken;
-    if (!(await previews.allowed(target, route.port, creds))) throw new ApiError('unauthorized', '');
+    if (!(await previews.allowed(target, route.port, creds))) throw new DomainError('unauthorized', '');
     await previews.running(target, signal);
     return { target, socket: await previews.connect(target, route.port) };
   }
@@ -186,7 +187,7 @@ export function servePreviews(server: Server, previews: PreviewService, log: Log
     if (queryToken !== null && 'label' in route) {
       // `?agentvm_token=`: a cookie for this one host, then the same address without the token.
       const target = await previews.target(route);
-      if (!(await previews.tokenMatches(target.vm_id, queryToken))) throw new ApiError('unauthorized', '');
+      if (!(await previews.tokenMatches(target.vm_id, queryToken))) throw new DomainError('unauthorized', '');
       const secure = previews.site.scheme === 'https' ? '; Secure' : '';
       res.writeHead(302, {
         Location: withoutToken(req.url ?? '/'),
@@ -223,7 +224,7 @@ export function servePreviews(server: Server, previews: PreviewService, log: Log
     });
     up.on('error', () => {
       if (!res.headersSent) {
-        answer(res, new ApiError('port_closed', `the app on port ${route.port} closed the connection without an answer`, 'see the app\'s log in the VM'), req, requestId);
+        answer(res, new DomainError('port_closed', `the app on port ${route.port} closed the connection without an answer`, 'see the app\'s log in the VM'), req, requestId);
       } else res.destroy();
       socket.destroy();
     });

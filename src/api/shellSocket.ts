@@ -1,27 +1,25 @@
 /**
  * The shell's WebSocket: the API server's upgrade handler for /v1/api/vms/{id}/shell/socket (a ticket
  * from openVMShell instead of a key: a browser cannot set headers on a WebSocket), and the bridge
- * between a socket and a guest's terminal, which the VM host's internal endpoint uses too.
+ * between a socket and a guest's terminal (http/shellBridge.ts, which the VM host's internal endpoint uses too).
  */
 import type { IncomingMessage, Server } from 'node:http';
-import { STATUS_CODES } from 'node:http';
-import type { Duplex } from 'node:stream';
 import { randomBytes } from 'node:crypto';
-import { WebSocketServer, WebSocket, type RawData } from 'ws';
-import { ApiError } from '../domain/errors.ts';
+import type { Duplex } from 'node:stream';
+import { WebSocketServer, WebSocket } from 'ws';
+import { DomainError } from '../domain/errors.ts';
 import type { GuestShell, ShellEnd } from '../domain/guestAccess.ts';
 import type { Services } from '../domain/services.ts';
 import * as vmStore from '../store/vms.ts';
 import type { Logger } from '../log.ts';
+import { refuseUpgrade } from '../http/errors.ts';
+import { bridgeShell, SHELL_CLOSE, type ShellSockets } from '../http/shellBridge.ts';
 
-/** Close codes of a shell socket. */
-export const SHELL_CLOSE = { exited: 1000, serverStopping: 1001, internal: 1011, vmStopped: 4409 } as const;
+export { SHELL_CLOSE, type ShellSockets };
 
 export const shellSocketPath = (vmId: string) => `/v1/api/vms/${encodeURIComponent(vmId)}/shell/socket`;
 const SOCKET_PATH = /^\/v1\/api\/vms\/(vm_[A-Za-z0-9]+)\/shell\/socket$/;
 
-/** Bytes a client may have sent that the guest has not taken yet before the socket stops reading. */
-const INPUT_WINDOW = 1024 * 1024;
 /** A text frame is a resize; nothing legitimate is larger. */
 const MAX_MESSAGE = 1024 * 1024;
 
@@ -45,78 +43,8 @@ export function publicClose(end: ShellEnd): { code: number; reason: string } {
 export function terminalSize(value: string | null, fallback: number, name: string): number {
   if (value === null || value === '') return fallback;
   const n = Number(value);
-  if (!Number.isInteger(n) || n < 1 || n > 1000) throw new ApiError('invalid_request', `${name}: must be an integer from 1 to 1000`);
+  if (!Number.isInteger(n) || n < 1 || n > 1000) throw new DomainError('invalid_request', `${name}: must be an integer from 1 to 1000`);
   return n;
-}
-
-const toBuffer = (data: RawData): Buffer => (Buffer.isBuffer(data) ? data : Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data));
-
-/**
- * Joins a socket and a guest's terminal until either ends: keystrokes in (the socket stops reading
- * while the guest is behind), output out (the guest is granted more as the socket takes it), resize
- * frames, and the shell's end as the socket's close (`closeWith` words it).
- */
-export function bridgeShell(ws: WebSocket, shell: GuestShell, closeWith: (end: ShellEnd) => { code: number; reason: string }): void {
-  let pending = 0;
-  let paused = false;
-  ws.on('message', (data, isBinary) => {
-    if (!isBinary) {
-      try {
-        const msg = JSON.parse(toBuffer(data).toString('utf8')) as { type?: unknown; cols?: unknown; rows?: unknown };
-        const ok = (v: unknown) => Number.isInteger(v) && (v as number) >= 1 && (v as number) <= 1000;
-        if (msg.type === 'resize' && ok(msg.cols) && ok(msg.rows)) shell.resize(msg.cols as number, msg.rows as number);
-      } catch {
-        // not a message of ours: ignored, as a terminal ignores what it does not know
-      }
-      return;
-    }
-    const bytes = toBuffer(data);
-    pending += bytes.length;
-    if (pending > INPUT_WINDOW && !paused) {
-      paused = true;
-      ws.pause();
-    }
-    shell.write(bytes).then(
-      () => {
-        pending -= bytes.length;
-        if (paused && pending < INPUT_WINDOW / 4) {
-          paused = false;
-          ws.resume();
-        }
-      },
-      () => undefined,
-    );
-  });
-  shell.output((chunk, done) => {
-    if (ws.readyState !== WebSocket.OPEN) return done();
-    ws.send(chunk, { binary: true }, () => done());
-  });
-  ws.on('error', () => undefined);
-  ws.on('close', () => shell.close());
-  void shell.ended.then((end) => {
-    const { code, reason: why } = closeWith(end);
-    if (ws.readyState === WebSocket.OPEN || ws.readyState === WebSocket.CONNECTING) ws.close(code, why);
-  });
-}
-
-/** Answers an upgrade request with an HTTP error in the contract's Error shape, and hangs up. */
-export function refuseUpgrade(socket: Duplex, err: ApiError, requestId: string): void {
-  const body: { error: string; message: string; hint?: string } = { error: err.code, message: err.message };
-  if (err.hint) body.hint = err.hint;
-  const text = JSON.stringify(body);
-  const headers = {
-    'Content-Type': 'application/json',
-    'Content-Length': String(Buffer.byteLength(text)),
-    'X-Request-Id': requestId,
-    Connection: 'close',
-    ...(err.headers ?? {}),
-  };
-  socket.end(`HTTP/1.1 ${err.status} ${STATUS_CODES[err.status]}\r\n${Object.entries(headers).map(([k, v]) => `${k}: ${v}`).join('\r\n')}\r\n\r\n${text}`);
-}
-
-export interface ShellSockets {
-  /** Closes every open shell socket (the server stops). */
-  close(): void;
 }
 
 /** How often an open shell marks its VM active (the shortest idle stop is 60 s). */
@@ -131,19 +59,19 @@ export function serveShellSockets(server: Server, services: Services, log: Logge
     socket.on('error', () => undefined);
     const url = new URL(req.url ?? '/', 'http://agentvm.invalid');
     const m = SOCKET_PATH.exec(url.pathname);
-    if (!m) return refuseUpgrade(socket, new ApiError('not_found', `no such path: ${url.pathname}`), requestId);
+    if (!m) return refuseUpgrade(socket, new DomainError('not_found', `no such path: ${url.pathname}`), requestId);
     const vmId = m[1];
     let size: { cols: number; rows: number };
     try {
       size = { cols: terminalSize(url.searchParams.get('cols'), 80, 'cols'), rows: terminalSize(url.searchParams.get('rows'), 24, 'rows') };
     } catch (err) {
-      return refuseUpgrade(socket, err as ApiError, requestId);
+      return refuseUpgrade(socket, err as DomainError, requestId);
     }
     services.shells.connect(vmId, url.searchParams.get('ticket') ?? '', size).then(
       (shell) => {
         if (!shell) {
           const hint = 'a shell ticket is good once, for 60 seconds: POST /v1/api/vms/{id}/shell for a new one';
-          return refuseUpgrade(socket, new ApiError('unauthorized', '', hint), requestId);
+          return refuseUpgrade(socket, new DomainError('unauthorized', '', hint), requestId);
         }
         let joined = false;
         socket.once('close', () => joined || shell.close());
@@ -164,9 +92,9 @@ export function serveShellSockets(server: Server, services: Services, log: Logge
         });
       },
       (err: Error) => {
-        if (err instanceof ApiError) return refuseUpgrade(socket, err, requestId);
+        if (err instanceof DomainError) return refuseUpgrade(socket, err, requestId);
         log.error({ req_id: requestId, vm_id: vmId, err }, 'opening a shell failed');
-        refuseUpgrade(socket, new ApiError('internal', ''), requestId);
+        refuseUpgrade(socket, new DomainError('internal', ''), requestId);
       },
     );
   });

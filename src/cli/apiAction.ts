@@ -3,7 +3,8 @@
  * (`error: code: message`, a hint, and the exit code of the API's HTTP status).
  */
 import { apiClient, ClientError, resolveCredentials, type ApiClient } from '../client/client.ts';
-import { ERROR_STATUS, type ErrorCode } from '../domain/errors.ts';
+import type { ErrorCode } from '../domain/errors.ts';
+import { ERROR_STATUS } from '../http/errors.ts';
 import { EXIT, exitCodeForStatus } from './exitCodes.ts';
 
 /** A failure's exit code: by the HTTP status it came with, else the one its code stands for; `unreachable` had no answer. */

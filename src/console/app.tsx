@@ -18,7 +18,7 @@ import {
   tokensMatch,
 } from './security.ts';
 import { registerLogin } from './pages/login.tsx';
-import { capBody, MAX_BODY_BYTES } from '../api/bodyLimit.ts';
+import { capBody, MAX_BODY_BYTES } from '../http/bodyLimit.ts';
 import { clientAddress, type FailureThrottle } from '../throttle.ts';
 import { registerVms } from './pages/vms.tsx';
 import { registerVm } from './pages/vm.tsx';

@@ -1,6 +1,6 @@
 import type { Db, Queryable } from '../store/db.ts';
 import type { Clock } from './clock.ts';
-import { ApiError } from './errors.ts';
+import { DomainError } from './errors.ts';
 import type { PaymentProvider } from './payments.ts';
 import * as ledgerStore from '../store/ledger.ts';
 
@@ -66,7 +66,7 @@ export class BillingService {
       [tenantId],
     );
     if (!row?.card_last4) {
-      throw new ApiError('card_required', 'a card on file is required for this operation', 'ask the account operator to add a card');
+      throw new DomainError('card_required', 'a card on file is required for this operation', 'ask the account operator to add a card');
     }
     return { brand: row.card_brand ?? 'card', last4: row.card_last4 };
   }
@@ -76,7 +76,7 @@ export class BillingService {
     const card = await this.requireCard(q, tenantId);
     const result = await this.provider.charge({ tenantId, card, amountCents, description: meta.description });
     if (!result.ok) {
-      throw new ApiError('card_declined', result.message, 'use another card on file and try again');
+      throw new DomainError('card_declined', result.message, 'use another card on file and try again');
     }
     await ledgerStore.recordCardCharge(q, tenantId, amountCents, meta, result.reference, this.clock.now());
     return result.reference;
@@ -87,7 +87,7 @@ export class BillingService {
     await q.query('SELECT 1 FROM tenants WHERE tenant_id = $1 FOR UPDATE', [tenantId]);
     const balance = await this.creditBalance(q, tenantId);
     if (balance < neededCents) {
-      throw new ApiError(
+      throw new DomainError(
         'insufficient_credits',
         `this needs ${neededCents} cents of prepaid credits; the balance is ${balance}`,
         'add prepaid credits and try again',

@@ -1,32 +1,33 @@
-/** Every error code the platform answers with, and its HTTP status: declared once, here. */
-export const ERROR_STATUS = {
-  invalid_request: 400,
-  unauthorized: 401,
-  card_required: 402,
-  insufficient_credits: 402,
-  card_declined: 402,
-  read_only_key: 403,
-  quota_exceeded: 403,
-  not_found: 404,
-  method_not_allowed: 405,
-  vm_not_running: 409,
-  idempotency_conflict: 409,
-  conflict: 409,
-  image_in_use: 409,
-  payload_too_large: 413,
-  unsupported_media_type: 415,
-  rate_limited: 429,
-  internal: 500,
-  port_closed: 502,
-  unavailable: 503,
-} as const;
+/** Every error code the platform answers with, declared once: their HTTP statuses are the API's (http/errors.ts). */
+export const ERROR_CODES = [
+  'invalid_request',
+  'unauthorized',
+  'card_required',
+  'insufficient_credits',
+  'card_declined',
+  'read_only_key',
+  'quota_exceeded',
+  'not_found',
+  'method_not_allowed',
+  'vm_not_running',
+  'idempotency_conflict',
+  'conflict',
+  'image_in_use',
+  'payload_too_large',
+  'unsupported_media_type',
+  'rate_limited',
+  'internal',
+  'port_closed',
+  'unavailable',
+] as const;
 
-export type ErrorCode = keyof typeof ERROR_STATUS;
-export const ERROR_CODES = Object.keys(ERROR_STATUS) as ErrorCode[];
+export type ErrorCode = (typeof ERROR_CODES)[number];
 
-/** An expected outcome that is not a success: it carries its code and a message safe to show. */
-export class ApiError extends Error {
-  readonly status: number;
+/**
+ * An expected outcome that is not a success: its code and a message safe to show (and headers the
+ * answer should carry, such as Retry-After). Which HTTP status a code is, only the HTTP edge knows (http/errors.ts).
+ */
+export class DomainError extends Error {
   constructor(
     readonly code: ErrorCode,
     message: string,
@@ -34,10 +35,9 @@ export class ApiError extends Error {
     readonly headers?: Record<string, string>,
   ) {
     super(message);
-    this.status = ERROR_STATUS[code];
   }
 }
 
-export const notFound = (what: string) => new ApiError('not_found', `${what} not found`);
+export const notFound = (what: string) => new DomainError('not_found', `${what} not found`);
 export const invalid = (field: string, problem: string) =>
-  new ApiError('invalid_request', `${field}: ${problem}`);
+  new DomainError('invalid_request', `${field}: ${problem}`);

@@ -19,7 +19,7 @@ import * as templateStore from '../store/templates.ts';
 import type { EventRow } from '../store/events.ts';
 import type { VmRecord, VmRow } from '../store/vms.ts';
 import type { KeyRecord } from './keys.ts';
-import { iso, presentKey, presentRun, presentTemplate, presentVm } from '../api/present.ts';
+import { iso, presentKey, presentRun, presentTemplate, presentVm } from './present.ts';
 
 import { EVENT_TYPES, type EventType } from './eventTypes.ts';
 export { EVENT_TYPES, type EventType };

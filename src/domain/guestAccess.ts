@@ -6,7 +6,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Clock } from './clock.ts';
 import type { Db } from '../store/db.ts';
-import { ApiError, invalid } from './errors.ts';
+import { DomainError, invalid } from './errors.ts';
 import type { VmService, VmRow } from './vms.ts';
 import { filesPath, type DirEntry } from '../wire/protocol.ts';
 import { shellEnvironment } from '../harness/invoke.ts';
@@ -59,9 +59,9 @@ export interface GuestAccess {
 }
 
 const notRunning = (vm: { status: string }) =>
-  new ApiError('vm_not_running', `the VM is ${vm.status}`, 'start the VM and wait until it is running');
+  new DomainError('vm_not_running', `the VM is ${vm.status}`, 'start the VM and wait until it is running');
 
-const noHost = () => new ApiError('unavailable', 'no VM host is attached to this server', 'try again later', { 'Retry-After': '30' });
+const noHost = () => new DomainError('unavailable', 'no VM host is attached to this server', 'try again later', { 'Retry-After': '30' });
 
 /** The customer's path, checked by its letters: 400 naming `path`. */
 export function checkedPath(p: string | undefined): string {
@@ -101,7 +101,7 @@ export class FileService {
 }
 
 export const tooLarge = () =>
-  new ApiError('payload_too_large', `the file is larger than ${MAX_FILE_BYTES} bytes (100 MiB)`, 'split it, or fetch it from inside the VM');
+  new DomainError('payload_too_large', `the file is larger than ${MAX_FILE_BYTES} bytes (100 MiB)`, 'split it, or fetch it from inside the VM');
 
 /** Terminals in VMs, opened with a one-use ticket (a WebSocket cannot carry the key's header from a browser). */
 export class ShellService {

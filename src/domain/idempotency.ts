@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Queryable } from '../store/db.ts';
-import { ApiError } from './errors.ts';
+import { DomainError } from './errors.ts';
 
 /** How long a key's first response is replayed. */
 export const IDEMPOTENCY_TTL_HOURS = 24;
@@ -51,14 +51,14 @@ export async function onceForKey<T>(
       [tenantId, key],
     );
     if (!row || row.operation !== operation || row.request_hash !== hash) {
-      throw new ApiError(
+      throw new DomainError(
         'idempotency_conflict',
         'this Idempotency-Key was already used with another request',
         'use a new Idempotency-Key for a different request',
       );
     }
     if (row.status_code === null || row.response === null) {
-      throw new ApiError('idempotency_conflict', 'a request with this Idempotency-Key is still in progress', 'retry in a moment');
+      throw new DomainError('idempotency_conflict', 'a request with this Idempotency-Key is still in progress', 'retry in a moment');
     }
     return { status: row.status_code, body: row.response, replayed: true };
   }

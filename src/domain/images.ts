@@ -5,7 +5,7 @@
  */
 import type { Db, Queryable } from '../store/db.ts';
 import type { Clock } from './clock.ts';
-import { ApiError, invalid, notFound } from './errors.ts';
+import { DomainError, invalid, notFound } from './errors.ts';
 import { newId } from './ids.ts';
 import { slugify } from './templates.ts';
 import { checkedEgress } from './vms.ts';
@@ -60,7 +60,7 @@ export function checkedFiles(files: Record<string, string>): Map<string, Buffer>
     if (!/^[A-Za-z0-9+/]*={0,2}$/.test(b64) || b64.length % 4 !== 0) throw invalid(`files["${p.slice(0, 80)}"]`, 'must be base64');
     const bytes = Buffer.from(b64, 'base64');
     total += bytes.length;
-    if (total > MAX_CONTEXT_BYTES) throw new ApiError('payload_too_large', `files: more than ${MAX_CONTEXT_BYTES / 1024 / 1024} MiB in all`, 'copy large inputs in a RUN step from a host the build may reach');
+    if (total > MAX_CONTEXT_BYTES) throw new DomainError('payload_too_large', `files: more than ${MAX_CONTEXT_BYTES / 1024 / 1024} MiB in all`, 'copy large inputs in a RUN step from a host the build may reach');
     out.set(p, bytes);
   }
   return out;
@@ -170,7 +170,7 @@ export class ImageService {
       const users = await imageStore.users(tx, image.image_id);
       if (users.vms > 0 || users.images > 0) {
         const what = [users.vms ? `${users.vms} VM${users.vms > 1 ? 's' : ''}` : '', users.images ? `${users.images} image${users.images > 1 ? 's' : ''}` : ''].filter(Boolean).join(' and ');
-        throw new ApiError('image_in_use', `image ${image.image_id} is used by ${what}`, 'destroy those VMs and delete those images first');
+        throw new DomainError('image_in_use', `image ${image.image_id} is used by ${what}`, 'destroy those VMs and delete those images first');
       }
       return (await imageStore.markDeleted(tx, tenantId, image.image_id, this.clock.now()))!;
     });

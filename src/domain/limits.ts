@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Db, Queryable } from '../store/db.ts';
 import type { Clock } from './clock.ts';
-import { ApiError, notFound } from './errors.ts';
+import { DomainError, notFound } from './errors.ts';
 import * as imageStore from '../store/images.ts';
 import * as limitStore from '../store/limits.ts';
 
@@ -79,8 +79,8 @@ const REMEDY: Record<LimitName, string | null> = {
   run_streams: 'close an event stream or a shell',
 };
 
-export function quotaExceeded(name: LimitName, limit: number, used: number, adds: number): ApiError {
-  return new ApiError(
+export function quotaExceeded(name: LimitName, limit: number, used: number, adds: number): DomainError {
+  return new DomainError(
     'quota_exceeded',
     `limit ${name} is ${limit} and the current count is ${used}: this request would add ${adds}`,
     `${REMEDY[name] ? `${REMEDY[name]}, or ` : ''}ask the operator to raise the limit (GET /v1/api/limits shows limits and usage)`,

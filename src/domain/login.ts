@@ -1,7 +1,7 @@
 import { randomInt } from 'node:crypto';
 import type { Db, Queryable } from '../store/db.ts';
 import type { Clock } from './clock.ts';
-import { ApiError } from './errors.ts';
+import { DomainError } from './errors.ts';
 import { newId, sha256Hex } from './ids.ts';
 import type { KeyRecord, KeyService } from './keys.ts';
 
@@ -64,7 +64,7 @@ export class LoginService {
     const sent = await this.db.transaction(async (tx) => {
       const wait = await this.attempts(tx, key, 'code_sent', MAX_CODES_PER_WINDOW, CODE_WINDOW_MS, now);
       if (wait > 0) {
-        throw new ApiError('rate_limited', 'too many login codes were asked for this email', `wait ${Math.ceil(wait / 60)} minutes and try again`, {
+        throw new DomainError('rate_limited', 'too many login codes were asked for this email', `wait ${Math.ceil(wait / 60)} minutes and try again`, {
           'Retry-After': String(wait),
         });
       }
@@ -131,10 +131,10 @@ export class LoginService {
       await tx.query('UPDATE login_codes SET used_at = $2 WHERE code_id = $1', [row.code_id, now]);
       return { refused: false as const, granted: await grant(tx, row.tenant_id) };
     });
-    if (!outcome) throw new ApiError('unauthorized', 'the code is wrong, used or expired', 'ask for a new code and use the newest one');
+    if (!outcome) throw new DomainError('unauthorized', 'the code is wrong, used or expired', 'ask for a new code and use the newest one');
     if (outcome.refused) {
       const minutes = Math.ceil(outcome.wait / 60);
-      throw new ApiError('rate_limited', `too many wrong codes for this email in the last hour`, `try again in ${minutes} minute${minutes === 1 ? '' : 's'}`, {
+      throw new DomainError('rate_limited', `too many wrong codes for this email in the last hour`, `try again in ${minutes} minute${minutes === 1 ? '' : 's'}`, {
         'Retry-After': String(outcome.wait),
       });
     }

@@ -8,7 +8,7 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Duplex } from 'node:stream';
 import type { Clock } from './clock.ts';
 import type { Db } from '../store/db.ts';
-import { ApiError, invalid, notFound } from './errors.ts';
+import { DomainError, invalid, notFound } from './errors.ts';
 import type { KeyService } from './keys.ts';
 import type { VmService } from './vms.ts';
 import type { PortAccess } from './previewAccess.ts';
@@ -138,7 +138,7 @@ export class PreviewService {
   async running(t: store.PreviewTarget, signal?: AbortSignal): Promise<void> {
     if (t.status === 'running') return;
     const notRunning = (status: string) =>
-      new ApiError('vm_not_running', `VM ${t.vm_id} is ${status}`, 'start the VM (or set auto_resume to have a request wake it from suspended)');
+      new DomainError('vm_not_running', `VM ${t.vm_id} is ${status}`, 'start the VM (or set auto_resume to have a request wake it from suspended)');
     if (t.status !== 'suspended' || !t.auto_resume) throw notRunning(t.status);
     await this.vms.lifecycle(t.tenant_id, t.vm_id, 'start');
     const vm = await this.vms.waitFor(t.tenant_id, t.vm_id, 'running', RESUME_WAIT_MS, signal);
@@ -147,9 +147,9 @@ export class PreviewService {
 
   /** A connection to the port; 502 port_closed when nothing listens. */
   async connect(t: store.PreviewTarget, port: number): Promise<Duplex> {
-    if (!this.ports) throw new ApiError('unavailable', 'previews are served by the server that hosts the VM; this one hosts none', 'try again later', { 'Retry-After': '30' });
+    if (!this.ports) throw new DomainError('unavailable', 'previews are served by the server that hosts the VM; this one hosts none', 'try again later', { 'Retry-After': '30' });
     const socket = await this.ports.connect(t.vm_id, port);
-    if (!socket) throw new ApiError('port_closed', `nothing listens on port ${port} in VM ${t.vm_id}`, 'start a server in the VM that listens on that port');
+    if (!socket) throw new DomainError('port_closed', `nothing listens on port ${port} in VM ${t.vm_id}`, 'start a server in the VM that listens on that port');
     this.activity(t.vm_id);
     return socket;
   }
@@ -166,8 +166,8 @@ export class PreviewService {
   /** `listVMPorts`: what listens in the VM now. */
   async list(tenantId: string, vmId: string): Promise<PortInfo[]> {
     const vm = await this.vms.get(tenantId, vmId);
-    if (vm.status !== 'running') throw new ApiError('vm_not_running', `VM ${vmId} is ${vm.status}`, 'start the VM and wait until it is running');
-    if (!this.ports) throw new ApiError('unavailable', 'the ports of a VM are listed by the server that hosts it', 'try again later', { 'Retry-After': '30' });
+    if (vm.status !== 'running') throw new DomainError('vm_not_running', `VM ${vmId} is ${vm.status}`, 'start the VM and wait until it is running');
+    if (!this.ports) throw new DomainError('unavailable', 'the ports of a VM are listed by the server that hosts it', 'try again later', { 'Retry-After': '30' });
     const [listening, pub] = await Promise.all([this.ports.list(vmId), store.publicPorts(this.db, vmId)]);
     return listening.map((l) => ({ port: l.port, process: l.process, public: pub.includes(l.port), url: this.url(vmId, l.port) }));
   }

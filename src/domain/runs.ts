@@ -1,6 +1,6 @@
 import type { Clock } from './clock.ts';
 import type { Db } from '../store/db.ts';
-import { ApiError, invalid, notFound } from './errors.ts';
+import { DomainError, invalid, notFound } from './errors.ts';
 import type { VmService, VmRow } from './vms.ts';
 import { buildInvocation, type TaskInput } from '../harness/invoke.ts';
 import * as vmStore from '../store/vms.ts';
@@ -43,7 +43,7 @@ export interface RunLimits {
 export type RunEvent = ({ type: 'stdout' | 'stderr' } & { seq: number; text: string }) | { type: 'end'; run: RunRow };
 
 const notRunning = (vm: { status: string }) =>
-  new ApiError('vm_not_running', `the VM is ${vm.status}`, 'start the VM and wait until it is running');
+  new DomainError('vm_not_running', `the VM is ${vm.status}`, 'start the VM and wait until it is running');
 
 /** How often a follower looks at the database even without news (news from another process may be lost). */
 const POLL_MS = 2000;
@@ -67,7 +67,7 @@ export class RunService {
     const vm = await this.vms.get(tenantId, vmId);
     if (vm.status !== 'running') throw notRunning(vm);
     const executor = this.executor;
-    if (!executor) throw new ApiError('unavailable', 'no VM host is attached to this server', 'try again later', { 'Retry-After': '30' });
+    if (!executor) throw new DomainError('unavailable', 'no VM host is attached to this server', 'try again later', { 'Retry-After': '30' });
     const installed = await executor.harnesses(vmId);
     if (!installed) throw notRunning({ status: 'not reachable on its host' });
     return { vm, executor, installed };
@@ -106,7 +106,7 @@ export class RunService {
       const locked = await runStore.lockQueue(tx, vmId);
       if (locked.status !== 'running') throw notRunning(locked);
       if (locked.queued >= this.limits.maxQueued) {
-        throw new ApiError('rate_limited', `this VM already has ${locked.queued} runs waiting`, 'retry when a run has finished', { 'Retry-After': '5' });
+        throw new DomainError('rate_limited', `this VM already has ${locked.queued} runs waiting`, 'retry when a run has finished', { 'Retry-After': '5' });
       }
       run.boots = locked.boots;
       await runStore.insert(tx, {
@@ -128,7 +128,7 @@ export class RunService {
     const queued = await this.start(tenantId, vmId, input);
     const run = await this.waitFor(queued.run_id, this.limits.timeoutMs + 60_000);
     if (run.status === 'lost') {
-      throw new ApiError('vm_not_running', `${run.status_reason ?? 'the VM went away under the run'} (run ${run.run_id})`, 'start the VM and run the task again; what it printed is kept in the run');
+      throw new DomainError('vm_not_running', `${run.status_reason ?? 'the VM went away under the run'} (run ${run.run_id})`, 'start the VM and run the task again; what it printed is kept in the run');
     }
     return run;
   }
@@ -159,9 +159,9 @@ export class RunService {
       await this.feed.publish({ run_id: runId, finished: true });
       return (await runStore.byId(this.db, runId))!;
     }
-    if (!this.executor) throw new ApiError('unavailable', 'no VM host is attached to this server', 'try again later', { 'Retry-After': '30' });
+    if (!this.executor) throw new DomainError('unavailable', 'no VM host is attached to this server', 'try again later', { 'Retry-After': '30' });
     await this.executor.cancelRun(vmId, runId).catch((err: Error) => {
-      throw err instanceof ApiError ? err : notRunning({ status: 'not reachable on its host' });
+      throw err instanceof DomainError ? err : notRunning({ status: 'not reachable on its host' });
     });
     return this.waitFor(runId, 10_000);
   }

@@ -1,6 +1,6 @@
 import type { Db, Queryable } from '../store/db.ts';
 import type { Clock } from './clock.ts';
-import { ApiError, notFound } from './errors.ts';
+import { DomainError, notFound } from './errors.ts';
 import { newId } from './ids.ts';
 import * as templateStore from '../store/templates.ts';
 import * as vmStore from '../store/vms.ts';
@@ -45,9 +45,9 @@ export class TemplateService {
       const vm = await vmStore.lockForCapture(tx, tenantId, vmId);
       if (!vm) throw notFound('VM');
       if (vm.status !== 'running' && vm.status !== 'stopped') {
-        throw new ApiError('vm_not_running', `the VM is ${vm.status}; a capture needs it running or stopped`, 'wait until it is running or stopped');
+        throw new DomainError('vm_not_running', `the VM is ${vm.status}; a capture needs it running or stopped`, 'wait until it is running or stopped');
       }
-      if (!capturer) throw new ApiError('unavailable', 'no VM host is attached to this server', 'try again later', { 'Retry-After': '30' });
+      if (!capturer) throw new DomainError('unavailable', 'no VM host is attached to this server', 'try again later', { 'Retry-After': '30' });
       // A template counts one, and its disk image the source VM's persist disk.
       await requireQuota(tx, tenantId, { templates: 1, disk_gib: vm.disk_gib }, this.clock.now());
       const visibility = input.visibility ?? 'private';

@@ -1,7 +1,7 @@
 import type { Db } from '../store/db.ts';
 import { isUniqueViolation } from '../store/db.ts';
 import type { Clock } from './clock.ts';
-import { ApiError } from './errors.ts';
+import { DomainError } from './errors.ts';
 import { newId } from './ids.ts';
 import type { KeyService } from './keys.ts';
 
@@ -26,7 +26,7 @@ export class TenantService {
         return { tenant_id: tenantId, email, api_key: key };
       });
     } catch (err) {
-      if (isUniqueViolation(err)) throw new ApiError('conflict', `a tenant with email ${email} already exists`);
+      if (isUniqueViolation(err)) throw new DomainError('conflict', `a tenant with email ${email} already exists`);
       throw err;
     }
   }

@@ -1,6 +1,6 @@
 import type { Db } from '../store/db.ts';
 import type { Clock } from './clock.ts';
-import { ApiError, invalid, notFound } from './errors.ts';
+import { DomainError, invalid, notFound } from './errors.ts';
 import { getHarness, DEFAULT_HARNESS } from '../harness/catalogue.ts';
 import { PLANS, TIERS, planPriceCents, type Cycle, type PlanId, type TierId } from './plans.ts';
 import type { Queryable } from '../store/db.ts';
@@ -205,9 +205,9 @@ export class VmService {
     const sample = await metricsStore.latest(this.db, vmId);
     if (sample) return { vm, sample };
     if (vm.status !== 'running') {
-      throw new ApiError('vm_not_running', `VM ${vmId} is ${vm.status} and has never been sampled`, 'start the VM; it is sampled every few seconds while it runs');
+      throw new DomainError('vm_not_running', `VM ${vmId} is ${vm.status} and has never been sampled`, 'start the VM; it is sampled every few seconds while it runs');
     }
-    throw new ApiError('unavailable', `VM ${vmId} has not been sampled yet`, 'retry in 10 seconds', { 'Retry-After': '10' });
+    throw new DomainError('unavailable', `VM ${vmId} has not been sampled yet`, 'retry in 10 seconds', { 'Retry-After': '10' });
   }
 
   /** After a commit that changed these VMs: their reconciler acts, and their waits look again. */
@@ -315,7 +315,7 @@ export class VmService {
       onceForKey(tx, tenantId, idempotencyKey, 'forkTemplate', requestHash('forkTemplate', idOrSlug, input), async () => {
         const template = await this.templates.get(tenantId, idOrSlug, tx);
         if (template.status === 'capturing') {
-          throw new ApiError('unavailable', 'the template is still being captured', 'try again in a little while', { 'Retry-After': '10' });
+          throw new DomainError('unavailable', 'the template is still being captured', 'try again in a little while', { 'Retry-After': '10' });
         }
         if (template.status !== 'ready') throw invalid('id', 'the capture of this template failed, so it cannot be forked');
         const plan = input.plan ?? (template.plan as PlanId | null) ?? 'starter';
@@ -353,7 +353,7 @@ export class VmService {
     const need = { vcpus: order.vcpus, memory_mib: order.memory_mib, disk_gib: order.disk_gib };
     const placed = await this.hosts.place(tx, need, order.count, order.tier !== 'spot', image?.host_id ?? undefined);
     if (!placed) {
-      throw new ApiError('unavailable', `no VM host has room for this VM right now${image ? ` (VMs of image ${image.image_id} run on the host that built it)` : ''}`, 'try again later', {
+      throw new DomainError('unavailable', `no VM host has room for this VM right now${image ? ` (VMs of image ${image.image_id} run on the host that built it)` : ''}`, 'try again later', {
         'Retry-After': RETRY_AFTER_SECONDS,
       });
     }
@@ -361,7 +361,7 @@ export class VmService {
     if (placed.preempt.length) await vmStore.preempt(tx, placed.preempt, now);
     const slots = await vmStore.freeNetSlots(tx, placed.host.host_id, order.count);
     if (slots.length < order.count) {
-      throw new ApiError('unavailable', 'the VM host has no free network for this VM', 'try again later', { 'Retry-After': RETRY_AFTER_SECONDS });
+      throw new DomainError('unavailable', 'the VM host has no free network for this VM', 'try again later', { 'Retry-After': RETRY_AFTER_SECONDS });
     }
     const ids: string[] = [];
     for (let i = 0; i < order.count; i++) {
@@ -462,7 +462,7 @@ export class VmService {
       const vm = await vmStore.lockForTenant(tx, tenantId, vmId);
       if (!vm) throw notFound('VM');
       if (action === 'suspend' && !canSuspend(vm)) {
-        throw new ApiError('vm_not_running', `VM ${vmId} is ${vm.status}: only a running VM can be suspended`, vm.status === 'stopped' || vm.status === 'failed' ? 'start it first' : 'wait until it is running');
+        throw new DomainError('vm_not_running', `VM ${vmId} is ${vm.status}: only a running VM can be suspended`, vm.status === 'stopped' || vm.status === 'failed' ? 'start it first' : 'wait until it is running');
       }
       const patch = applyLifecycle(vm, action);
       if (!patch) return vm;

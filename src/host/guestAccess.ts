@@ -3,7 +3,7 @@
  * go on the VM's data port (vmm/dataChannel.ts) with a window of credit, so no file is ever whole in
  * this process's memory. The guest's refusals come back as the API's errors.
  */
-import { ApiError, invalid } from '../domain/errors.ts';
+import { DomainError, invalid } from '../domain/errors.ts';
 import { tooLarge, type GuestAccess, type GuestRead, type GuestShell, type ShellEnd, type ShellOptions, type WriteOptions } from '../domain/guestAccess.ts';
 import { decodeFault, type FileReadResult } from '../wire/protocol.ts';
 import { faultError, FILE_STREAM_WINDOW, type MuxStream, type StreamFault } from '../wire/streams.ts';
@@ -12,14 +12,14 @@ import type { QemuDriver } from '../vmm/qemu.ts';
 /** How long the guest may take to open a shell or a file (a shell's start is a process or two under emulation). */
 const OPEN_TIMEOUT_MS = 60_000;
 
-const vmGone = () => new ApiError('vm_not_running', 'the VM is not running on its host', 'start the VM and wait until it is running');
+const vmGone = () => new DomainError('vm_not_running', 'the VM is not running on its host', 'start the VM and wait until it is running');
 
 /** A guest's refusal (`{fault, message}`) as the API's error; anything else is unexpected. */
 export function guestError(err: unknown): Error {
-  if (err instanceof ApiError) return err;
+  if (err instanceof DomainError) return err;
   const f = decodeFault((err as Error).message ?? '');
   if (f?.fault === 'path') return invalid('path', f.message);
-  if (f?.fault === 'not_found') return new ApiError('not_found', `path: ${f.message}`);
+  if (f?.fault === 'not_found') return new DomainError('not_found', `path: ${f.message}`);
   if (f?.fault === 'too_large') return tooLarge();
   if (/is not running|the channel (is )?closed/.test((err as Error).message ?? '')) return vmGone();
   return err as Error;
@@ -28,7 +28,7 @@ export function guestError(err: unknown): Error {
 /** A cut stream as the API's error. */
 export function faultToError(f: StreamFault): Error {
   if (f.error === 'payload_too_large') return tooLarge();
-  if (f.error === 'vm_not_running') return new ApiError('vm_not_running', f.message, 'start the VM and wait until it is running');
+  if (f.error === 'vm_not_running') return new DomainError('vm_not_running', f.message, 'start the VM and wait until it is running');
   return faultError(f);
 }
 
@@ -132,14 +132,14 @@ export async function pumpUpload(stream: MuxStream, body: AsyncIterable<Uint8Arr
     }
     if (stream.fault) return await done;
     if (opts.expectedBytes !== undefined && size !== opts.expectedBytes) {
-      throw new ApiError('invalid_request', `body: ${size} bytes came of the ${opts.expectedBytes} the Content-Length declared`);
+      throw new DomainError('invalid_request', `body: ${size} bytes came of the ${opts.expectedBytes} the Content-Length declared`);
     }
   } catch (err) {
     stream.abort({ error: 'cut', message: 'the upload was cut short' });
-    if (err instanceof ApiError) throw err;
+    if (err instanceof DomainError) throw err;
     if (stream.fault && stream.fault.error !== 'cut') throw faultToError(stream.fault);
     // The client went away (or its body broke): an expected end, answered to no one.
-    throw new ApiError('invalid_request', 'body: the upload was cut short; nothing was written');
+    throw new DomainError('invalid_request', 'body: the upload was cut short; nothing was written');
   }
   stream.end({});
   return done;

@@ -10,9 +10,9 @@ import type { z } from 'zod';
 import type { Logger } from '../log.ts';
 import type { VmExecutor } from '../domain/runs.ts';
 import type { DriverProbe } from '../vmm/probe.ts';
-import { ApiError } from '../domain/errors.ts';
-import { renderError } from '../api/renderError.ts';
-import { capBody, MAX_BODY_BYTES } from '../api/bodyLimit.ts';
+import { DomainError } from '../domain/errors.ts';
+import { renderError } from '../http/errors.ts';
+import { capBody, MAX_BODY_BYTES } from '../http/bodyLimit.ts';
 import { HOST_CREDENTIAL_HEADER, INTERNAL_FILES_PATH, INTERNAL_ROUTES, VmIdParam, type InternalRoute } from './internalContract.ts';
 import { checkedPath, type GuestAccess } from '../domain/guestAccess.ts';
 import { clientAddress, FailureThrottle, throttledError } from '../throttle.ts';
@@ -32,16 +32,16 @@ export interface InternalAppOptions {
 }
 
 /** The first zod issue as the public API words it: `field: problem`. */
-function invalidFrom(err: z.ZodError, where: string): ApiError {
+function invalidFrom(err: z.ZodError, where: string): DomainError {
   const issue = err.issues[0];
   const field = issue?.path.length ? issue.path.join('.') : where;
-  return new ApiError('invalid_request', `${field}: ${issue?.message ?? 'invalid'}`);
+  return new DomainError('invalid_request', `${field}: ${issue?.message ?? 'invalid'}`);
 }
 
 export function buildInternalApp(o: InternalAppOptions): Hono {
   const app = new Hono();
   const throttle = o.throttle ?? new FailureThrottle();
-  const notHere = (what: string) => new ApiError('not_found', `no such ${what} on this host`);
+  const notHere = (what: string) => new DomainError('not_found', `no such ${what} on this host`);
   app.get('/healthz', (c) => c.json({ ok: true }));
   app.get('/readyz', async (c) => {
     const p = await o.probe();
@@ -54,22 +54,22 @@ export function buildInternalApp(o: InternalAppOptions): Hono {
     const token = /^Bearer (.+)$/.exec(c.req.header('authorization') ?? '')?.[1];
     if (!(await o.authority.replica(token))) {
       if (token) throttle.fail(address);
-      return renderError(c, new ApiError('unauthorized', ''));
+      return renderError(c, new DomainError('unauthorized', ''));
     }
     c.header(HOST_CREDENTIAL_HEADER, o.authority.credential);
     if (!(c.req.method === 'PUT' && /^\/internal\/vms\/[^/]+\/files$/.test(c.req.path))) {
       const tooLarge = await capBody(c, MAX_BODY_BYTES);
       if (tooLarge) return renderError(c, tooLarge);
     }
-    if (!o.executor || !o.capture) return renderError(c, new ApiError('unavailable', 'this host cannot run VMs', undefined, { 'Retry-After': '30' }));
+    if (!o.executor || !o.capture) return renderError(c, new DomainError('unavailable', 'this host cannot run VMs', undefined, { 'Retry-After': '30' }));
     await next();
   });
   app.onError((err, c) => {
-    if (err instanceof ApiError) return renderError(c, err);
+    if (err instanceof DomainError) return renderError(c, err);
     o.log.warn({ err, path: c.req.path }, 'internal request failed');
-    return renderError(c, new ApiError('internal', ''));
+    return renderError(c, new DomainError('internal', ''));
   });
-  app.notFound((c) => renderError(c, new ApiError('not_found', `no such path: ${c.req.path}`)));
+  app.notFound((c) => renderError(c, new DomainError('not_found', `no such path: ${c.req.path}`)));
 
   /** Registers one route: its id and body parsed with the contract's schemas, its answer from `handle`. */
   function route<R extends InternalRoute>(
@@ -87,7 +87,7 @@ export function buildInternalApp(o: InternalAppOptions): Hono {
       let body: unknown;
       if (def.body) {
         const raw = await c.req.json().catch(() => {
-          throw new ApiError('invalid_request', 'body: malformed JSON');
+          throw new DomainError('invalid_request', 'body: malformed JSON');
         });
         const parsed = def.body.safeParse(raw);
         if (!parsed.success) throw invalidFrom(parsed.error, 'body');
@@ -114,7 +114,7 @@ export function buildInternalApp(o: InternalAppOptions): Hono {
     const id = VmIdParam.safeParse(c.req.param('id'));
     if (!id.success) throw invalidFrom(id.error, 'id');
     if (!(await o.authority.holdsVm(id.data))) throw notHere('VM');
-    if (!o.guest) throw new ApiError('unavailable', 'this host cannot run VMs', undefined, { 'Retry-After': '30' });
+    if (!o.guest) throw new DomainError('unavailable', 'this host cannot run VMs', undefined, { 'Retry-After': '30' });
     return { vmId: id.data, path: checkedPath(c.req.query('path')) };
   };
   app.get(INTERNAL_FILES_PATH, async (c) => {
@@ -126,7 +126,7 @@ export function buildInternalApp(o: InternalAppOptions): Hono {
   app.put(INTERNAL_FILES_PATH, async (c) => {
     const { vmId, path } = await fileTarget(c);
     const maxBytes = Number(c.req.query('max_bytes'));
-    if (!Number.isSafeInteger(maxBytes) || maxBytes < 0) throw new ApiError('invalid_request', 'max_bytes: must be a byte count');
+    if (!Number.isSafeInteger(maxBytes) || maxBytes < 0) throw new DomainError('invalid_request', 'max_bytes: must be a byte count');
     const declared = c.req.header('content-length');
     const body = (c.req.raw.body ?? new ReadableStream({ start: (ctl) => ctl.close() })) as unknown as AsyncIterable<Uint8Array>;
     const written = await o.guest!.writeFile(vmId, path, body, { maxBytes, expectedBytes: declared === undefined ? undefined : Number(declared) });

@@ -8,10 +8,11 @@ import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
-import { ApiError } from '../domain/errors.ts';
+import { DomainError } from '../domain/errors.ts';
 import type { GuestAccess, ShellEnd } from '../domain/guestAccess.ts';
 import type { Logger } from '../log.ts';
-import { bridgeShell, refuseUpgrade, SHELL_CLOSE, type ShellSockets } from '../api/shellSocket.ts';
+import { refuseUpgrade } from '../http/errors.ts';
+import { bridgeShell, SHELL_CLOSE, type ShellSockets } from '../http/shellBridge.ts';
 import { HOST_CREDENTIAL_HEADER, SHELL_INTERNAL_CLOSE, SHELL_SPEC_HEADER, ShellSpecSchema } from './internalContract.ts';
 import type { z } from 'zod';
 import type { InternalAuthority } from './internalAuth.ts';
@@ -47,28 +48,28 @@ export function serveInternalShellSockets(
       const token = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1];
       if (!(await o.authority.replica(token))) {
         if (token) o.throttle.fail(address);
-        return refuseUpgrade(socket, new ApiError('unauthorized', ''), requestId);
+        return refuseUpgrade(socket, new DomainError('unauthorized', ''), requestId);
       }
       // From here the replica is authenticated: refusals carry this host's credential too.
-      const refuse = (err: ApiError) =>
-        refuseUpgrade(socket, new ApiError(err.code, err.message, err.hint, { ...err.headers, [HOST_CREDENTIAL_HEADER]: o.authority.credential }), requestId);
+      const refuse = (err: DomainError) =>
+        refuseUpgrade(socket, new DomainError(err.code, err.message, err.hint, { ...err.headers, [HOST_CREDENTIAL_HEADER]: o.authority.credential }), requestId);
       const m = PATH.exec(new URL(req.url ?? '/', 'http://agentvm.invalid').pathname);
-      if (!m) return refuse(new ApiError('not_found', 'no such path'));
-      if (!(await o.authority.holdsVm(m[1]))) return refuse(new ApiError('not_found', 'no such VM on this host'));
-      if (!o.guest) return refuse(new ApiError('unavailable', 'this host cannot run VMs', undefined, { 'Retry-After': '30' }));
+      if (!m) return refuse(new DomainError('not_found', 'no such path'));
+      if (!(await o.authority.holdsVm(m[1]))) return refuse(new DomainError('not_found', 'no such VM on this host'));
+      if (!o.guest) return refuse(new DomainError('unavailable', 'this host cannot run VMs', undefined, { 'Retry-After': '30' }));
       let spec;
       try {
         spec = ShellSpecSchema.parse(JSON.parse(Buffer.from(String(req.headers[SHELL_SPEC_HEADER] ?? ''), 'base64url').toString('utf8')));
       } catch {
-        return refuse(new ApiError('invalid_request', `${SHELL_SPEC_HEADER}: not a shell spec`));
+        return refuse(new DomainError('invalid_request', `${SHELL_SPEC_HEADER}: not a shell spec`));
       }
       openShell(m[1], spec, refuse);
     })().catch((err: Error) => {
       o.log.warn({ err }, 'a replica shell handshake failed');
-      refuseUpgrade(socket, new ApiError('internal', ''), requestId);
+      refuseUpgrade(socket, new DomainError('internal', ''), requestId);
     });
 
-    function openShell(vmId: string, spec: ShellSpec, refuse: (err: ApiError) => void): void {
+    function openShell(vmId: string, spec: ShellSpec, refuse: (err: DomainError) => void): void {
       o.guest!.openShell(vmId, spec).then(
         (shell) => {
           let joined = false;
@@ -81,9 +82,9 @@ export function serveInternalShellSockets(
           });
         },
         (err: Error) => {
-          if (err instanceof ApiError) return refuse(err);
+          if (err instanceof DomainError) return refuse(err);
           o.log.warn({ err, vm_id: vmId }, 'opening a shell for a replica failed');
-          refuse(new ApiError('internal', ''));
+          refuse(new DomainError('internal', ''));
         },
       );
     }

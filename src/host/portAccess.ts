@@ -5,7 +5,7 @@
  * path into the guest: the guest has no network card, and its loopback is reached from inside.
  */
 import { Duplex } from 'node:stream';
-import { ApiError } from '../domain/errors.ts';
+import { DomainError } from '../domain/errors.ts';
 import type { ListeningPort, PortAccess } from '../domain/previewAccess.ts';
 import { faultError, type MuxStream, type StreamFault } from '../wire/streams.ts';
 import type { QemuDriver } from '../vmm/qemu.ts';
@@ -14,7 +14,7 @@ import { guestError } from './guestAccess.ts';
 /** How long the guest may take to connect (its own loopback) or list its ports. */
 const GUEST_MS = 15_000;
 
-const vmGone = () => new ApiError('vm_not_running', 'the VM is not running on its host', 'start the VM and wait until it is running');
+const vmGone = () => new DomainError('vm_not_running', 'the VM is not running on its host', 'start the VM and wait until it is running');
 
 /**
  * A data stream as a Duplex: writes wait for the stream's credit, the guest gets credit back as the

@@ -6,7 +6,8 @@
 import { WebSocket, type RawData } from 'ws';
 import type { Db } from '../store/db.ts';
 import type { Logger } from '../log.ts';
-import { ApiError, ERROR_STATUS, type ErrorCode } from '../domain/errors.ts';
+import { DomainError, type ErrorCode } from '../domain/errors.ts';
+import { ERROR_STATUS } from '../http/errors.ts';
 import type { GuestAccess, GuestRead, GuestShell, ShellEnd, ShellOptions, WriteOptions } from '../domain/guestAccess.ts';
 import {
   DirAnswerSchema,
@@ -24,7 +25,7 @@ import { HostUnreachable, type HostTarget, type InternalClient } from './interna
 const PASSED_ON = new Set<ErrorCode>(['vm_not_running', 'not_found', 'invalid_request', 'payload_too_large', 'rate_limited', 'unavailable']);
 const OPEN_TIMEOUT_MS = 30_000;
 
-const hostLost = () => new ApiError('vm_not_running', "the VM's host cannot be reached", 'try again in a minute');
+const hostLost = () => new DomainError('vm_not_running', "the VM's host cannot be reached", 'try again in a minute');
 
 async function hostError(res: Response): Promise<Error> {
   const json: unknown = await res.json().catch(() => ({}));
@@ -32,7 +33,7 @@ async function hostError(res: Response): Promise<Error> {
   const code = err.success ? (err.data.error as ErrorCode) : undefined;
   if (code && PASSED_ON.has(code) && ERROR_STATUS[code] === res.status) {
     const retry = res.headers.get('retry-after');
-    return new ApiError(code, err.data!.message, err.data!.hint, retry ? { 'Retry-After': retry } : undefined);
+    return new DomainError(code, err.data!.message, err.data!.hint, retry ? { 'Retry-After': retry } : undefined);
   }
   return new Error(`the VM's host answered ${res.status}: ${err.success ? err.data.message : ''}`);
 }

@@ -8,7 +8,8 @@ import type { Db } from '../store/db.ts';
 import type { Logger } from '../log.ts';
 import type { SecretsOutcome, VmExecutor } from '../domain/runs.ts';
 import type { DriverProbe } from '../vmm/probe.ts';
-import { ApiError, ERROR_STATUS, type ErrorCode } from '../domain/errors.ts';
+import { DomainError, type ErrorCode } from '../domain/errors.ts';
+import { ERROR_STATUS } from '../http/errors.ts';
 import { INTERNAL_ROUTES, InternalErrorSchema, internalPath, type InternalRoute } from '../host/internalContract.ts';
 import * as hostStore from '../store/hosts.ts';
 import * as endpoints from '../store/internalCredentials.ts';
@@ -35,7 +36,7 @@ export class RemoteHosts implements VmExecutor {
 
   /**
    * One call to a host's route: the body and the answer checked against the contract. A host's error
-   * in the Error shape comes back as the same ApiError when the customer should see it.
+   * in the Error shape comes back as the same DomainError when the customer should see it.
    */
   private async call<R extends InternalRoute>(
     host: HostTarget | null,
@@ -59,7 +60,7 @@ export class RemoteHosts implements VmExecutor {
       if (!res.ok) {
         const err = InternalErrorSchema.safeParse(json);
         const code = err.success ? (err.data.error as ErrorCode) : undefined;
-        if (code && PASSED_ON.has(code) && ERROR_STATUS[code] === res.status) throw new ApiError(code, err.data!.message, err.data!.hint, retryAfter(res));
+        if (code && PASSED_ON.has(code) && ERROR_STATUS[code] === res.status) throw new DomainError(code, err.data!.message, err.data!.hint, retryAfter(res));
         throw new Error(`the VM's host answered ${res.status}: ${err.success ? err.data.message : ''}`);
       }
       return def.response.parse(json) as z.output<(typeof INTERNAL_ROUTES)[R]['response']>;

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { defineOperation } from '../operation.ts';
 import { CreateImageRequest, IdParam, Image, ImageBuildEventStream, ImageList, ImageListQuery } from '../schemas.ts';
-import { requestHeader } from '../app.ts';
+import { requestHeader } from '../../http/requestHeader.ts';
 import { eventStreamResponse } from '../eventStream.ts';
 import { presentBaseImage } from './images.ts';
 import type { ImageRow, BuildEvent } from '../../domain/images.ts';

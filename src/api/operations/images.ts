@@ -1,11 +1,11 @@
 import { defineOperation } from '../operation.ts';
 import { Image } from '../schemas.ts';
-import { ApiError } from '../../domain/errors.ts';
+import { DomainError } from '../../domain/errors.ts';
 import type { BaseImageState } from '../../domain/baseImage.ts';
 
 /** The base image in the Image shape (decisions §15): public, its own parent-less root. */
 export function presentBaseImage(state: BaseImageState) {
-  if (state.status === 'unknown') throw new ApiError('unavailable', `the base image cannot be read here: ${state.reason}`, 'ask again once a VM host is up');
+  if (state.status === 'unknown') throw new DomainError('unavailable', `the base image cannot be read here: ${state.reason}`, 'ask again once a VM host is up');
   const ready = state.status === 'ready' ? state.manifest : null;
   return {
     image_id: 'base',

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { defineOperation } from '../operation.ts';
 import { IdParam, Run, RunTaskRequest, RunTaskResult } from '../schemas.ts';
 import { presentRun, presentRunResult } from '../present.ts';
-import { requestHeader } from '../app.ts';
+import { requestHeader } from '../../http/requestHeader.ts';
 
 /** `Prefer: respond-async` (RFC 7240), among other preferences. */
 const wantsAsync = (prefer: string | undefined) => !!prefer && prefer.split(',').some((p) => p.split(';')[0].trim().toLowerCase() === 'respond-async');

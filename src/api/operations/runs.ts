@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { defineOperation } from '../operation.ts';
 import { IdParam, Run, RunEventStream, RunList, RunListQuery, RunParams } from '../schemas.ts';
 import { presentRun } from '../present.ts';
-import { requestHeader } from '../app.ts';
+import { requestHeader } from '../../http/requestHeader.ts';
 import { eventStreamResponse } from '../eventStream.ts';
 import type { RunEvent } from '../../domain/runs.ts';
 

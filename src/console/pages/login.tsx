@@ -1,6 +1,7 @@
 import type { Context } from 'hono';
 import { getCookie, setCookie, deleteCookie } from 'hono/cookie';
-import { ApiError } from '../../domain/errors.ts';
+import { DomainError } from '../../domain/errors.ts';
+import { statusOf } from '../../http/errors.ts';
 import { LoginCompleteRequest } from '../../api/schemas.ts';
 import { validationError } from '../../api/operation.ts';
 import { call, ClientError, consoleApi } from '../api.ts';
@@ -20,7 +21,7 @@ function loginCsrf(c: Context): string {
   return value;
 }
 
-const toClientError = (err: ApiError) => new ClientError(err.code, err.message, err.hint, err.status);
+const toClientError = (err: DomainError) => new ClientError(err.code, err.message, err.hint, statusOf(err));
 
 function EmailForm({ csrf, next, email }: { csrf: string; next: string; email?: string }) {
   return (
@@ -113,7 +114,7 @@ export function registerLogin(app: ConsoleApp, deps: ConsoleDeps) {
     try {
       ({ token } = await deps.services.sessions.signIn(parsed.data.email, parsed.data.code));
     } catch (err) {
-      if (err instanceof ApiError) {
+      if (err instanceof DomainError) {
         if (err.code === 'unauthorized' || err.code === 'rate_limited') deps.throttle.fail(address);
         if (err.headers?.['Retry-After']) c.header('Retry-After', err.headers['Retry-After']);
         return again(toClientError(err));

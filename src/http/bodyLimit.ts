@@ -5,34 +5,25 @@
  * closed so that the rest of it is never read.
  */
 import type { Context } from 'hono';
-import type { IncomingMessage } from 'node:http';
-import { ApiError } from '../domain/errors.ts';
-import { MAX_BODY_BYTES } from './operation.ts';
+import { DomainError } from '../domain/errors.ts';
+import { requestHeader } from './requestHeader.ts';
 
-export { MAX_BODY_BYTES };
+/** The cap on a JSON body. */
+export const MAX_BODY_BYTES = 1024 * 1024;
 /** MCP's cap: its file tools carry up to 4 MiB of a file's bytes in base64 in one JSON-RPC message. */
 export const MCP_MAX_BODY_BYTES = 6 * 1024 * 1024;
 
-function header(c: Context, name: string): string | undefined {
-  const incoming = (c.env as { incoming?: IncomingMessage } | undefined)?.incoming;
-  if (incoming) {
-    const v = incoming.headers[name];
-    return Array.isArray(v) ? v.join(', ') : v;
-  }
-  return c.req.header(name);
-}
-
 export const tooLarge = (max: number) =>
-  new ApiError('payload_too_large', `the request body is over ${max} bytes`, 'send a smaller body', { Connection: 'close' });
+  new DomainError('payload_too_large', `the request body is over ${max} bytes`, 'send a smaller body', { Connection: 'close' });
 
 /**
  * Holds a request's body to `max` bytes before it is read: a declared length over the cap is refused at
  * once; a body without one (chunked) is read into memory up to the cap and handed on, or refused as soon
  * as it goes over. Answers the error to send, or null.
  */
-export async function capBody(c: Context, max: number): Promise<ApiError | null> {
-  const length = header(c, 'content-length');
-  const chunked = header(c, 'transfer-encoding') !== undefined;
+export async function capBody(c: Context, max: number): Promise<DomainError | null> {
+  const length = requestHeader(c, 'content-length');
+  const chunked = requestHeader(c, 'transfer-encoding') !== undefined;
   if (length === undefined && !chunked) return null;
   if (!chunked) return Number(length) > max ? tooLarge(max) : null;
   const body = c.req.raw.body;
