@@ -5,7 +5,7 @@
  * Type-only imports count: a type ties a file to its layer as much as a value does. Unit tests
  * beside the code (*.test.ts) may reach further, to build what they test; every other file may not.
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
@@ -14,17 +14,34 @@ import ts from 'typescript';
 export const LAYERS = {
   wire: { job: 'the host↔guest protocol, shared by both ends', may: [] },
   guest: { job: 'the agent inside a VM, bundled alone', may: ['wire'] },
-  store: { job: 'one repository per table: SQL only', may: ['wire'] },
+  store: { job: 'one repository per table: SQL only', may: ['wire', 'net'] },
   net: { job: 'addresses: their one spelling, and the ranges the platform never connects to', may: [] },
   harness: { job: 'the coding agents a VM can run, and how to invoke them', may: ['wire'] },
   image: { job: 'the guest image and how it is built', may: ['wire', 'harness', 'domain/baseImage.ts'] },
   domain: { job: 'the platform\'s rules, over the store', may: ['store', 'harness', 'wire', 'feeds', 'net'] },
   feeds: { job: 'news of changes between processes (LISTEN/NOTIFY)', may: ['store'] },
-  vmm: { job: 'the QEMU driver', may: ['wire', 'harness', 'image'] },
+  vmm: { job: 'the QEMU driver', may: ['wire', 'net', 'harness', 'image'] },
   jobs: { job: 'periodic and queued work', may: ['domain', 'store', 'feeds', 'net'] },
   http: { job: 'HTTP plumbing both servers share: the error statuses, the body cap, socket upgrades, the shell bridge', may: ['domain/guestAccess.ts'] },
   host: { job: 'a VM host: reconciler, guest access, egress gateway, its internal API', may: ['domain', 'store', 'vmm', 'wire', 'harness', 'image', 'jobs', 'feeds', 'net', 'http', 'guest/scrub.ts'] },
 };
+/**
+ * Crossings not undone yet, each `file -> imported file`: allowed while they last, and the check fails
+ * once one is gone and still listed here, so the list only shrinks.
+ */
+export const KNOWN = [
+  // The rows' vocabulary (statuses, plan ids, egress policy, image config, scrub report) is still domain's types.
+  'src/store/vms.ts -> src/domain/vmState.ts',
+  'src/store/vms.ts -> src/domain/plans.ts',
+  'src/store/vms.ts -> src/domain/egress.ts',
+  'src/store/images.ts -> src/domain/egress.ts',
+  'src/store/snapshots.ts -> src/domain/egress.ts',
+  'src/store/images.ts -> src/domain/dockerfile.ts',
+  'src/store/templates.ts -> src/guest/scrub.ts',
+  // The services' view of the driver's health is still the driver's type.
+  'src/domain/services.ts -> src/vmm/probe.ts',
+];
+
 /** Files any layer may import: the closed list of error codes, and the root's logger and settings. */
 export const SHARED = ['domain/errors.ts', 'log.ts', 'config.ts', 'throttle.ts'];
 
@@ -73,11 +90,21 @@ export function crossings(root = path.join(here, '..'), override = {}) {
   return found;
 }
 
+/** The crossings not in KNOWN, and the KNOWN ones that no longer happen. */
+export function check(root = path.join(here, '..'), override = {}) {
+  const found = crossings(root, override);
+  const key = (c) => `${c.file} -> ${c.to}`;
+  const seen = new Set(found.map(key));
+  const exists = (k) => existsSync(path.join(root, k.split(' -> ')[0]));
+  return { crossings: found.filter((c) => !KNOWN.includes(key(c))), gone: KNOWN.filter((k) => !seen.has(k) && exists(k)) };
+}
+
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const found = crossings(process.argv[2] ? path.resolve(process.argv[2]) : undefined);
+  const { crossings: found, gone } = check(process.argv[2] ? path.resolve(process.argv[2]) : undefined);
   for (const c of found) console.log(`${c.file}:${c.line} imports ${c.to}: ${c.rule}`);
-  if (found.length) {
-    console.log(`${found.length} import(s) cross a layer (scripts/check-layers.mjs)`);
+  for (const k of gone) console.log(`${k} no longer happens: take it out of KNOWN in scripts/check-layers.mjs`);
+  if (found.length || gone.length) {
+    console.log(`${found.length} import(s) cross a layer, ${gone.length} known crossing(s) gone (scripts/check-layers.mjs)`);
     process.exitCode = 1;
-  }
+  } else console.log(`layers hold: no import crosses a layer (${KNOWN.length} known crossings left)`);
 }

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { PGlite } from '@electric-sql/pglite';
 import type { Queryable } from './db.ts';
 import { freeNetSlots } from './vms.ts';
-import { STANDBY_SLOTS } from '../vmm/commandLine.ts';
+import { STANDBY_SLOTS } from '../net/slots.ts';
 
 const LAST = STANDBY_SLOTS.first - 1;
 

@@ -7,7 +7,7 @@ import type { Queryable } from './db.ts';
 import type { VmStateFields, VmStatus } from '../domain/vmState.ts';
 import type { Cycle, PlanId, TierId } from '../domain/plans.ts';
 import type { EgressPolicy } from '../domain/egress.ts';
-import { STANDBY_SLOTS } from '../vmm/commandLine.ts';
+import { STANDBY_SLOTS } from '../net/slots.ts';
 
 /** A VM as the customer sees it. */
 export interface VmRow extends VmStateFields {

@@ -15,6 +15,7 @@ import { AGENT_PORT_NAME, ASSUME_PORT_NAME, DATA_PORT_NAME, PERSIST_MODEL, UPPER
 import type { Image } from '../image/build.ts';
 import type { MachineFiles } from './machine.ts';
 import type { Accel } from './probe.ts';
+import { STANDBY_SLOTS } from '../net/slots.ts';
 
 /** A VM's private network: its /24, the guest's address, QEMU's gateway and DNS, and the egress gateway's address in it. */
 export interface GuestNet {
@@ -39,11 +40,8 @@ export function slotOfGuest(ipv4: string | null): number | undefined {
   return (Number(m[1]) - 128) * 256 + Number(m[2]);
 }
 
-/**
- * Network slots of standby VMs (made ahead of need, before any VM is theirs): the upper quarter of the
- * range. A VM that takes a standby takes its slot too; the placement of new VMs hands out the rest.
- */
-export const STANDBY_SLOTS = { first: 0x6000, last: 0x7fff } as const;
+/** Network slots of standby VMs (net/slots.ts). */
+export { STANDBY_SLOTS };
 
 /**
  * QEMU's own seccomp filter: no obsolete system calls, no change of user or group, no new process (a
