@@ -29,6 +29,8 @@ import { BASE_CONFIG, type ImageFeed } from '../domain/images.ts';
 import { IMAGE_CONFIG_PATH } from '../wire/protocol.ts';
 import type { ExecArgs, ExecResult } from '../wire/protocol.ts';
 import type { EgressGateway } from './egress/gateway.ts';
+import { PROXY_ENV } from '../harness/invoke.ts';
+import { runStreamed } from './buildStep.ts';
 import * as imageStore from '../store/images.ts';
 
 export interface ImageBuilderOptions {
@@ -261,10 +263,17 @@ export class ImageBuilder {
   /** Runs `args` in the builder as `state.user`, in `state.workdir`, with the build's environment. */
   private async exec(state: BuildState, args: Omit<ExecArgs, 'uid' | 'gid' | 'env'> & { asRoot?: boolean }, what: string): Promise<ExecResult> {
     const ids = args.asRoot ? { uid: 0, gid: 0 } : await this.ids(state);
-    const env = { PATH: BUILD_PATH, HOME: ids.uid === 0 ? '/root' : `/home/${state.user.split(':')[0]}`, DEBIAN_FRONTEND: 'noninteractive', ...Object.fromEntries(state.env) };
-    const r = await this.builders.exec(state.vmId!, { max_output_bytes: STEP_OUTPUT_BYTES, timeout_ms: STEP_TIMEOUT_MS, ...args, ...ids, env }, STEP_TIMEOUT_MS + 30_000);
+    const r = await this.builders.exec(state.vmId!, { max_output_bytes: STEP_OUTPUT_BYTES, timeout_ms: STEP_TIMEOUT_MS, ...args, ...ids, env: this.env(state, ids.uid) }, STEP_TIMEOUT_MS + 30_000);
     if (r.timed_out) throw new Error(`${what} ran longer than ${STEP_TIMEOUT_MS / 60_000} minutes`);
     return r;
+  }
+
+  /**
+   * A step's environment: the gateway as its proxy (as every run has: apt, curl, git, npm and pip reach
+   * what the build's egress allows through it), then the build's ENV and ARGs.
+   */
+  private env(state: BuildState, uid: number): Record<string, string> {
+    return { ...PROXY_ENV, PATH: BUILD_PATH, HOME: uid === 0 ? '/root' : `/home/${state.user.split(':')[0]}`, DEBIAN_FRONTEND: 'noninteractive', ...Object.fromEntries(state.env) };
   }
 
   /** The uid and gid of the build's USER (`name`, `name:group` or numbers), looked up in the builder. */
@@ -281,14 +290,19 @@ export class ImageBuilder {
     if (state.workdir) await this.exec(state, { argv: ['mkdir', '-p', state.workdir], asRoot: true }, 'WORKDIR');
     if (step.kind === 'workdir') return;
     if (step.kind === 'run') {
-      const r = await this.exec(state, { argv: step.argv, cwd: state.workdir || '/' }, `line ${step.line}`);
-      for (const line of `${r.stdout}${r.stderr}`.split('\n').filter(Boolean).slice(0, 2000)) await this.say(imageId, line);
-      const cut = r.stdout_truncated_bytes + r.stderr_truncated_bytes;
-      if (cut > 0) await this.say(imageId, `(${cut} more bytes of output not kept)`);
-      if (r.exit_code !== 0) {
+      // What it prints goes to the log line by line while it runs.
+      const ids = await this.ids(state);
+      const r = await runStreamed(
+        (args, timeoutMs) => this.builders.exec(state.vmId!, args, timeoutMs),
+        { argv: step.argv, cwd: state.workdir || '/', env: this.env(state, ids.uid), ids, timeoutMs: STEP_TIMEOUT_MS, capBytes: STEP_OUTPUT_BYTES, name: `line${step.line}` },
+        (line) => this.say(imageId, line),
+      );
+      if (r.timedOut) throw new Error(`line ${step.line} ran longer than ${STEP_TIMEOUT_MS / 60_000} minutes`);
+      if (r.droppedBytes > 0) await this.say(imageId, `(${r.droppedBytes} more bytes of output not kept)`);
+      if (r.exitCode !== 0) {
         // The reason carries the step, its exit code and the tail of what it printed.
-        const tail = `${r.stdout}${r.stderr}`.trim().split('\n').slice(-5).join('\n').slice(-300);
-        throw new Error(`line ${step.line}: ${step.text.slice(0, 120)} exited with ${r.exit_code ?? r.signal}${tail ? `; its output ended:\n${tail}` : ''}`);
+        const tail = r.tail.join('\n').trim().slice(-300);
+        throw new Error(`line ${step.line}: ${step.text.slice(0, 120)} exited with ${r.exitCode}${tail ? `; its output ended:\n${tail}` : ''}`);
       }
       return;
     }

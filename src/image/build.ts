@@ -16,8 +16,8 @@ import { fileURLToPath } from 'node:url';
 import { createGunzip, createGzip } from 'node:zlib';
 import { build as esbuild } from 'esbuild';
 import { geminiSettingsFiles } from '../harness/geminiSettings.ts';
-import { GUEST_AWK } from '../wire/protocol.ts';
-import { configureWorkstation, DPKG_QUERY_ARGS, installNpm, NPM_PACKAGE, parseDpkgQuery, ROOT_PACKAGES, workstationInputs, type PackageVersion } from './workstation.ts';
+import { EGRESS_GATEWAY_URL, GUEST_AWK } from '../wire/protocol.ts';
+import { configureWorkstation, DPKG_QUERY_ARGS, installNpm, NPM_PACKAGE, parseDpkgQuery, proxyFiles, ROOT_PACKAGES, workstationInputs, type PackageVersion } from './workstation.ts';
 
 /** Bump when the way an image is put together changes, so that every image is rebuilt. */
 const BUILDER_VERSION = 5;
@@ -239,7 +239,7 @@ function npmKey(): string {
 }
 
 function imageIdOf(i: Inputs): string {
-  return sha256(String(BUILDER_VERSION), harnessesKey(), npmKey(), i.kernelPackage, i.kernelVersion, rootfsBaseKey(i), i.agentBundle, i.initScript, ...i.diagnostics, GUEST_MODULES.join(','), ROOTFS_SIZE, `${IDENTITY_DIR}:${IDENTITY_FILES.join(',')}`, GUEST_AWK).slice(0, 20);
+  return sha256(String(BUILDER_VERSION), harnessesKey(), npmKey(), i.kernelPackage, i.kernelVersion, rootfsBaseKey(i), i.agentBundle, i.initScript, ...i.diagnostics, GUEST_MODULES.join(','), ROOTFS_SIZE, `${IDENTITY_DIR}:${IDENTITY_FILES.join(',')}`, GUEST_AWK, JSON.stringify(proxyFiles(EGRESS_GATEWAY_URL))).slice(0, 20);
 }
 
 /** The id the current inputs make, whether or not it is built. */
@@ -576,6 +576,10 @@ async function build(imageDir: string, i: Inputs, id: string, progress: Progress
   await mkdir(path.join(staging, 'persist'), { recursive: true });
   await writeFile(path.join(staging, 'opt/agentvm/agent.mjs'), i.agentBundle);
   await writeFile(path.join(staging, 'etc/agentvm-image'), `${id}\n`);
+  for (const f of proxyFiles(EGRESS_GATEWAY_URL)) {
+    await writeFile(path.join(staging, f.path), f.text);
+    await chmod(path.join(staging, f.path), f.mode);
+  }
   for (const f of IDENTITY_FILES) {
     await rm(path.join(staging, 'etc', f), { force: true });
     await symlink(`${IDENTITY_DIR}/${f}`, path.join(staging, 'etc', f));

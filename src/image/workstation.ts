@@ -65,6 +65,19 @@ Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 `;
 
+/**
+ * The egress gateway as every program's proxy, also through `sudo` (which otherwise drops the proxy
+ * variables a run has, so `sudo apt-get update` could reach nothing) and for apt whatever its
+ * environment (`sudo -i`, a login shell, an image build's step). Written at the image's last stage.
+ */
+export function proxyFiles(gatewayUrl: string): Array<{ path: string; text: string; mode: number }> {
+  const vars = 'http_proxy https_proxy HTTP_PROXY HTTPS_PROXY no_proxy NO_PROXY NODE_USE_ENV_PROXY';
+  return [
+    { path: 'etc/sudoers.d/agentvm-proxy', text: `# agentvm: sudo keeps the egress gateway as the proxy (the image builder wrote this).\nDefaults env_keep += "${vars}"\n`, mode: 0o440 },
+    { path: 'etc/apt/apt.conf.d/80agentvm-proxy', text: `// agentvm: apt reaches Debian through the VM's egress gateway (the image builder wrote this).\nAcquire::http::Proxy "${gatewayUrl}/";\nAcquire::https::Proxy "${gatewayUrl}/";\n`, mode: 0o644 },
+  ];
+}
+
 /** The text of everything this module writes into a root: part of the root's cache key. */
 export function workstationInputs(user: string, suite: string): string {
   return [ROOT_PACKAGES.join(','), DPKG_EXCLUDES, SUDOERS(user), APT_SOURCES(suite), TRIM.join(',')].join('\0');
