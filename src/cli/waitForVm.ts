@@ -2,10 +2,9 @@
 import type { Command } from 'commander';
 import { createSpinner } from 'nanospinner';
 import { call, ClientError, type ApiClient, type Schemas } from '../client/client.ts';
+import { isResting, type WaitTarget } from '../domain/vmState.ts';
 
-export type WaitTarget = 'running' | 'stopped' | 'suspended';
-/** Statuses a VM stays in until asked for something: a wait answered with one of them is over. */
-const RESTING = new Set(['running', 'stopped', 'suspended']);
+export type { WaitTarget };
 
 export const addWaitOptions = (cmd: Command) =>
   cmd.option('--wait', 'wait until the transition is done, with a spinner').option('--timeout <seconds>', 'how long --wait waits', '600');
@@ -37,7 +36,7 @@ export async function waitForVm(api: ApiClient, vmId: string, target: WaitTarget
         spinner.error({ text: `${vmId}: not suspended: ${vm.status_reason ?? ''}` });
         throw new ClientError('suspend_failed', `the VM was not suspended: ${vm.status_reason ?? 'no reason given'}`);
       }
-      if (RESTING.has(vm.status)) {
+      if (isResting(vm.status)) {
         // The server's wait is over short of the target: the VM rests elsewhere (stopped meanwhile, say).
         spinner.error({ text: `${vmId}: ${vm.status} after ${elapsed} s` });
         throw new ClientError('unexpected_status', `the VM is ${vm.status}, and nothing asked of it leads to ${target}`, 'check `agentvm vms get`');

@@ -1,4 +1,5 @@
 /** How the console writes money, sizes and times: the same everywhere, in the customer's words. */
+import { TRANSITIONAL as VM_TRANSITIONAL } from '../domain/vmState.ts';
 
 export function money(cents: number): string {
   const sign = cents < 0 ? '−' : '';
@@ -33,5 +34,8 @@ export function duration(ms: number | null | undefined): string {
 
 export const count = (n: number) => n.toLocaleString('en-US');
 
-/** Statuses that change by themselves soon: pages showing them poll quickly (`running-run`: a run at work). */
-export const TRANSITIONAL = new Set(['provisioning', 'stopping', 'starting', 'restarting', 'reprovisioning', 'suspending', 'capturing', 'queued', 'building', 'running-run']);
+/**
+ * Statuses that change by themselves soon: pages showing them poll quickly. A VM's transitions, a
+ * template's capture, an image's build, and a run at work (`running-run`).
+ */
+export const TRANSITIONAL = new Set<string>([...VM_TRANSITIONAL, 'capturing', 'queued', 'building', 'running-run']);

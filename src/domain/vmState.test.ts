@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { applyLifecycle, canSuspend, type VmStateFields } from './vmState.ts';
+import { ACTION_TARGET, actionsFor, applyLifecycle, canSuspend, isResting, isTransitional, RESTING, TRANSITIONAL, VM_STATUSES, type LifecycleAction, type VmStateFields } from './vmState.ts';
 
 const vm = (status: VmStateFields['status'], desired: VmStateFields['desired_state'] = status === 'stopped' ? 'stopped' : 'running'): VmStateFields => ({
   status,
@@ -60,4 +60,25 @@ test('a suspended VM: start resumes it, stop/restart/reprovision leave the suspe
   assert.equal(applyLifecycle(suspended, 'reprovision')?.desired_state, 'running');
   // Start while it is still being suspended: it resumes once saved.
   assert.deepEqual(applyLifecycle(vm('suspending', 'suspended'), 'start'), { desired_state: 'running', status: 'starting', status_reason: null });
+});
+
+test('each status is resting or on its way to one, never both; failed rests (the contract: it stays until asked)', () => {
+  for (const s of VM_STATUSES) assert.equal(isResting(s), !isTransitional(s), s);
+  assert.ok(isResting('failed'));
+  assert.ok(!isResting('deleted') && !isTransitional('deleted'));
+});
+
+test('the actions a status offers each change something; the ones it leaves out are no-ops or refused', () => {
+  const desiredOf = { running: 'running', stopped: 'stopped', suspended: 'suspended', failed: 'running' } as const;
+  for (const status of RESTING) {
+    const at = vm(status, desiredOf[status]);
+    const offered = actionsFor(status);
+    for (const action of offered) assert.notEqual(applyLifecycle(at, action), null, `${action} on ${status}`);
+    for (const action of Object.keys(ACTION_TARGET) as LifecycleAction[]) {
+      if (offered.includes(action)) continue;
+      const changes = applyLifecycle(at, action);
+      assert.ok(changes === null || (action === 'stop' && changes.status === 'stopped'), `${action} on ${status} is left out yet changes ${JSON.stringify(changes)}`);
+    }
+  }
+  for (const status of TRANSITIONAL) assert.deepEqual(actionsFor(status), ['stop']);
 });

@@ -27,6 +27,37 @@ export interface VmStateFields {
   reprovision_requested: number;
 }
 
+/**
+ * Statuses a VM rests in until something is asked of it. `failed` is one: a VM its host cannot boot
+ * becomes failed (the contract, section 2) and stays so until a start, restart or reprovision.
+ */
+export const RESTING = ['running', 'stopped', 'suspended', 'failed'] as const satisfies readonly VmStatus[];
+/** Statuses on the way to a resting one: they change by themselves soon. */
+export const TRANSITIONAL = ['provisioning', 'stopping', 'starting', 'restarting', 'reprovisioning', 'suspending'] as const satisfies readonly VmStatus[];
+export const isResting = (status: string): boolean => (RESTING as readonly string[]).includes(status);
+export const isTransitional = (status: string): boolean => (TRANSITIONAL as readonly string[]).includes(status);
+
+/** The statuses a wait may wait for, and the one each lifecycle action leads to. */
+export type WaitTarget = 'running' | 'stopped' | 'suspended';
+export const ACTION_TARGET: Record<LifecycleAction, WaitTarget> = {
+  stop: 'stopped',
+  start: 'running',
+  restart: 'running',
+  reprovision: 'running',
+  suspend: 'suspended',
+};
+
+/**
+ * The lifecycle actions that change something in a status, in the order a person looks for them
+ * (every call is accepted; the others are no-ops or refused, see applyLifecycle and canSuspend).
+ */
+export function actionsFor(status: string): LifecycleAction[] {
+  if (status === 'running') return ['suspend', 'stop', 'restart', 'reprovision'];
+  if (status === 'suspended') return ['start', 'stop', 'restart', 'reprovision'];
+  if (status === 'stopped' || status === 'failed') return ['start', 'restart', 'reprovision'];
+  return ['stop'];
+}
+
 /** Whether a suspend may be asked for: the VM runs (or is suspended already: a no-op). */
 export function canSuspend(vm: VmStateFields): boolean {
   return vm.desired_state === 'suspended' || (vm.desired_state === 'running' && vm.status === 'running');

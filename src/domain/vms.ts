@@ -11,7 +11,7 @@ import { meterVm } from './metering.ts';
 import * as metricsStore from '../store/metrics.ts';
 import { newId } from './ids.ts';
 import type { BillingService } from './billing.ts';
-import { applyLifecycle, canSuspend, type LifecycleAction } from './vmState.ts';
+import { applyLifecycle, canSuspend, type LifecycleAction, isResting, type WaitTarget } from './vmState.ts';
 import * as vmStore from '../store/vms.ts';
 import * as previewStore from '../store/previews.ts';
 import * as hostStore from '../store/hosts.ts';
@@ -148,17 +148,14 @@ export interface VmServiceOptions {
   images?: ImageService;
 }
 
-/** Statuses a VM rests in until something is asked of it (the others are on their way to one). */
-const RESTING = new Set(['running', 'stopped', 'suspended', 'failed']);
-/** What a wait may wait for. */
-export type WaitTarget = 'running' | 'stopped' | 'suspended';
+export type { WaitTarget };
 /**
  * A wait is over when the VM has the status waited for, or rests in another one that nothing in
  * flight leads out of: `failed`, or a resting status while its desired state is not the target (a
  * suspend that failed and left the VM running, a stop asked for while waiting for running).
  */
 export function waitIsOver(vm: { status: string; desired_state: string }, target: WaitTarget): boolean {
-  return vm.status === target || vm.status === 'failed' || (RESTING.has(vm.status) && vm.desired_state !== target);
+  return vm.status === target || vm.status === 'failed' || (isResting(vm.status) && vm.desired_state !== target);
 }
 /** A wait hears of its VM's changes at once; it also looks this often (news lost with a connection). */
 const WAIT_POLL_MS = 1000;

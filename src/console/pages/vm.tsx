@@ -5,21 +5,13 @@ import { ActionButton, noticeFor, Pager, pricingOf, RunStatus, Status, Time, vmP
 import { bytes, duration, TRANSITIONAL } from '../format.ts';
 import { Csrf, fragment, page } from '../layout.tsx';
 import type { ConsoleSession } from '../../domain/sessions.ts';
+import { actionsFor } from '../../domain/vmState.ts';
 import { FilesSection, registerFiles } from './files.tsx';
 import { registerTerminal, TerminalSection } from './terminal.tsx';
 
 const RUNS_PAGE = 10;
 const EGRESS_LOG_ROWS = 20;
 const LIFECYCLE = ['stop', 'start', 'restart', 'reprovision', 'suspend'] as const;
-type Lifecycle = (typeof LIFECYCLE)[number];
-
-/** Which lifecycle buttons make sense in a status (the API accepts them all; these are the useful ones). */
-function lifecycleFor(status: string): Lifecycle[] {
-  if (status === 'running') return ['suspend', 'stop', 'restart', 'reprovision'];
-  if (status === 'suspended') return ['start', 'stop', 'restart', 'reprovision'];
-  if (status === 'stopped' || status === 'failed') return ['start', 'restart', 'reprovision'];
-  return ['stop'];
-}
 
 
 /** The VM's facts and lifecycle buttons; polls itself while the status is changing. */
@@ -30,7 +22,7 @@ function Facts({ vm, session }: { vm: Schemas['VM']; session: ConsoleSession }) 
       <div class="section-head">
         <h2 id="facts-h">Overview</h2>
         <div class="button-row">
-          {lifecycleFor(vm.status).map((a) => (
+          {actionsFor(vm.status).map((a) => (
             <ActionButton session={session} action={`${vmPath(vm.vm_id)}/${a}`} label={a[0].toUpperCase() + a.slice(1)} />
           ))}
           <a class="button small danger-ghost" href={`${vmPath(vm.vm_id)}/destroy`}>
