@@ -1,30 +1,36 @@
-// freeNetSlots on a real PGlite, on a table with the columns it reads: the lowest free slots of a
+// freeNetSlots on the schema the migrations make (embedded PostgreSQL): the lowest free slots of a
 // host, next to the answer worked out by hand, for held slots at the edges, in runs, of other hosts,
 // of VMs whose disks are gone, and in the standby range.
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { PGlite } from '@electric-sql/pglite';
-import type { Queryable } from './db.ts';
+import { openDb, type Db } from './db.ts';
 import { freeNetSlots } from './vms.ts';
-import { STANDBY_SLOTS } from '../net/slots.ts';
+import { STANDBY_SLOTS } from '../vmm/commandLine.ts';
 
 const LAST = STANDBY_SLOTS.first - 1;
 
 describe('freeNetSlots', () => {
-  let pg: PGlite;
-  let q: Queryable;
+  let q: Db;
   before(async () => {
-    pg = new PGlite();
-    await pg.exec('CREATE TABLE vms (vm_id serial PRIMARY KEY, host_id text NOT NULL, net_slot integer, disks_removed_at timestamptz)');
-    q = { query: async (sql, params) => (await pg.query(sql, params)).rows as never, exec: async (sql) => void (await pg.exec(sql)) };
+    q = await openDb({ pgliteDir: 'memory://' });
+    await q.exec(`INSERT INTO tenants (tenant_id, email) VALUES ('t1', 't1@example.com')`);
+    await q.exec(`INSERT INTO hosts (host_id, name, vcpus_total, memory_mib_total, disk_gib_total) VALUES ('h1', 'h1', 8, 16384, 500), ('h2', 'h2', 8, 16384, 500)`);
   });
-  after(() => pg.close());
+  after(() => q.close());
 
+  let n = 0;
+  /** A VM row of host `host` holding `slot` (its disks removed when `gone`). */
+  const hold = (host: string, slot: number, gone = false) =>
+    q.query(
+      `INSERT INTO vms (vm_id, tenant_id, host_id, plan, cycle, harness, vcpus, memory_mib, disk_gib, status, desired_state, net_slot, disks_removed_at)
+       VALUES ($1, 't1', $2, 'starter', 'monthly', 'echo', 1, 1024, 10, 'running', 'running', $3, $4)`,
+      [`vm_${n++}`, host, slot, gone ? new Date() : null],
+    );
   /** Holds exactly these slots on host h1 (and what else the case adds), then asks for `count`. */
   const free = async (held: number[], count: number, others: Array<[string, number, boolean]> = []) => {
-    await pg.exec('DELETE FROM vms');
-    for (const s of held) await pg.query('INSERT INTO vms (host_id, net_slot) VALUES ($1, $2)', ['h1', s]);
-    for (const [host, s, gone] of others) await pg.query('INSERT INTO vms (host_id, net_slot, disks_removed_at) VALUES ($1, $2, $3)', [host, s, gone ? new Date() : null]);
+    await q.exec('DELETE FROM vms');
+    for (const s of held) await hold('h1', s);
+    for (const [host, s, gone] of others) await hold(host, s, gone);
     return freeNetSlots(q, 'h1', count);
   };
   /** The same worked out by counting up from 0. */
@@ -63,10 +69,14 @@ describe('freeNetSlots', () => {
     const top = [LAST - 2, LAST];
     assert.deepEqual(await free(top, 3, []).then((s) => s.slice(0, 3)), [0, 1, 2]);
     // With every slot but two near the top held, only those two come back.
-    await pg.exec('DELETE FROM vms');
-    await pg.query(`INSERT INTO vms (host_id, net_slot) SELECT 'h1', s FROM generate_series(0, ${LAST}) AS s WHERE s NOT IN (${LAST - 3}, ${LAST - 1})`);
+    await q.exec('DELETE FROM vms');
+    await q.exec(
+      `INSERT INTO vms (vm_id, tenant_id, host_id, plan, cycle, harness, vcpus, memory_mib, disk_gib, status, desired_state, net_slot)
+       SELECT 'vm_all_' || s, 't1', 'h1', 'starter', 'monthly', 'echo', 1, 1024, 10, 'running', 'running', s FROM generate_series(0, ${LAST}) AS s WHERE s NOT IN (${LAST - 3}, ${LAST - 1})`,
+    );
     assert.deepEqual(await freeNetSlots(q, 'h1', 5), [LAST - 3, LAST - 1]);
-    await pg.exec(`INSERT INTO vms (host_id, net_slot) VALUES ('h1', ${LAST - 3}), ('h1', ${LAST - 1})`);
+    await hold('h1', LAST - 3);
+    await hold('h1', LAST - 1);
     assert.deepEqual(await freeNetSlots(q, 'h1', 1), []);
   });
 });

@@ -146,13 +146,35 @@ describe('standby warm-up', () => {
       const s = pool.take('img/1/1024/10')!;
       assert.ok(s.phases.paused_ms >= 1400, `paused ${s.phases.paused_ms} ms`);
       assert.ok(s.phases.warm_ms >= RUN_MS - 50 && s.phases.warm_ms < RUN_MS + 600, `warmed ${s.phases.warm_ms} ms`);
+      assert.equal(pool.count, 0, 'taken: no longer the pool\'s');
+      await pool.close();
+      assert.equal(machine.killed, false, 'a standby taken is its taker\'s: closing the pool leaves it running');
       await s.m.kill();
     } finally {
       await pool.close();
       guest.server.close();
       await rm(dir, { recursive: true, force: true });
     }
-    assert.ok(machine.killed);
+  });
+
+  test('closing the pool ends the standbys it holds', { timeout: 60_000 }, async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'standby-test-'));
+    const guest = fakeGuest();
+    await new Promise<void>((r) => guest.server.listen(path.join(dir, 'agent.sock'), r));
+    const { pool, machine } = poolOn(dir, guest, () => true);
+    try {
+      pool.keep(shape, 1);
+      for (let i = 0; i < 1500 && pool.count === 0; i++) await sleep(20);
+      assert.equal(pool.count, 1);
+      assert.equal(machine.killed, false);
+      await pool.close();
+      assert.equal(pool.count, 0);
+      assert.ok(machine.killed, 'its machine was ended');
+    } finally {
+      await pool.close();
+      guest.server.close();
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 
   test('a warm-up run that fails makes no standby, and its machine is ended', { timeout: 60_000 }, async () => {
