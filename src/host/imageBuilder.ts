@@ -14,7 +14,7 @@
  * guest agent reads them for runs and shells.
  */
 import { existsSync } from 'node:fs';
-import { chmod, mkdir, open, rename, rm, stat } from 'node:fs/promises';
+import { chmod, mkdir, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Db } from '../store/db.ts';
 import type { Clock } from '../domain/clock.ts';
@@ -31,6 +31,7 @@ import type { ExecArgs, ExecResult } from '../wire/protocol.ts';
 import type { EgressGateway } from './egress/gateway.ts';
 import { PROXY_ENV } from '../harness/invoke.ts';
 import { runStreamed } from './buildStep.ts';
+import { chainOf, collectLayers } from './layerGc.ts';
 import * as imageStore from '../store/images.ts';
 
 export interface ImageBuilderOptions {
@@ -46,6 +47,8 @@ export interface ImageBuilderOptions {
   buildDir: string;
   feed: ImageFeed;
   log: Logger;
+  /** How long a cached step no image uses is kept (layerGc.ts's default unless given). */
+  keepUnusedMs?: number;
   image: () => Image | null;
 }
 
@@ -86,6 +89,7 @@ export class ImageBuilder {
   /** Set once start() has removed the builder VMs of an earlier process: a build begun before would lose its VM to that sweep. */
   private swept = false;
   private slot = 0;
+  private gcTimer: NodeJS.Timeout | null = null;
 
   constructor(private readonly o: ImageBuilderOptions) {
     this.builders = new QemuDriver({ ...o.driver.opts, vmsDir: o.buildDir, standby: 0 });
@@ -105,6 +109,9 @@ export class ImageBuilder {
     const requeued = await imageStore.requeueInterrupted(this.o.db, this.o.hostId);
     if (requeued.length) this.o.log.info({ images: requeued }, 'image builds interrupted by a restart are queued again');
     this.swept = true;
+    // Deleted images' layers and old cached steps go at the latest an hour later (and after each build).
+    this.gcTimer = setInterval(() => this.kick(), 3600_000);
+    this.gcTimer.unref();
     this.kick();
   }
 
@@ -125,6 +132,8 @@ export class ImageBuilder {
           await this.build(row).catch((err) => this.o.log.error({ err, image_id: row.image_id }, 'image build failed'));
         }
       } while (this.again);
+      // Between builds, never beside one: layers nothing needs any more go.
+      await this.collect();
     })()
       .catch((err) => this.o.log.error({ err }, 'taking queued image builds failed'))
       .finally(() => (this.running = null));
@@ -132,7 +141,18 @@ export class ImageBuilder {
 
   async close(): Promise<void> {
     this.closed = true;
+    if (this.gcTimer) clearInterval(this.gcTimer);
     await this.running;
+  }
+
+  /** Removes the layers no image, VM or recent build needs (layerGc.ts). */
+  private async collect(): Promise<void> {
+    try {
+      const r = await collectLayers({ db: this.o.db, hostId: this.o.hostId, layersDir: this.o.layersDir, now: this.o.clock.now(), keepUnusedMs: this.o.keepUnusedMs });
+      if (r.removed > 0) this.o.log.info({ removed: r.removed, bytes: r.bytes, kept: r.kept }, 'image layers no longer used removed');
+    } catch (err) {
+      this.o.log.warn({ err }, 'removing unused image layers failed');
+    }
   }
 
   private async say(imageId: string, text: string): Promise<void> {
@@ -169,6 +189,7 @@ export class ImageBuilder {
       }
       // Steps after the last change of files only set the config: nothing of them is built again.
       if (plan.slice(resumeAt).every((p) => !p.fs)) resumeAt = plan.length;
+      if (state.layer) await imageStore.touchLayers(this.o.db, this.o.hostId, await chainOf(state.layer), this.o.clock.now());
       for (const [i, p] of plan.entries()) {
         const head = `step ${i + 1}/${plan.length}: ${p.step.text.slice(0, 200)}`;
         this.track(state, p.step);
@@ -186,7 +207,10 @@ export class ImageBuilder {
       // The image describes itself to the guest agent: a last layer with its config, cached like a step.
       const configKey = sha256Hex(`${plan.at(-1)?.key ?? (parent ? `image:${parent.image_id}` : `base:${image.id}`)}\nCONFIG ${JSON.stringify(config)}`);
       const cachedConfig = await imageStore.layer(this.o.db, this.o.hostId, configKey);
-      if (cachedConfig && existsSync(cachedConfig.path)) state.layer = cachedConfig.path;
+      if (cachedConfig && existsSync(cachedConfig.path)) {
+        state.layer = cachedConfig.path;
+        await imageStore.touchLayers(this.o.db, this.o.hostId, [cachedConfig.path], this.o.clock.now());
+      }
       else {
         await this.ensureBuilder(row, state, image);
         const w = await this.exec(
@@ -368,30 +392,6 @@ function shellQuote(s: string): string {
 /** Bytes of a layer and every layer under it. */
 async function chainBytes(layer: string): Promise<number> {
   let total = 0;
-  let file: string | null = layer;
-  const seen = new Set<string>();
-  while (file && !seen.has(file)) {
-    seen.add(file);
-    total += (await stat(file)).size;
-    file = await backingOf(file);
-  }
+  for (const f of await chainOf(layer)) total += (await stat(f)).size;
   return total;
-}
-
-/** The backing file a qcow2 names in its header, or null. */
-async function backingOf(file: string): Promise<string | null> {
-  const fh = await open(file, 'r');
-  try {
-    const head = Buffer.alloc(20);
-    await fh.read(head, 0, 20, 0);
-    const offset = Number(head.readBigUInt64BE(8));
-    const size = head.readUInt32BE(16);
-    if (offset === 0 || size === 0) return null;
-    const name = Buffer.alloc(size);
-    await fh.read(name, 0, size, offset);
-    const p = name.toString();
-    return path.isAbsolute(p) ? p : path.join(path.dirname(file), p);
-  } finally {
-    await fh.close();
-  }
 }

@@ -183,8 +183,8 @@ export async function layer(q: Queryable, hostId: string, key: string): Promise<
 
 export async function saveLayer(q: Queryable, hostId: string, key: string, path: string, sizeBytes: number, now: Date): Promise<void> {
   await q.query(
-    `INSERT INTO image_layers (host_id, cache_key, path, size_bytes, created_at) VALUES ($1, $2, $3, $4, $5)
-     ON CONFLICT (host_id, cache_key) DO UPDATE SET path = excluded.path, size_bytes = excluded.size_bytes`,
+    `INSERT INTO image_layers (host_id, cache_key, path, size_bytes, created_at, used_at) VALUES ($1, $2, $3, $4, $5, $5)
+     ON CONFLICT (host_id, cache_key) DO UPDATE SET path = excluded.path, size_bytes = excluded.size_bytes, used_at = excluded.used_at`,
     [hostId, key, path, sizeBytes, now],
   );
 }
@@ -219,4 +219,33 @@ export async function packagesOfLayer(q: Queryable, layerPath: string): Promise<
     [layerPath],
   );
   return row?.packages ?? null;
+}
+
+/** Cached steps a build has just taken: their layers were used now. */
+export async function touchLayers(q: Queryable, hostId: string, paths: string[], now: Date): Promise<void> {
+  if (paths.length === 0) return;
+  await q.query(`UPDATE image_layers SET used_at = $3 WHERE host_id = $1 AND path = ANY($2::text[])`, [hostId, paths, now]);
+}
+
+/** The step cache of a host: each cached layer and when a build last made or took it. */
+export function layersOfHost(q: Queryable, hostId: string): Promise<Array<{ cache_key: string; path: string; used_at: Date }>> {
+  return q.query(`SELECT cache_key, path, used_at FROM image_layers WHERE host_id = $1`, [hostId]);
+}
+
+export async function forgetLayer(q: Queryable, hostId: string, key: string): Promise<void> {
+  await q.query(`DELETE FROM image_layers WHERE host_id = $1 AND cache_key = $2`, [hostId, key]);
+}
+
+/**
+ * The last layers images of this host still need: images not deleted (ready, or being built on them),
+ * and whatever image a VM not deleted starts from.
+ */
+export async function liveLayerPaths(q: Queryable, hostId: string): Promise<string[]> {
+  const rows = await q.query<{ layer_path: string }>(
+    `SELECT layer_path FROM images WHERE host_id = $1 AND layer_path IS NOT NULL AND deleted_at IS NULL
+     UNION
+     SELECT i.layer_path FROM vms v JOIN images i ON i.image_id = v.root_image_id WHERE v.deleted_at IS NULL AND i.layer_path IS NOT NULL`,
+    [hostId],
+  );
+  return rows.map((r) => r.layer_path);
 }
