@@ -3,9 +3,9 @@ import { z } from 'zod';
 import { DomainError, type ErrorCode } from '../domain/errors.ts';
 import type { Principal } from '../domain/keys.ts';
 import type { Services } from '../domain/services.ts';
-import { NoQuery } from './schemas.ts';
-
+import type { WaitTarget } from '../domain/vmState.ts';
 import { MAX_BODY_BYTES } from '../http/bodyLimit.ts';
+import { NoQuery } from './schemas.ts';
 
 export { MAX_BODY_BYTES };
 
@@ -37,6 +37,38 @@ export interface BinaryContent {
 }
 
 type AnyZod = z.ZodType;
+
+/** How an operation reads as an MCP tool (src/mcp/server.ts). */
+export interface McpHints {
+  /** The tool's name; by default the operationId in snake case (`pauseVM` → `pause_vm`). */
+  tool?: string;
+  /** It may end or discard what the caller has (a VM's processes, a key, a delivery log). */
+  destructive?: boolean;
+  /** Calling it again with the same arguments changes nothing more. */
+  idempotent?: boolean;
+  /** A body that is not an object of fields (the secrets map) goes under this argument. */
+  wholeBody?: string;
+  /** An argument that, false, asks for the answer at once (`Prefer: respond-async`). */
+  asyncArgument?: { name: string; description: string };
+}
+
+/**
+ * How an operation reads as a CLI command (src/cli/operationCommands.ts). Plain data: the command's
+ * bundle carries it, made ahead (src/cli/operationSpec.ts).
+ */
+export interface CliHints {
+  /** Its words (`vms stop`); by default its tag's group and its operationId without the group's noun. */
+  command?: string;
+  /** Adds `--wait`: after the call, waits until the VM in the answer has this status. */
+  waitFor?: WaitTarget;
+  /** The columns a person sees for a `data` list; by default its first scalar fields. */
+  columns?: string[];
+  /** One page of a longer list: the table ends with the total and the next page's `--offset`. */
+  paged?: boolean;
+  /** Flags that stand for body fields (`--public` for `--visibility public`). */
+  presets?: Array<{ flag: string; description: string; sets: Record<string, unknown> }>;
+  examples?: string[];
+}
 
 /** One operation: its contract (for the OpenAPI document and validation) and its handler. */
 export interface Operation<P extends AnyZod = AnyZod, Q extends AnyZod = AnyZod, B extends AnyZod = AnyZod, R extends AnyZod = AnyZod> {
@@ -73,6 +105,8 @@ export interface Operation<P extends AnyZod = AnyZod, Q extends AnyZod = AnyZod,
   extensions?: Record<`x-${string}`, unknown>;
   /** Error codes this operation answers with beyond the ones every operation of its audience has. */
   errors: ErrorCode[];
+  mcp?: McpHints;
+  cli?: CliHints;
   handler: (ctx: HandlerContext<z.output<P>, z.output<Q>, z.output<B>>) => Promise<HandlerResult<z.input<R>>>;
 }
 

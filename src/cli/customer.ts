@@ -1,6 +1,6 @@
 /**
- * The customer commands. Most are one operation each, made from its descriptor by the table below
- * (src/cli/operationCommands.ts); an operation the table leaves out still gets a command under its tag.
+ * The customer commands. Most are one operation each, made from its descriptor and its `cli` hints
+ * (src/cli/operationCommands.ts).
  * Written by hand only where a person's habit asks for more than one call: login and logout, `--wait`
  * on a create or a fork, a run's output, secrets as NAME=VALUE, editing the egress policy, a terminal,
  * and copying files.
@@ -20,9 +20,9 @@ import {
   type Schemas,
 } from '../client/client.ts';
 import { apiAction, customerClient } from './apiAction.ts';
-import { addCommands, type CommandEntry } from './operationCommands.ts';
+import { addCommands, type AnswerView, type HandWrittenEntry } from './operationCommands.ts';
 import type { OperationSpec } from './operationSpec.ts';
-import { asRecord, asTable, print, record, table, type Out } from './output.ts';
+import { print, record, table, type Out } from './output.ts';
 import { addWaitOptions, waitForVm } from './waitForVm.ts';
 import { oneLine, renderRun, runsLogs, vmsRun } from './runs.ts';
 import { events, vmsUpdate } from './lifecycle.ts';
@@ -235,131 +235,48 @@ function logout(cmd: Command): void {
     }));
 }
 
-/** Every customer command, in the order of `agentvm --help`. */
-const COMMANDS: CommandEntry[] = [
-  { command: 'whoami', operationId: 'whoami' },
-  {
-    command: 'harnesses list',
-    operationId: 'listHarnesses',
-    render: asTable<Schemas['HarnessList']>(['id', 'display_name', 'auth', 'providers', 'default'], {
-      rows: (list) => list.data.map((h) => ({ ...h, auth: h.auth.mode, default: h.default ? 'yes' : '' })),
-    }),
-  },
-  {
-    command: 'harnesses get',
-    operationId: 'getHarness',
-    render: asRecord<Schemas['Harness']>((h) => ({
+/** Answers a person reads better reshaped than their descriptor's columns show them, by operationId. */
+const VIEWS: Record<string, AnswerView> = {
+  listHarnesses: { rows: (list: Schemas['HarnessList']) => list.data.map((h) => ({ ...h, auth: h.auth.mode, default: h.default ? 'yes' : '' })) },
+  getHarness: {
+    record: (h: Schemas['Harness']) => ({
       ...h,
       auth: `${h.auth.mode}${h.auth.env.length ? ` (${h.auth.env.join(', ')})` : ''}${h.auth.login_command ? ` (${h.auth.login_command})` : ''}`,
-    })),
-    examples: ['agentvm harnesses get claude-code'],
-  },
-  { command: 'vms list', operationId: 'listVMs', render: asTable(VM_COLUMNS) },
-  { command: 'vms get', operationId: 'getVM' },
-  { command: 'vms create', operationIds: ['createVM'], build: vmsCreate },
-  { command: 'vms stop', operationId: 'stopVM', waitFor: 'stopped' },
-  { command: 'vms start', operationId: 'startVM', waitFor: 'running' },
-  { command: 'vms restart', operationId: 'restartVM', waitFor: 'running' },
-  { command: 'vms reprovision', operationId: 'reprovisionVM', waitFor: 'running' },
-  { command: 'vms suspend', operationId: 'suspendVM', waitFor: 'suspended' },
-  { command: 'vms wait', operationId: 'waitVM', examples: ['agentvm vms wait vm_… --status running --timeout-s 60'] },
-  { command: 'vms destroy', operationId: 'destroyVM' },
-  { command: 'vms run', operationIds: ['runVMTask'], build: vmsRun },
-  { command: 'vms secrets', operationIds: ['setVMSecrets'], build: vmsSecrets },
-  { command: 'vms update', operationIds: ['updateVM'], build: vmsUpdate },
-  {
-    command: 'runs list',
-    operationId: 'listVMRuns',
-    render: asTable<Schemas['RunList']>(['run_id', 'status', 'exit_code', 'duration_ms', 'created_at', 'task'], {
-      rows: (page) => page.data.map((r) => ({ ...r, task: oneLine(r.task, 40) })),
-      footer: (page) => `${page.total} in all${page.has_more ? `; next page: --offset ${page.next_offset}` : ''}`,
     }),
-    examples: ['agentvm runs list vm_…'],
   },
-  { command: 'runs get', operationId: 'getVMRun', render: asRecord<Schemas['Run']>(renderRun), examples: ['agentvm runs get vm_… run_…'] },
-  { command: 'runs logs', operationIds: ['streamVMRun', 'getVMRun'], build: runsLogs },
-  { command: 'runs cancel', operationId: 'cancelVMRun', examples: ['agentvm runs cancel vm_… run_…'] },
-  { command: 'vms egress', operationIds: ['getVM', 'setVMEgress'], build: vmsEgress },
-  { command: 'vms shell', operationIds: ['openVMShell'], build: vmsShell },
-  { command: 'vms cp', operationIds: ['readVMFile', 'writeVMFile'], build: vmsCp },
-  {
-    command: 'vms egress-log',
-    operationId: 'listVMEgress',
-    render: asTable(['at', 'decision', 'host', 'port', 'reason', 'bytes_out', 'bytes_in']),
-    examples: ['agentvm vms egress-log vm_… --limit 20'],
-  },
-  { command: 'vms metrics', operationId: 'getVMMetrics', examples: ['agentvm vms metrics vm_…'] },
-  { command: 'vms ports', operationId: 'listVMPorts', render: asTable(['port', 'process', 'public', 'url']), examples: ['agentvm vms ports vm_…'] },
-  { command: 'vms url', operationIds: ['listVMPorts', 'rotatePreviewToken'], build: vmsUrl },
-  {
-    command: 'templates list',
-    operationId: 'listTemplates',
-    render: asTable<Schemas['TemplateList']>(['template_id', 'slug', 'name', 'harness', 'visibility', 'forks', 'stars', 'status'], {
-      footer: (page) => `${page.total} in all${page.has_more ? `; next page: --offset ${page.next_offset}` : ''}`,
-    }),
-    examples: ['agentvm templates list --q python --sort stars'],
-  },
-  { command: 'templates get', operationId: 'getTemplate', examples: ['agentvm templates get python-starter'] },
-  { command: 'templates fork', operationIds: ['forkTemplate'], build: templatesFork },
-  {
-    command: 'templates capture',
-    operationId: 'captureTemplate',
-    presets: [{ flag: '--public', description: 'publish it in the gallery (--visibility public)', sets: { visibility: 'public' } }],
-    examples: ['agentvm templates capture vm_… --name "my setup"'],
-  },
-  { command: 'billing', operationId: 'getBilling', examples: ['agentvm billing --json'] },
-  {
-    command: 'billing ledger',
-    operationId: 'listLedger',
-    render: asTable<Schemas['LedgerPage']>(['created_at', 'kind', 'amount_cents', 'credits_delta_cents', 'vm_id', 'description'], {
-      footer: (page) => `${page.total} in all${page.has_more ? `; next page: --offset ${page.next_offset}` : ''}`,
-    }),
-    examples: ['agentvm billing ledger --limit 50'],
-  },
-  { command: 'events', operationIds: ['listEvents'], build: events },
-  {
-    command: 'webhooks create',
-    operationId: 'createWebhook',
-    examples: ['agentvm webhooks create --url https://example.com/hooks --events vm.stopped run.finished'],
-  },
-  { command: 'webhooks list', operationId: 'listWebhooks', render: asTable(['webhook_id', 'url', 'events', 'created_at']) },
-  { command: 'webhooks delete', operationId: 'deleteWebhook' },
-  {
-    command: 'webhooks deliveries',
-    operationId: 'listWebhookDeliveries',
-    render: asTable(['created_at', 'event_type', 'status', 'attempts', 'last_status_code', 'last_error', 'next_attempt_at']),
-    examples: ['agentvm webhooks deliveries wh_…'],
-  },
-  {
-    command: 'usage',
-    operationId: 'getUsage',
-    render: asRecord<Schemas['Usage']>((u) => ({
+  listVMRuns: { rows: (page: Schemas['RunList']) => page.data.map((r) => ({ ...r, task: oneLine(r.task, 40) })) },
+  getVMRun: { record: renderRun },
+  getUsage: {
+    record: (u: Schemas['Usage']) => ({
       ...u.vms,
       mrr_cents: u.mrr.amount_cents,
       credits_cents: u.credits.balance_cents,
       spent_month_cents: u.credits.spent_month_cents,
-    })),
-  },
-  {
-    command: 'limits',
-    operationId: 'getLimits',
-    render: asTable<Schemas['LimitsView']>(['limit', 'value', 'used'], {
-      rows: (v) => Object.entries(v.limits).map(([limit, value]) => ({ limit, value, used: v.usage[limit as keyof typeof v.usage] })),
     }),
-    examples: ['agentvm limits'],
   },
-  { command: 'keys list', operationId: 'listKeys', render: asTable(['key_id', 'prefix', 'label', 'scope', 'created_at', 'last_used_at']) },
-  { command: 'keys issue', operationId: 'issueKey', examples: ['agentvm keys issue --label ci --scope readwrite'] },
-  { command: 'keys revoke', operationId: 'revokeKey' },
+  getLimits: { rows: (v: Schemas['LimitsView']) => Object.entries(v.limits).map(([limit, value]) => ({ limit, value, used: v.usage[limit as keyof typeof v.usage] })) },
+};
+
+/** The commands written by hand; every other one is made from its operation's descriptor. */
+const HAND_WRITTEN: HandWrittenEntry[] = [
+  { command: 'vms create', operationIds: ['createVM'], build: vmsCreate },
+  { command: 'vms run', operationIds: ['runVMTask'], build: vmsRun },
+  { command: 'vms secrets', operationIds: ['setVMSecrets'], build: vmsSecrets },
+  { command: 'vms update', operationIds: ['updateVM'], build: vmsUpdate },
+  { command: 'runs logs', operationIds: ['streamVMRun', 'getVMRun'], build: runsLogs },
+  { command: 'vms egress', operationIds: ['getVM', 'setVMEgress'], build: vmsEgress },
+  { command: 'vms shell', operationIds: ['openVMShell'], build: vmsShell },
+  { command: 'vms cp', operationIds: ['readVMFile', 'writeVMFile'], build: vmsCp },
+  { command: 'vms url', operationIds: ['listVMPorts', 'rotatePreviewToken'], build: vmsUrl },
+  { command: 'templates fork', operationIds: ['forkTemplate'], build: templatesFork },
+  { command: 'events', operationIds: ['listEvents'], build: events },
   { command: 'images build', operationIds: ['createImage', 'streamImageBuild'], build: imagesBuild },
-  { command: 'images list', operationId: 'listImages', render: asTable(['image_id', 'slug', 'name', 'status', 'visibility', 'size_bytes', 'created_at']) },
   { command: 'images get', operationIds: ['getImage', 'getBaseImage'], build: imagesGet },
-  { command: 'images delete', operationId: 'deleteImage' },
   { command: 'login', operationIds: ['loginStart', 'loginComplete'], build: login },
   { command: 'logout', operationIds: ['revokeKey'], build: logout },
 ];
 
-/** The customer commands, made from the operations' specs (`specOf` in ./operationSpec.ts). */
+/** The customer commands, made from the operations' specs (`specOf` in ./operationSpec.ts) and the hand-written ones. */
 export function customerCommands(program: Command, operations: OperationSpec[]): void {
-  addCommands(program, COMMANDS, operations, GROUPS);
+  addCommands(program, operations, HAND_WRITTEN, VIEWS, GROUPS);
 }

@@ -1,46 +1,37 @@
 /**
  * Customer commands made from the operations' own descriptors: path parameters become positional
  * arguments, query parameters and the fields of an object body become `--options` (help from the zod
- * descriptions), the summary becomes the description. A command table says where each one goes and how
- * a person sees its answer; an operation the table does not name still gets a command under its tag.
+ * descriptions), the summary becomes the description, and the descriptor's `cli` hints give its words,
+ * `--wait`, preset flags, examples and columns. An operation without hints still gets a command under
+ * its tag. Written by hand only where a person's habit asks for more than one call.
  */
 import { Command, Option } from 'commander';
+import type { CliHints } from '../api/operation.ts';
 import type { FieldSpec, OperationSpec } from './operationSpec.ts';
 import { call, ClientError, type ApiClient } from '../client/client.ts';
 import { apiAction, customerClient } from './apiAction.ts';
 import { asRecord, asTable, print, type Rendering } from './output.ts';
-import { addWaitOptions, waitForVm, type WaitTarget } from './waitForVm.ts';
+import { addWaitOptions, waitForVm } from './waitForVm.ts';
 import { kebab, lowerFirst } from './words.ts';
-
-/** A command that is one operation. */
-export interface OperationEntry {
-  /** Its words: `vms get`. */
-  command: string;
-  operationId: string;
-  /** How a person sees the answer; by default a record, or a table for a `data` list. */
-  render?: Rendering;
-  /** Adds `--wait`: polls the VM in the answer until it has this status. */
-  waitFor?: WaitTarget;
-  /** Flags that stand for body fields, kept from before the fields had options of their own. */
-  presets?: PresetFlag[];
-  examples?: string[];
-}
 
 /** A command a person's habit shaped (prompts, --wait on a create, streams): written by hand. */
 export interface HandWrittenEntry {
   command: string;
-  /** The operations it calls, so that a test can see every operation reachable. */
+  /** The operations it calls, so that a test can see every operation reachable; it is listed beside the first. */
   operationIds: string[];
   build: (cmd: Command) => void;
 }
 
-export type CommandEntry = OperationEntry | HandWrittenEntry;
-
-export interface PresetFlag {
-  flag: string;
-  description: string;
-  sets: Record<string, unknown>;
+/**
+ * An answer a person reads better reshaped than its descriptor's columns show it: the rows of its
+ * table, or the view of its record.
+ */
+export interface AnswerView {
+  rows?: (answer: never) => Record<string, unknown>[];
+  record?: (answer: never) => Record<string, unknown>;
 }
+
+export type PresetFlag = NonNullable<CliHints['presets']>[number];
 
 export interface CommandField {
   /** The query parameter, body field or header it fills; for a preset, the body fields it sets. */
@@ -60,7 +51,7 @@ export interface CommandShape {
 }
 
 /** The positionals and options of an operation's command, with the flags that stand for body fields. */
-export function commandShape(spec: OperationSpec, presets: PresetFlag[] = []): CommandShape {
+export function commandShape(spec: OperationSpec, presets: PresetFlag[] = spec.cli?.presets ?? []): CommandShape {
   const field = (f: FieldSpec): CommandField => ({ name: f.name, in: f.in, kind: f.kind, list: f.list, option: new Option(f.flags, f.help) });
   const fields = [
     ...spec.fields.filter((f) => f.in !== 'header').map(field),
@@ -110,8 +101,15 @@ export function requestFor(shape: CommandShape, positionals: string[], opts: Rec
   return { params: { path, query, header }, body };
 }
 
-/** Without a table entry: a record, or a table of the scalar columns of a `data` list. */
-const defaultRendering = (spec: OperationSpec): Rendering => (spec.columns ? asTable(spec.columns) : asRecord());
+/** The last line of a page of a longer list. */
+const pageFooter = (page: { total: number; has_more: boolean; next_offset?: number | null }) =>
+  `${page.total} in all${page.has_more ? `; next page: --offset ${page.next_offset}` : ''}`;
+
+/** A table of the descriptor's columns (or the scalar ones of a `data` list), else a record; reshaped by `view`. */
+function renderingOf(spec: OperationSpec, view: AnswerView = {}): Rendering {
+  if (!spec.columns) return asRecord(view.record as ((answer: unknown) => Record<string, unknown>) | undefined);
+  return asTable(spec.columns, { rows: view.rows as ((answer: unknown) => Record<string, unknown>[]) | undefined, footer: spec.cli?.paged ? (pageFooter as (answer: unknown) => string) : undefined });
+}
 
 type Send = (path: string, init: unknown) => Promise<{ data?: unknown; error?: unknown; response: Response }>;
 const send = (api: ApiClient, op: OperationSpec, init: unknown) => (api[op.method.toUpperCase() as 'GET'] as Send)(op.path, init);
@@ -122,24 +120,25 @@ const BINDINGS = new WeakMap<Command, { operationIds: string[]; shape?: CommandS
 export const commandBinding = (cmd: Command) => BINDINGS.get(cmd);
 
 /** Fills `cmd` in from `op`: arguments, options, description, example, and the call. */
-function buildFromOperation(cmd: Command, op: OperationSpec, entry: OperationEntry): void {
-  const shape = commandShape(op, entry.presets);
+function buildFromOperation(cmd: Command, op: OperationSpec, words: string, view?: AnswerView): void {
+  const shape = commandShape(op);
+  const waitFor = op.cli?.waitFor;
   const summary = lowerFirst(op.summary.replace(/\s*\(extension[^)]*\)/, ''));
   cmd.summary(summary).description(`${summary}${op.description ? `\n\n${op.description}` : ''}`);
   for (const p of shape.positionals) cmd.argument(`<${p.name}>`, p.description);
   for (const f of shape.fields) cmd.addOption(f.option);
-  if (entry.waitFor) addWaitOptions(cmd);
+  if (waitFor) addWaitOptions(cmd);
   cmd.option('--json', 'print JSON (for scripts)');
   const placeholders = shape.positionals.map((p) => (p.name.endsWith('_id') ? `${p.name.slice(0, -3)}_…` : `<${p.name}>`));
-  const examples = entry.examples ?? [['agentvm', entry.command, ...placeholders, ...(entry.waitFor ? ['--wait'] : [])].join(' ')];
+  const examples = op.cli?.examples ?? [['agentvm', words, ...placeholders, ...(waitFor ? ['--wait'] : [])].join(' ')];
   cmd.addHelpText('after', `\nExample${examples.length > 1 ? 's' : ''}:\n${examples.map((e) => `  ${e}\n`).join('')}`);
-  const render = entry.render ?? defaultRendering(op);
+  const render = renderingOf(op, view);
   cmd.action(
     apiAction(async (...args: unknown[]) => {
       const o = cmd.opts();
       const api = await customerClient(op.audience === 'public');
       const answer = await call(send(api, op, requestFor(shape, args.slice(0, shape.positionals.length) as string[], o)));
-      const shown = entry.waitFor && o.wait ? await waitForVm(api, (answer as { vm_id: string }).vm_id, entry.waitFor, Number(o.timeout)) : answer;
+      const shown = waitFor && o.wait ? await waitForVm(api, (answer as { vm_id: string }).vm_id, waitFor, Number(o.timeout)) : answer;
       print(shown, o, () => (render as (a: unknown) => void)(shown));
     }),
   );
@@ -158,32 +157,42 @@ function newCommandAt(program: Command, words: string[], groups: Record<string, 
 }
 
 /**
- * Adds the table's commands in its order, then one for each operation it does not name: under the
- * group of its tag, named from its operationId without the group's noun (`pauseVM` → `vms pause`).
+ * Adds a command for each operation, in the operations' order: the words its descriptor gives, else
+ * under the group of its tag, named from its operationId without the group's noun (`pauseVM` → `vms
+ * pause`); an operation a hand-written command calls and whose descriptor names no command gets none
+ * of its own. Each hand-written command is listed beside the first operation it calls.
  */
-export function addCommands(program: Command, entries: CommandEntry[], operations: OperationSpec[], groups: Record<string, string>): void {
-  const byId = new Map(operations.map((op) => [op.operationId, op]));
-  const named = new Set<string>();
-  for (const entry of entries) {
-    const cmd = newCommandAt(program, entry.command.split(' '), groups);
-    if (!cmd) throw new Error(`two commands are named "${entry.command}"`);
-    if ('build' in entry) {
-      entry.build(cmd);
-      BINDINGS.set(cmd, { operationIds: entry.operationIds });
-      entry.operationIds.forEach((id) => named.add(id));
-      continue;
+export function addCommands(
+  program: Command,
+  operations: OperationSpec[],
+  handWritten: HandWrittenEntry[],
+  views: Record<string, AnswerView>,
+  groups: Record<string, string>,
+): void {
+  const byHand = new Set(handWritten.flatMap((e) => e.operationIds));
+  const add = (words: string) => {
+    const cmd = newCommandAt(program, words.split(' '), groups);
+    if (!cmd) throw new Error(`two commands are named "${words}"`);
+    return cmd;
+  };
+  const placed = new Set<HandWrittenEntry>();
+  const addHandWritten = (entry: HandWrittenEntry) => {
+    const cmd = add(entry.command);
+    entry.build(cmd);
+    BINDINGS.set(cmd, { operationIds: entry.operationIds });
+    placed.add(entry);
+  };
+  for (const op of operations.filter((o) => o.audience !== 'admin')) {
+    if (op.cli?.command) buildFromOperation(add(op.cli.command), op, op.cli.command, views[op.operationId]);
+    else if (!byHand.has(op.operationId)) {
+      const group = op.tag.toLowerCase().replace(/\s+/g, '-');
+      const full = kebab(op.operationId);
+      const short = full.split('-').filter((w) => w !== group && w !== group.replace(/s$/, '')).join('-') || full;
+      const cmd = newCommandAt(program, [group, short], groups) ?? newCommandAt(program, [group, full], groups);
+      if (!cmd) throw new Error(`no command name left for the operation ${op.operationId}`);
+      buildFromOperation(cmd, op, `${group} ${cmd.name()}`, views[op.operationId]);
     }
-    const op = byId.get(entry.operationId);
-    if (!op) throw new Error(`the command "${entry.command}" names no operation "${entry.operationId}"`);
-    buildFromOperation(cmd, op, entry);
-    named.add(op.operationId);
+    for (const entry of handWritten.filter((e) => e.operationIds[0] === op.operationId && !placed.has(e))) addHandWritten(entry);
   }
-  for (const op of operations.filter((o) => !named.has(o.operationId) && o.audience !== 'admin')) {
-    const group = op.tag.toLowerCase().replace(/\s+/g, '-');
-    const full = kebab(op.operationId);
-    const short = full.split('-').filter((w) => w !== group && w !== group.replace(/s$/, '')).join('-') || full;
-    const cmd = newCommandAt(program, [group, short], groups) ?? newCommandAt(program, [group, full], groups);
-    if (!cmd) throw new Error(`no command name left for the operation ${op.operationId}`);
-    buildFromOperation(cmd, op, { command: `${group} ${cmd.name()}`, operationId: op.operationId });
-  }
+  for (const entry of handWritten.filter((e) => !placed.has(e))) addHandWritten(entry);
 }

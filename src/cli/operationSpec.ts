@@ -1,11 +1,11 @@
 /**
  * What a command needs of an operation, read from its descriptor: the path parameters, the query
- * parameters and body fields as options (help from the zod descriptions), and the columns of the
- * default table. Plain JSON, so that the command's bundle carries it made ahead (scripts/build.mjs)
+ * parameters and body fields as options (help from the zod descriptions), the columns of the default
+ * table, and the descriptor's command hints (its words, --wait, presets, examples). Plain JSON, so that the command's bundle carries it made ahead (scripts/build.mjs)
  * and a command starts without zod and the API's modules; run from the sources it is made at start.
  */
 import { z } from 'zod';
-import type { Audience, Operation } from '../api/operation.ts';
+import type { Audience, CliHints, Operation } from '../api/operation.ts';
 import { kebab, lowerFirst } from './words.ts';
 
 /** One option of a command: the query parameter, body field or header it fills. */
@@ -34,6 +34,8 @@ export interface OperationSpec {
   hasBody: boolean;
   /** The columns a person sees by default for an answer with a `data` list; none for a record. */
   columns?: string[];
+  /** The descriptor's command hints (`cli`). */
+  cli?: CliHints;
 }
 
 interface JsonSchema {
@@ -98,8 +100,9 @@ function fieldSpec(name: string, where: FieldSpec['in'], prop: JsonSchema, resol
   return { name, in: where, kind, list, flags: `${flag}${placeholder}`, help };
 }
 
-/** Without a table entry: a record, or the scalar columns of a `data` list. */
+/** The descriptor's columns, else a record, or the scalar columns of a `data` list. */
 function defaultColumns(op: Operation): string[] | undefined {
+  if (op.cli?.columns) return op.cli.columns;
   const { top, resolve } = jsonSchema(op.success.schema, 'output');
   const data = resolve(top.properties?.data);
   if (data.type !== 'array') return undefined;
@@ -135,5 +138,5 @@ export function specOf(op: Operation): OperationSpec {
     fields.push({ name: 'Idempotency-Key', in: 'header', kind: 'text', list: false, flags: '--idempotency-key <key>', help });
   }
   const { operationId, method, path, summary, description, tag, audience } = op;
-  return { operationId, method, path, summary, description, tag, audience, positionals, fields, hasBody: op.body !== undefined, columns: defaultColumns(op) };
+  return { operationId, method, path, summary, description, tag, audience, positionals, fields, hasBody: op.body !== undefined, columns: defaultColumns(op), cli: op.cli };
 }

@@ -10,6 +10,8 @@ export const captureTemplate = defineOperation({
   description: 'Private by default. A public capture scrubs secrets from the copy and reports them in `scrub_report`.',
   tag: 'Templates',
   audience: 'customer',
+  mcp: { tool: 'template_capture' },
+  cli: { command: 'templates capture', presets: [{ flag: '--public', description: 'publish it in the gallery (--visibility public)', sets: { visibility: 'public' } }], examples: ['agentvm templates capture vm_… --name "my setup"'] },
   params: IdParam,
   body: { schema: CaptureRequest, required: false },
   success: { status: 201, schema: Template, description: 'The new template, capturing' },

@@ -12,6 +12,7 @@ export const createVM = defineOperation({
     'Send an Idempotency-Key header to retry safely: the first response is replayed and the charge happens once.',
   tag: 'VMs',
   audience: 'customer',
+  mcp: { tool: 'vm_provision' },
   money: true,
   body: { schema: CreateVmRequest, required: true },
   success: { status: 201, schema: CreateVmResponse, description: 'Accepted for provisioning' },

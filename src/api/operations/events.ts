@@ -11,6 +11,7 @@ export const listEvents = defineOperation({
     'event_id seen): an empty page means nothing new yet. Events are kept 30 days.',
   tag: 'Events',
   audience: 'customer',
+  mcp: { tool: 'events_list' },
   extension: true,
   query: EventListQuery,
   success: { status: 200, schema: EventList, description: 'A page of events' },

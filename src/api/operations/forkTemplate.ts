@@ -11,6 +11,7 @@ export const forkTemplate = defineOperation({
   description: "Charges the card on file for the plan (default: the template's, else starter). There is no free fork.",
   tag: 'Templates',
   audience: 'customer',
+  mcp: { tool: 'template_fork' },
   money: true,
   params: TemplateIdParam,
   body: { schema: ForkRequest, required: false },

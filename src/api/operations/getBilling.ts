@@ -9,6 +9,8 @@ export const getBilling = defineOperation({
   summary: 'Card on file and prepaid credits',
   tag: 'Billing',
   audience: 'customer',
+  mcp: { tool: 'billing_get' },
+  cli: { command: 'billing', examples: ['agentvm billing --json'] },
   success: { status: 200, schema: Billing, description: 'Billing status' },
   errors: [],
   handler: async ({ services, principal }) => {

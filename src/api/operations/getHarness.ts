@@ -11,6 +11,8 @@ export const getHarness = defineOperation({
   summary: 'Get one harness',
   tag: 'Harnesses',
   audience: 'customer',
+  mcp: { tool: 'harness_get' },
+  cli: { command: 'harnesses get', examples: ['agentvm harnesses get claude-code'] },
   params: z.strictObject({ name: idParam('Harness id as listed') }),
   success: { status: 200, schema: HarnessSchema, description: 'The harness' },
   errors: ['not_found'],

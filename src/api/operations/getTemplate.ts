@@ -14,6 +14,8 @@ export const getTemplate = defineOperation({
   summary: 'Get a template by id or slug',
   tag: 'Templates',
   audience: 'customer',
+  mcp: { tool: 'template_get' },
+  cli: { command: 'templates get', examples: ['agentvm templates get python-starter'] },
   params: TemplateIdParam,
   success: { status: 200, schema: Template, description: 'The template' },
   errors: ['not_found'],

@@ -9,6 +9,8 @@ export const getUsage = defineOperation({
   description: '`live` counts VMs neither stopped nor failed. MRR sums the monthly price of every plan VM (annual / 12, rounded down).',
   tag: 'Billing',
   audience: 'customer',
+  mcp: { tool: 'usage_get' },
+  cli: { command: 'usage' },
   success: { status: 200, schema: Usage, description: 'Usage summary' },
   errors: [],
   handler: async ({ services, principal }) => ({ body: await services.usage.get(principal.tenantId) }),

@@ -9,6 +9,8 @@ export const getVM = defineOperation({
   summary: 'Get one VM',
   tag: 'VMs',
   audience: 'customer',
+  mcp: { tool: 'vm_get' },
+  cli: { command: 'vms get' },
   params: IdParam,
   success: { status: 200, schema: Vm, description: 'The VM' },
   errors: ['not_found'],

@@ -33,6 +33,7 @@ export const getBaseImage = defineOperation({
     '`packages` is read from the image the VM host runs (its dpkg database, and npm).',
   tag: 'Images',
   audience: 'customer',
+  mcp: { tool: 'image_base_get' },
   extension: true,
   success: { status: 200, schema: Image, description: 'The base image' },
   errors: ['unavailable'],

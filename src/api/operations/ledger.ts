@@ -10,6 +10,8 @@ export const listLedger = defineOperation({
   description: 'Append-only: a correction is a new entry. A VM\'s entries carry its `vm_id`; its `cost_cents_month` sums them for the month.',
   tag: 'Billing',
   audience: 'customer',
+  mcp: { tool: 'ledger_list' },
+  cli: { command: 'billing ledger', columns: ['created_at', 'kind', 'amount_cents', 'credits_delta_cents', 'vm_id', 'description'], paged: true, examples: ['agentvm billing ledger --limit 50'] },
   extension: true,
   query: PageQuery,
   success: { status: 200, schema: LedgerPage, description: 'A page of the ledger' },

@@ -43,6 +43,8 @@ export const getLimits = defineOperation({
     'changes limits per tenant (`PUT /v1/admin/tenants/{tenant_id}/limits`).',
   tag: 'Billing',
   audience: 'customer',
+  mcp: { tool: 'limits_get' },
+  cli: { command: 'limits', columns: ['limit', 'value', 'used'], examples: ['agentvm limits'] },
   extension: true,
   success: { status: 200, schema: LimitsView, description: 'Limits and usage, by the same names' },
   errors: [],

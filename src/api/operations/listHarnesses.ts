@@ -9,6 +9,8 @@ export const listHarnesses = defineOperation({
   summary: 'List the agent runtimes (harnesses) a VM can run',
   tag: 'Harnesses',
   audience: 'customer',
+  mcp: { tool: 'harnesses_list' },
+  cli: { command: 'harnesses list', columns: ['id', 'display_name', 'auth', 'providers', 'default'] },
   success: { status: 200, schema: HarnessList, description: 'The harness catalogue' },
   errors: [],
   handler: async () => ({ body: { data: catalogue(), default: DEFAULT_HARNESS } }),

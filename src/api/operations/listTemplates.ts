@@ -12,6 +12,8 @@ export const listTemplates = defineOperation({
     '`forks` and `stars` by those counts. `total` counts the whole matching set.',
   tag: 'Templates',
   audience: 'customer',
+  mcp: { tool: 'templates_list' },
+  cli: { command: 'templates list', columns: ['template_id', 'slug', 'name', 'harness', 'visibility', 'forks', 'stars', 'status'], paged: true, examples: ['agentvm templates list --q python --sort stars'] },
   query: TemplateListQuery,
   success: { status: 200, schema: TemplateList, description: 'One page of templates' },
   errors: [],

@@ -9,6 +9,8 @@ export const listVMs = defineOperation({
   summary: "List the tenant's VMs, newest first",
   tag: 'VMs',
   audience: 'customer',
+  mcp: { tool: 'vms_list' },
+  cli: { command: 'vms list', columns: ['vm_id', 'status', 'plan', 'tier', 'harness', 'ipv4', 'created_at'] },
   success: { status: 200, schema: VmList, description: "The tenant's VMs" },
   errors: [],
   handler: async ({ services, principal }) => {

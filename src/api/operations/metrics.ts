@@ -12,6 +12,8 @@ export const getVMMetrics = defineOperation({
     'A VM that has stopped answers its last sample; one never sampled answers 409 `vm_not_running` (or 503 `unavailable` in the first seconds after it starts).',
   tag: 'VMs',
   audience: 'customer',
+  mcp: { tool: 'vm_metrics' },
+  cli: { command: 'vms metrics', examples: ['agentvm vms metrics vm_…'] },
   extension: true,
   params: IdParam,
   success: { status: 200, schema: VmMetrics, description: 'The latest sample' },

@@ -25,6 +25,7 @@ export const openVMShell = defineOperation({
     `stops under it, ${SHELL_CLOSE.serverStopping} when the server stops; closing it ends every process of the shell's session. Several shells may be open at once.`,
   tag: 'VMs',
   audience: 'customer',
+  mcp: { tool: 'vm_shell_open' },
   extension: true,
   params: IdParam,
   success: { status: 201, schema: ShellTicket, description: 'The socket to connect to, and until when' },

@@ -19,6 +19,7 @@ export const runVMTask = defineOperation({
     'is 202 with the queued Run at once.',
   tag: 'VMs',
   audience: 'customer',
+  mcp: { tool: 'vm_run', asyncArgument: { name: 'wait', description: 'false: answer the queued run at once (follow it with run_get); default true: answer the finished run' } },
   params: IdParam,
   headers: z.object({
     Prefer: z.string().optional().meta({ description: '`respond-async`: answer 202 with the Run at once instead of waiting for its end (extension)' }),

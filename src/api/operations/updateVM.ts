@@ -13,6 +13,7 @@ export const updateVM = defineOperation({
     '`auto_resume`: a request to a preview URL of the suspended VM starts it and waits for it (≤ 30 s).',
   tag: 'VMs',
   audience: 'customer',
+  mcp: { tool: 'vm_update', idempotent: true },
   extension: true,
   params: IdParam,
   body: { schema: UpdateVmRequest, required: true },

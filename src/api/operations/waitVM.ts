@@ -15,6 +15,8 @@ export const waitVM = defineOperation({
     'waits learns of it at once and sends one request, not one every few hundred milliseconds.',
   tag: 'VMs',
   audience: 'customer',
+  mcp: { tool: 'vm_wait' },
+  cli: { command: 'vms wait', examples: ['agentvm vms wait vm_… --status running --timeout-s 60'] },
   extension: true,
   params: IdParam,
   query: VmWaitQuery,

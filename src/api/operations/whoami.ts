@@ -8,6 +8,8 @@ export const whoami = defineOperation({
   summary: 'Identify the calling key',
   tag: 'Identity',
   audience: 'customer',
+  mcp: { tool: 'whoami' },
+  cli: { command: 'whoami' },
   success: { status: 200, schema: Whoami, description: 'The tenant and key behind the bearer token' },
   errors: [],
   handler: async ({ principal }) => ({
