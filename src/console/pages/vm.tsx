@@ -8,6 +8,7 @@ import type { ConsoleSession } from '../../domain/sessions.ts';
 import { actionsFor } from '../../domain/vmState.ts';
 import { FilesSection, registerFiles } from './files.tsx';
 import { registerTerminal, TerminalSection } from './terminal.tsx';
+import { PortsSection, registerPorts } from './ports.tsx';
 
 const RUNS_PAGE = 10;
 const EGRESS_LOG_ROWS = 20;
@@ -309,6 +310,7 @@ const VM_SECTIONS: VmSection[] = [
   async ({ vm, session }) => <TaskBox vm={vm} session={session} />,
   async ({ vm, session }) => <TerminalSection vm={vm} session={session} />,
   async (ctx) => FilesSection(ctx),
+  async (ctx) => PortsSection(ctx),
   async ({ vm, api, c }) => {
     const offset = Math.max(0, Number.parseInt(c.req.query('runs') ?? '0', 10) || 0);
     const runs = await call(api.GET('/v1/api/vms/{id}/runs', { params: { path: { id: vm.vm_id }, query: { limit: RUNS_PAGE, offset } } }));
@@ -349,6 +351,7 @@ export async function vmPage(c: ConsoleContext, id: string, opts: { problem?: Cl
 export function registerVm(app: ConsoleApp, deps: ConsoleDeps) {
   registerFiles(app, deps);
   registerTerminal(app);
+  registerPorts(app);
   /** Runs a change; on the API's refusal, shows the VM's page with its message and hint. */
   const act = async (c: ConsoleContext, change: () => Promise<string>) => {
     try {
