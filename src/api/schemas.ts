@@ -287,6 +287,10 @@ export const ImageList = z
 
 export const ImageListQuery = z.strictObject({
   q: text().max(200).optional().meta({ description: 'Only images whose name or slug holds this text' }),
+  sort: z.enum(['new', 'trending', 'forks']).default('new').meta({
+    description: "Order of the page, as the template gallery's: `new` (default) newest first; `forks` most VMs made of it first; `trending` (2 x VMs made) / (age in hours + 2)^1.5",
+  }),
+  visibility: z.enum(['public', 'private']).optional().meta({ description: 'Only public images (the gallery: every tenant\'s, yours too) or only your private ones' }),
   limit: z.coerce.number().int().min(1).max(100).default(20).meta({ description: 'Page size, 1–100' }),
   offset: z.coerce.number().int().min(0).max(1_000_000_000).default(0)
     .meta({ type: 'integer', minimum: 0, maximum: 1_000_000_000, default: 0, description: 'Where the page starts' }),

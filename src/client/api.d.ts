@@ -6019,6 +6019,10 @@ export interface operations {
             query?: {
                 /** @description Only images whose name or slug holds this text */
                 q?: string;
+                /** @description Order of the page, as the template gallery's: `new` (default) newest first; `forks` most VMs made of it first; `trending` (2 x VMs made) / (age in hours + 2)^1.5 */
+                sort?: "new" | "trending" | "forks";
+                /** @description Only public images (the gallery: every tenant's, yours too) or only your private ones */
+                visibility?: "public" | "private";
                 /** @description Page size, 1–100 */
                 limit?: number;
                 /** @description Where the page starts */

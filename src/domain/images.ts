@@ -134,8 +134,16 @@ export class ImageService {
     }
   }
 
-  async list(tenantId: string, o: { limit: number; offset: number; q?: string }): Promise<{ rows: imageStore.ImageRow[]; total: number }> {
-    const [rows, total] = await Promise.all([imageStore.listVisible(this.db, tenantId, { limit: o.limit, offset: o.offset, search: o.q }), imageStore.countVisible(this.db, tenantId, o.q)]);
+  /** The caller's images merged with the public ones (the gallery's: `visibility: public`), searched and sorted as templates are. */
+  async list(
+    tenantId: string,
+    o: { limit: number; offset: number; q?: string; sort?: imageStore.ImageSort; visibility?: 'public' | 'private' },
+  ): Promise<{ rows: imageStore.ImageRow[]; total: number }> {
+    const filter = { search: o.q, visibility: o.visibility };
+    const [rows, total] = await Promise.all([
+      imageStore.listVisible(this.db, tenantId, { ...filter, limit: o.limit, offset: o.offset, sort: o.sort }),
+      imageStore.countVisible(this.db, tenantId, filter),
+    ]);
     return { rows, total };
   }
 

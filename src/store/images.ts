@@ -72,20 +72,34 @@ export async function getVisible(q: Queryable, tenantId: string, idOrSlug: strin
   return row;
 }
 
-export async function countVisible(q: Queryable, tenantId: string, search?: string): Promise<number> {
-  const [row] = await q.query<{ n: number }>(
-    `SELECT count(*)::int AS n FROM images WHERE ${VISIBLE} AND ($2::text IS NULL OR name ILIKE '%' || $2 || '%' OR slug ILIKE '%' || $2 || '%')`,
-    [tenantId, search ?? null],
-  );
+export type ImageSort = 'new' | 'trending' | 'forks';
+
+/** The VMs ever made of the image (the gallery's count of its use). */
+const VMS_MADE = `(SELECT count(*) FROM vms v WHERE v.root_image_id = images.image_id)`;
+/** As templates sort: trending is (2 × VMs made) / (age in hours + 2)^1.5, forks the VMs made. */
+const IMAGE_ORDER: Record<ImageSort, string> = {
+  new: 'created_at DESC, image_id',
+  trending: `(2 * ${VMS_MADE})::float8 / power(extract(epoch FROM (now() - created_at)) / 3600 + 2, 1.5) DESC, created_at DESC, image_id`,
+  forks: `${VMS_MADE} DESC, created_at DESC, image_id`,
+};
+/** `$2` the search text, `$3` the visibility asked for (or null: both). */
+const FILTER = `($2::text IS NULL OR name ILIKE '%' || $2 || '%' OR slug ILIKE '%' || $2 || '%') AND ($3::text IS NULL OR visibility = $3)`;
+
+export interface ImageFilter {
+  search?: string;
+  visibility?: 'public' | 'private';
+}
+
+export async function countVisible(q: Queryable, tenantId: string, f: ImageFilter = {}): Promise<number> {
+  const [row] = await q.query<{ n: number }>(`SELECT count(*)::int AS n FROM images WHERE ${VISIBLE} AND ${FILTER}`, [tenantId, f.search ?? null, f.visibility ?? null]);
   return row.n;
 }
 
-/** A page of the visible images, newest first. */
-export function listVisible(q: Queryable, tenantId: string, o: { limit: number; offset: number; search?: string }): Promise<ImageRow[]> {
+/** A page of the visible images, newest first unless `sort` says otherwise. */
+export function listVisible(q: Queryable, tenantId: string, o: ImageFilter & { limit: number; offset: number; sort?: ImageSort }): Promise<ImageRow[]> {
   return q.query<ImageRow>(
-    `SELECT ${COLUMNS} FROM images WHERE ${VISIBLE} AND ($2::text IS NULL OR name ILIKE '%' || $2 || '%' OR slug ILIKE '%' || $2 || '%')
-     ORDER BY created_at DESC, image_id LIMIT $3 OFFSET $4`,
-    [tenantId, o.search ?? null, o.limit, o.offset],
+    `SELECT ${COLUMNS} FROM images WHERE ${VISIBLE} AND ${FILTER} ORDER BY ${IMAGE_ORDER[o.sort ?? 'new']} LIMIT $4 OFFSET $5`,
+    [tenantId, o.search ?? null, o.visibility ?? null, o.limit, o.offset],
   );
 }
 

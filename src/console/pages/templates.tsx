@@ -16,6 +16,33 @@ const SORTS = [
 ] as const;
 type Sort = (typeof SORTS)[number]['value'];
 
+/** How the gallery's sort orders images: they have no stars, so `stars` orders them by use, as `forks`. */
+const IMAGE_SORT = { trending: 'trending', new: 'new', forks: 'forks', stars: 'forks' } as const;
+const IMAGES_SHOWN = 6;
+
+/** A public image in the gallery: what it is, and a VM of it. */
+function ImageCard({ i }: { i: Schemas['Image'] }) {
+  return (
+    <li class="tpl card">
+      <div class="tpl-head">
+        <h3 class="tpl-name">{i.name}</h3>
+        <span class="badge">image</span>
+      </div>
+      <p class="tpl-meta muted small">
+        <span>{count(i.packages.length)} packages</span> · <span>{i.size_bytes === null ? '—' : bytes(i.size_bytes)}</span>
+      </p>
+      <div class="tpl-foot">
+        <a class="button small" href={`/console/vms?image=${encodeURIComponent(i.slug)}#image`} aria-label={`A VM of ${i.name}`}>
+          New VM of it
+        </a>
+        <a class="mono muted small" href={`/console/images/${encodeURIComponent(i.image_id)}`}>
+          {i.slug}
+        </a>
+      </div>
+    </li>
+  );
+}
+
 function Card({ t }: { t: Schemas['Template'] }) {
   return (
     <li class="tpl card">
@@ -56,10 +83,14 @@ async function galleryPage(c: ConsoleContext, opts: { problem?: ClientError; sta
   const sort: Sort = SORTS.some((s) => s.value === c.req.query('sort')) ? (c.req.query('sort') as Sort) : 'trending';
   const offset = Math.min(1_000_000_000, Math.max(0, Number.parseInt(c.req.query('offset') ?? '0', 10) || 0));
   const query = { sort, limit: PAGE_SIZE, offset, ...(q ? { q } : {}), ...(harness ? { harness } : {}) };
-  const [list, harnesses, vms] = await Promise.all([
+  const [list, harnesses, vms, images] = await Promise.all([
     call(api.GET('/v1/api/templates', { params: { query } })),
     call(api.GET('/v1/api/harnesses')),
     call(api.GET('/v1/api/vms')),
+    // Public images, with the same search and sort (an image has no harness: a harness filter shows none).
+    harness
+      ? Promise.resolve({ data: [] as Schemas['Image'][], total: 0 })
+      : call(api.GET('/v1/api/images', { params: { query: { visibility: 'public', sort: IMAGE_SORT[sort], limit: IMAGES_SHOWN, ...(q ? { q } : {}) } } })),
   ]);
   const capturable = vms.data.filter((v) => v.status === 'running' || v.status === 'stopped');
   const extra: Record<string, string> = { sort, ...(q ? { q } : {}), ...(harness ? { harness } : {}) };
@@ -113,6 +144,26 @@ async function galleryPage(c: ConsoleContext, opts: { problem?: ClientError; sta
         <p class="empty card">No template matches. Try another search.</p>
       )}
       <Pager base="/console/templates" param="offset" offset={offset} size={PAGE_SIZE} total={list.total} label="Template pages" extra={extra} />
+      {images.total > 0 ? (
+        <section class="stack" aria-labelledby="images-h">
+          <h2 id="images-h">Public images</h2>
+          <p class="muted small">
+            {count(images.total)} public image{images.total === 1 ? '' : 's'}
+            {q ? ` matching “${q}”` : ''}: toolchains built from a Dockerfile that a VM of yours can start with.
+            {images.total > images.data.length ? (
+              <>
+                {' '}
+                <a href="/console/images">All images</a>
+              </>
+            ) : null}
+          </p>
+          <ul class="tpl-grid">
+            {images.data.map((i) => (
+              <ImageCard i={i} />
+            ))}
+          </ul>
+        </section>
+      ) : null}
       <section class="card stack" aria-labelledby="capture-h">
         <h2 id="capture-h">Capture one of your VMs</h2>
         {capturable.length === 0 ? (

@@ -61,7 +61,7 @@ function Quote({ offer }: { offer: Offer | null }) {
   );
 }
 
-function CreateForm({ harnesses, offer, harness }: { harnesses: Schemas['HarnessList']; offer: Offer; harness?: string }) {
+function CreateForm({ harnesses, offer, harness, images, image }: { harnesses: Schemas['HarnessList']; offer: Offer; harness?: string; images: Schemas['Image'][]; image?: string }) {
   const groups = [...new Set(OFFER_CHOICES.map((o) => o.group))];
   const cycle = offer.kind === 'plan' ? offer.cycle : 'monthly';
   return (
@@ -104,6 +104,17 @@ function CreateForm({ harnesses, offer, harness }: { harnesses: Schemas['Harness
             ))}
           </select>
         </div>
+        <div class="field">
+          <label for="image">Image</label>
+          <select id="image" name="image">
+            <option value="base">base (the workstation)</option>
+            {images.map((i) => (
+              <option value={i.slug} selected={i.slug === image || i.image_id === image}>
+                {i.name} ({i.slug}{i.visibility === 'public' ? ', public' : ''})
+              </option>
+            ))}
+          </select>
+        </div>
       </div>
       <Quote offer={offer} />
       <div class="button-row">
@@ -119,7 +130,12 @@ function CreateForm({ harnesses, offer, harness }: { harnesses: Schemas['Harness
 async function vmsPage(c: ConsoleContext, opts: { problem?: ClientError; status?: number } = {}) {
   const api = c.get('api');
   const session = c.get('session') as ConsoleSession;
-  const [vms, harnesses] = await Promise.all([call(api.GET('/v1/api/vms')), call(api.GET('/v1/api/harnesses'))]);
+  const [vms, harnesses, images] = await Promise.all([
+    call(api.GET('/v1/api/vms')),
+    call(api.GET('/v1/api/harnesses')),
+    call(api.GET('/v1/api/images', { params: { query: { limit: 100 } } })),
+  ]);
+  const ready = images.data.filter((i) => i.status === 'ready');
   return page(
     c,
     { title: 'VMs', section: 'vms', session, problem: opts.problem, status: opts.status, notice: noticeFor(c.req.query('done')) },
@@ -150,7 +166,7 @@ async function vmsPage(c: ConsoleContext, opts: { problem?: ClientError; status?
         </table>
       </div>
       </section>
-      <CreateForm harnesses={harnesses} offer={{ kind: 'plan', plan: 'starter', cycle: 'monthly' }} />
+      <CreateForm harnesses={harnesses} offer={{ kind: 'plan', plan: 'starter', cycle: 'monthly' }} images={ready} image={c.req.query('image')} />
     </>,
   );
 }
@@ -174,7 +190,7 @@ export function registerVms(app: ConsoleApp, _deps: ConsoleDeps) {
     const [harnesses, billing] = await Promise.all([call(api.GET('/v1/api/harnesses')), call(api.GET('/v1/api/billing'))]);
     const harness = harnesses.data.find((h) => h.id === harnessId);
     if (!harness) return vmsPage(c, { problem: new ClientError('invalid_request', `harness: unknown harness "${harnessId}"`, 'pick one from the list', 400), status: 400 });
-    return reviewPage(c, offer, harness, billing);
+    return reviewPage(c, offer, harness, billing, (c.req.query('image') ?? 'base').trim().slice(0, 200) || 'base');
   });
 
   app.post('/vms', async (c) => {
@@ -184,7 +200,7 @@ export function registerVms(app: ConsoleApp, _deps: ConsoleDeps) {
     try {
       const created = await call(
         api.POST('/v1/api/vms', {
-          body: { ...offerBody(offer), harness: await field(c, 'harness') },
+          body: { ...offerBody(offer), harness: await field(c, 'harness'), ...((await field(c, 'image')) && (await field(c, 'image')) !== 'base' ? { image: await field(c, 'image') } : {}) },
           headers: idempotencyHeader(await field(c, 'idempotency_key')),
         }),
       );
@@ -196,7 +212,7 @@ export function registerVms(app: ConsoleApp, _deps: ConsoleDeps) {
   });
 }
 
-async function reviewPage(c: ConsoleContext, offer: Offer, harness: Schemas['Harness'], billing: Schemas['Billing']) {
+async function reviewPage(c: ConsoleContext, offer: Offer, harness: Schemas['Harness'], billing: Schemas['Billing'], image: string) {
   const session = c.get('session') as ConsoleSession;
   const q = quote(offer);
   const payment =
@@ -213,10 +229,13 @@ async function reviewPage(c: ConsoleContext, offer: Offer, harness: Schemas['Har
       <input type="hidden" name="offer" value={offerValue(offer)} />
       <input type="hidden" name="cycle" value={offer.kind === 'plan' ? offer.cycle : ''} />
       <input type="hidden" name="harness" value={harness.id} />
+      <input type="hidden" name="image" value={image} />
       <input type="hidden" name="idempotency_key" value={newCsrfValue()} />
       <dl class="facts">
         <dt>Harness</dt>
         <dd>{harness.display_name}</dd>
+        <dt>Image</dt>
+        <dd class="mono">{image}</dd>
         <dt>Pricing</dt>
         <dd>{offer.kind === 'plan' ? `${offer.plan} plan, billed ${offer.cycle}` : `${offer.tier} tier`}</dd>
         <dt>Payment</dt>

@@ -3,3 +3,6 @@
 ALTER TABLE image_layers ADD COLUMN used_at timestamptz;
 UPDATE image_layers SET used_at = created_at;
 ALTER TABLE image_layers ALTER COLUMN used_at SET NOT NULL;
+
+-- The VMs made of an image: what the gallery's "most used" and "trending" sorts of images count.
+CREATE INDEX vms_root_image ON vms (root_image_id) WHERE root_image_id IS NOT NULL;
