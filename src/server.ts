@@ -26,6 +26,10 @@ import https from 'node:https';
 import { serveShellSockets, type ShellSockets } from './api/shellSocket.ts';
 import { previewSite, servePreviews } from './api/preview.ts';
 import { LocalPortAccess } from './host/portAccess.ts';
+import { RemotePorts } from './replica/remotePorts.ts';
+import { serveInternalPorts } from './host/internalPorts.ts';
+import { servePortSockets } from './api/portSocket.ts';
+import type { PortAccess } from './domain/previewAccess.ts';
 import { hostsBaseImage, trackBaseImage } from './image/manifest.ts';
 
 /** How long a stopping server lets requests in flight finish before it closes their connections. */
@@ -119,8 +123,16 @@ async function compose(
   db: Db,
   log: Logger,
   tls: InternalTls | null,
-): Promise<{ services: Services; host: VmHost; app: { fetch: (req: Request, env?: unknown) => Response | Promise<Response> }; internal?: { authority: InternalAuthority; throttle: FailureThrottle } }> {
+): Promise<{
+  services: Services;
+  host: VmHost;
+  app: { fetch: (req: Request, env?: unknown) => Response | Promise<Response> };
+  internal?: { authority: InternalAuthority; throttle: FailureThrottle; ports: PortAccess | null };
+  /** Failed authentications per address: the API's, the console's and the previews' (section 14). */
+  throttle: FailureThrottle;
+}> {
   const core = buildCoreServices(db, { hostStaleMs: config.hostStaleMs });
+  const throttle = new FailureThrottle(() => core.clock.now().getTime());
   // Replicas and hosts register with a credential of their own for the internal endpoint.
   const credentials = new InternalCredentials(db, core.clock);
   const domainOpts = {
@@ -139,27 +151,28 @@ async function compose(
         driver: () => host.probe(),
         executor: remote,
         guest: new RemoteGuest(db, client, log),
+        ports: new RemotePorts(db, client, log),
         capture: (templateId) => remote.capture(templateId),
         showLostHosts: true,
         baseImage: hostsBaseImage(config.imageDir, () => core.hosts.liveImageIds()),
       },
       domainOpts,
     );
-    return { services, host, app: buildApp({ services, log, adminToken: await resolveAdminToken(config, log), rateLimit }) };
+    return { services, host, throttle, app: buildApp({ services, log, adminToken: await resolveAdminToken(config, log), rateLimit, throttle }) };
   }
   const host = await localVmHost(config, core, log);
+  const ports = host.driver ? new LocalPortAccess(host.driver) : null;
   const services = buildServices(
     core,
-    { driver: () => host.probe(), executor: host.executor, guest: host.guest, ports: host.driver ? new LocalPortAccess(host.driver) : null, capture: host.capture, vmsChanged: () => host.vmsChanged(), imagesQueued: () => host.imagesQueued?.(), baseImage: trackBaseImage(host.imageReady) },
+    { driver: () => host.probe(), executor: host.executor, guest: host.guest, ports, capture: host.capture, vmsChanged: () => host.vmsChanged(), imagesQueued: () => host.imagesQueued?.(), baseImage: trackBaseImage(host.imageReady) },
     domainOpts,
   );
   if (config.role === 'host') {
     const authority = hostAuthority({ db, clock: core.clock, hostId: host.hostId, credential: await credentials.issue('host', host.hostId), credentials });
-    const throttle = new FailureThrottle();
-    const app = buildInternalApp({ authority, throttle, executor: host.executor, guest: host.guest, capture: host.capture, probe: () => host.probe(), log });
-    return { services, host, app, internal: { authority, throttle } };
+    const app = buildInternalApp({ authority, throttle, executor: host.executor, guest: host.guest, ports, capture: host.capture, probe: () => host.probe(), log });
+    return { services, host, app, throttle, internal: { authority, throttle, ports } };
   }
-  return { services, host, app: buildApp({ services, log, adminToken: await resolveAdminToken(config, log), rateLimit }) };
+  return { services, host, throttle, app: buildApp({ services, log, adminToken: await resolveAdminToken(config, log), rateLimit, throttle }) };
 }
 
 export interface StartOptions {
@@ -267,16 +280,19 @@ export async function startServer(config: Config, log: Logger = createLogger(con
     await unlock();
     throw err;
   }
-  const { services, host, app, internal } = composed;
+  const { services, host, app, internal, throttle } = composed;
   front.ready(app.fetch);
   // Shell sockets: the customer's on the API, the replicas' on a host's internal endpoint.
   const sockets: ShellSockets = config.role === 'host'
     ? serveInternalShellSockets(server as Server, { ...internal!, guest: host.guest, log })
     : serveShellSockets(server as Server, services, log);
-  // Previews: requests for a port of a VM, taken ahead of the API's router and its shell sockets.
-  if (config.role !== 'host') {
+  // A host's port connections for the replicas; the API's port forwards; previews, taken ahead of the
+  // API's router and its sockets.
+  if (config.role === 'host') serveInternalPorts(server as Server, { ...internal!, log });
+  else {
     services.previews.site = previewSite(port);
-    servePreviews(server as Server, services.previews, log);
+    servePortSockets(server as Server, services.previews, throttle, log);
+    servePreviews(server as Server, services.previews, throttle, log);
   }
   log.info({ role: config.role, ready_ms: Math.round(process.uptime() * 1000) }, 'agentvm is ready');
   // Where the API replicas reach this host's internal endpoint.

@@ -24,6 +24,8 @@ export interface AppOptions {
   log: Logger;
   adminToken: string;
   rateLimit: { perSecond: number; burst: number };
+  /** Failed authentications per address, shared with the previews and port forwards; one of its own when not given. */
+  throttle?: FailureThrottle;
 }
 
 type Env = { Variables: { principal: unknown; requestId: string } };
@@ -91,7 +93,7 @@ export function buildApp(opts: AppOptions): Hono<Env> {
   const app = new Hono<Env>();
   const limiter = new RateLimiter(opts.rateLimit.perSecond, opts.rateLimit.burst, () => services.clock.now().getTime());
   // Failed authentications per client address, API and console together (section 14).
-  const throttle = new FailureThrottle(() => services.clock.now().getTime());
+  const throttle = opts.throttle ?? new FailureThrottle(() => services.clock.now().getTime());
   // Operations whose body is bytes (a VM's files) or carries files (an image's build context) have caps of
   // their own; every other body is capped at 1 MiB.
   const ownCaps = [...CUSTOMER_OPERATIONS, ...ADMIN_OPERATIONS]

@@ -15,16 +15,15 @@ import type { Duplex } from 'node:stream';
 import { randomBytes } from 'node:crypto';
 import { DomainError } from '../domain/errors.ts';
 import { statusOf } from '../http/errors.ts';
-import { checkedPort, routeFromHost, type PreviewCredentials, type PreviewRoute, type PreviewService, type PreviewTarget } from '../domain/previews.ts';
+import { API_KEY_PREFIX, checkedPort, routeFromHost, type PreviewCredentials, type PreviewRoute, type PreviewService, type PreviewTarget } from '../domain/previews.ts';
 import type { Logger } from '../log.ts';
+import { addressKey, type FailureThrottle } from '../throttle.ts';
 
 export const VM_HEADER = 'x-agentvm-vm';
 export const PORT_HEADER = 'x-agentvm-port';
 export const TOKEN_HEADER = 'x-agentvm-preview-token';
 export const TOKEN_QUERY = 'agentvm_token';
 export const TOKEN_COOKIE = 'agentvm_preview_token';
-/** API keys start so; any other Authorization is the app's own and passes. */
-const API_KEY_PREFIX = 'avm_';
 
 /** Hop-by-hop headers: each connection's own, never passed on. */
 const HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'transfer-encoding', 'upgrade']);
@@ -57,7 +56,7 @@ function cookieToken(header: string | undefined): string | null {
   return null;
 }
 
-function credentials(req: IncomingMessage): PreviewCredentials {
+export function credentials(req: IncomingMessage): PreviewCredentials {
   const m = /^Bearer +(\S+) *$/i.exec(one(req.headers.authorization) ?? '');
   return { bearer: m ? m[1] : null, token: one(req.headers[TOKEN_HEADER])?.trim() || cookieToken(req.headers.cookie) };
 }
@@ -119,7 +118,7 @@ const asApiError = (err: unknown): DomainError => (err instanceof DomainError ? 
  * Takes preview requests and upgrades off `server` before its other listeners (the API's app, the
  * shell sockets) see them; everything else goes to them as before.
  */
-export function servePreviews(server: Server, previews: PreviewService, log: Logger): void {
+export function servePreviews(server: Server, previews: PreviewService, throttle: FailureThrottle, log: Logger): void {
   const onRequest = server.listeners('request') as ((req: IncomingMessage, res: ServerResponse) => void)[];
   const onUpgrade = server.listeners('upgrade') as ((req: IncomingMessage, socket: Duplex, head: Buffer) => void)[];
   server.removeAllListeners('request');
@@ -174,7 +173,7 @@ export function servePreviews(server: Server, previews: PreviewService, log: Log
     const target = await previews.target(route);
     const creds = credentials(req);
     if (queryToken) creds.token = queryToken;
-    if (!(await previews.allowed(target, route.port, creds))) throw new DomainError('unauthorized', '');
+    await previews.admit(target, route.port, creds, throttle, addressKey(req.socket.remoteAddress));
     await previews.running(target, signal);
     return { target, socket: await previews.connect(target, route.port) };
   }
@@ -187,7 +186,7 @@ export function servePreviews(server: Server, previews: PreviewService, log: Log
     if (queryToken !== null && 'label' in route) {
       // `?agentvm_token=`: a cookie for this one host, then the same address without the token.
       const target = await previews.target(route);
-      if (!(await previews.tokenMatches(target.vm_id, queryToken))) throw new DomainError('unauthorized', '');
+      await previews.admitQueryToken(target, queryToken, throttle, addressKey(req.socket.remoteAddress));
       const secure = previews.site.scheme === 'https' ? '; Secure' : '';
       res.writeHead(302, {
         Location: withoutToken(req.url ?? '/'),

@@ -28,7 +28,7 @@ import { oneLine, renderRun, runsLogs, vmsRun } from './runs.ts';
 import { events, vmsUpdate } from './lifecycle.ts';
 import { download, parseRemote, upload } from './copy.ts';
 import { imagesBuild, imagesGet } from './images.ts';
-import { vmsUrl } from './previews.ts';
+import { vmsForward, vmsOpen, vmsUrl } from './previews.ts';
 
 const VM_COLUMNS = ['vm_id', 'status', 'plan', 'tier', 'harness', 'ipv4', 'created_at'];
 
@@ -268,6 +268,8 @@ const HAND_WRITTEN: HandWrittenEntry[] = [
   { command: 'vms shell', operationIds: ['openVMShell'], build: vmsShell },
   { command: 'vms cp', operationIds: ['readVMFile', 'writeVMFile'], build: vmsCp },
   { command: 'vms url', operationIds: ['listVMPorts', 'rotatePreviewToken'], build: vmsUrl },
+  { command: 'vms open', operationIds: ['listVMPorts', 'rotatePreviewToken'], build: vmsOpen },
+  { command: 'vms forward', operationIds: ['getVM'], build: vmsForward },
   { command: 'templates fork', operationIds: ['forkTemplate'], build: templatesFork },
   { command: 'events', operationIds: ['listEvents'], build: events },
   { command: 'images build', operationIds: ['createImage', 'streamImageBuild'], build: imagesBuild },

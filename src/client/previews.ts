@@ -22,3 +22,6 @@ export async function portUrl(api: ApiClient, vmId: string, port: number): Promi
   const { token } = await call(api.POST('/v1/api/vms/{id}/preview-token', { params: { path: { id: vmId } } }));
   return { url: found.public ? found.url : `${found.url}?agentvm_token=${encodeURIComponent(token)}`, port, public: found.public, token };
 }
+
+/** The port forward's WebSocket on the API (`agentvm vms forward`): one TCP connection to the port in the VM. */
+export const portSocketPath = (vmId: string, port: number) => `/v1/api/vms/${encodeURIComponent(vmId)}/ports/${port}/socket`;

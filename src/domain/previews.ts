@@ -14,6 +14,7 @@ import type { VmService } from './vms.ts';
 import type { PortAccess } from './previewAccess.ts';
 import * as store from '../store/previews.ts';
 import { touchActivity } from '../store/vms.ts';
+import type { FailureThrottle } from '../throttle.ts';
 
 export type { PreviewTarget } from '../store/previews.ts';
 
@@ -22,6 +23,8 @@ export const RESUME_WAIT_MS = 30_000;
 /** A VM's idle clock hears of proxied requests at most this often. */
 const ACTIVITY_EVERY_MS = 10_000;
 const TOKEN_PREFIX = 'avm_pt_';
+/** API keys start so; any other Bearer on a preview is the app's own. */
+export const API_KEY_PREFIX = 'avm_';
 
 /** Ports a preview may reach: 1024–65535, and 80 and 443. */
 export function previewablePort(port: number): boolean {
@@ -129,6 +132,27 @@ export class PreviewService {
       if (p && p.tenantId === t.tenant_id) return true;
     }
     return creds.token !== null && (await this.tokenMatches(t.vm_id, creds.token));
+  }
+
+  /**
+   * Lets a request reach `port` of the VM, or refuses it with 401: a public port needs nothing. An
+   * address over its failed authentications (section 14) is refused with 429 before a credential is
+   * looked at; a preview token, or an API key, that fails counts against it (an app's own Bearer does not).
+   */
+  async admit(t: store.PreviewTarget, port: number, creds: PreviewCredentials, throttle: FailureThrottle, address: string | null): Promise<void> {
+    if ((await store.publicPorts(this.db, t.vm_id)).includes(port)) return;
+    throttle.check(address);
+    if (await this.allowed(t, port, creds)) return;
+    if (creds.token !== null || creds.bearer?.startsWith(API_KEY_PREFIX)) throttle.fail(address);
+    throw new DomainError('unauthorized', '');
+  }
+
+  /** `?agentvm_token=` on a preview URL: the VM's token, or 401 (and a failure of the address). */
+  async admitQueryToken(t: store.PreviewTarget, token: string, throttle: FailureThrottle, address: string | null): Promise<void> {
+    throttle.check(address);
+    if (await this.tokenMatches(t.vm_id, token)) return;
+    throttle.fail(address);
+    throw new DomainError('unauthorized', '');
   }
 
   /**

@@ -17,6 +17,7 @@ import { HOST_CREDENTIAL_HEADER, INTERNAL_FILES_PATH, INTERNAL_ROUTES, VmIdParam
 import { checkedPath, type GuestAccess } from '../domain/guestAccess.ts';
 import { clientAddress, FailureThrottle, throttledError } from '../throttle.ts';
 import type { InternalAuthority } from './internalAuth.ts';
+import type { PortAccess } from '../domain/previewAccess.ts';
 
 export interface InternalAppOptions {
   authority: InternalAuthority;
@@ -26,6 +27,8 @@ export interface InternalAppOptions {
   executor: VmExecutor | null;
   /** Shells and files of this host's guests (the shells' sockets are internalShell.ts). */
   guest: GuestAccess | null;
+  /** The guests' TCP ports (previews; their connections are internalPorts.ts). */
+  ports?: PortAccess | null;
   capture: ((templateId: string) => void) | null;
   probe: () => Promise<DriverProbe>;
   log: Logger;
@@ -131,6 +134,10 @@ export function buildInternalApp(o: InternalAppOptions): Hono {
     const body = (c.req.raw.body ?? new ReadableStream({ start: (ctl) => ctl.close() })) as unknown as AsyncIterable<Uint8Array>;
     const written = await o.guest!.writeFile(vmId, path, body, { maxBytes, expectedBytes: declared === undefined ? undefined : Number(declared) });
     return c.json(written, 201);
+  });
+  route('ports', async (vmId) => {
+    if (!o.ports) throw new DomainError('unavailable', 'this host cannot run VMs', undefined, { 'Retry-After': '30' });
+    return { body: { ports: await o.ports.list(vmId) } };
   });
   route('capture', async (templateId) => {
     o.capture!(templateId);

@@ -42,6 +42,14 @@ export const INTERNAL_ROUTES = {
     body: z.strictObject({ set: z.record(z.string(), z.string().nullable()) }),
     response: z.object({ names: z.array(z.string()), brokered: z.array(z.string()) }),
   },
+  /** The TCP ports listening in the guest now (a replica's `listVMPorts`). */
+  ports: {
+    method: 'get',
+    path: '/internal/vms/:id/ports',
+    params: VmIdParam,
+    body: null,
+    response: z.object({ ports: z.array(z.object({ port: z.number().int(), process: z.string().nullable() })) }),
+  },
   capture: {
     method: 'post',
     path: '/internal/templates/:id/capture',
@@ -91,3 +99,12 @@ export const WrittenSchema = z.object({ path: z.string(), size: z.number().int()
  * WebSocket handshake): the replica checks it against the live credential of the host the VM's row names.
  */
 export const HOST_CREDENTIAL_HEADER = 'x-agentvm-host-credential';
+
+/**
+ * A connection to a TCP port in a guest, for a replica's preview or port forward: an HTTP upgrade
+ * (`Upgrade: PORT_UPGRADE`) answered `101` once the guest has connected to the port on its loopback,
+ * then the connection's bytes both ways; nothing listening is `502 port_closed`, other refusals the
+ * public Error shape. Both answers carry the host's credential.
+ */
+export const INTERNAL_PORT_PATH = '/internal/vms/:id/ports/:port/connect';
+export const PORT_UPGRADE = 'agentvm-port';

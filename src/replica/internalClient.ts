@@ -6,7 +6,7 @@
  */
 import http from 'node:http';
 import https from 'node:https';
-import { Readable } from 'node:stream';
+import { Readable, type Duplex } from 'node:stream';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { ClientOptions } from 'ws';
 import { randomBase62, sha256Hex } from '../domain/ids.ts';
@@ -81,18 +81,10 @@ export class InternalClient {
       req.on('error', (err) => reject(init.signal?.aborted ? init.signal.reason : new HostUnreachable(`the VM's host cannot be reached: ${err.message}`)));
       req.on('response', (res) => {
         try {
-          // A refusal before authentication (401, 429) carries nothing to believe, and no credential.
-          if (res.statusCode !== 401 && res.statusCode !== 429) this.vouch(host, res.headers);
+          resolve(this.answer(host, res, init.method));
         } catch (err) {
-          res.resume();
-          return reject(err);
+          reject(err);
         }
-        const headers = new Headers();
-        for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) headers.set(k, Array.isArray(v) ? v.join(', ') : v);
-        const status = res.statusCode ?? 502;
-        const empty = status === 204 || status === 304 || init.method === 'HEAD';
-        if (empty) res.resume();
-        resolve(new Response(empty ? null : (Readable.toWeb(res) as ReadableStream<Uint8Array>), { status, headers }));
       });
       if (typeof init.body === 'string' || init.body === undefined) {
         req.end(init.body);
@@ -101,6 +93,57 @@ export class InternalClient {
         source.on('error', (err) => req.destroy(err));
         source.pipe(req);
       }
+    });
+  }
+
+  /** A host's answer as a Fetch Response whose body streams; throws HostUnreachable when it is not the host meant. */
+  private answer(host: HostTarget, res: http.IncomingMessage, method: string): Response {
+    try {
+      // A refusal before authentication (401, 429) carries nothing to believe, and no credential.
+      if (res.statusCode !== 401 && res.statusCode !== 429) this.vouch(host, res.headers);
+    } catch (err) {
+      res.resume();
+      throw err;
+    }
+    const headers = new Headers();
+    for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) headers.set(k, Array.isArray(v) ? v.join(', ') : v);
+    const status = res.statusCode ?? 502;
+    const empty = status === 204 || status === 304 || method === 'HEAD';
+    if (empty) res.resume();
+    return new Response(empty ? null : (Readable.toWeb(res) as ReadableStream<Uint8Array>), { status, headers });
+  }
+
+  /**
+   * An HTTP upgrade to a host's route (a connection to a port of a guest): the connection once the host
+   * has answered 101 with its credential, else the host's answer (a refusal) as a Response.
+   */
+  upgrade(host: HostTarget, path: string, protocol: string): Promise<{ socket: Duplex } | { answer: Response }> {
+    const url = this.target(host, path);
+    return new Promise((resolve, reject) => {
+      const req = (url.protocol === 'https:' ? https : http).request(url, {
+        method: 'GET',
+        headers: { connection: 'Upgrade', upgrade: protocol, authorization: `Bearer ${this.credential}` },
+        agent: this.agent,
+      });
+      req.on('error', (err) => reject(new HostUnreachable(`the VM's host cannot be reached: ${err.message}`)));
+      req.on('upgrade', (res, socket, head) => {
+        try {
+          this.vouch(host, res.headers);
+        } catch (err) {
+          socket.destroy();
+          return reject(err);
+        }
+        if (head.length) socket.unshift(head);
+        resolve({ socket });
+      });
+      req.on('response', (res) => {
+        try {
+          resolve({ answer: this.answer(host, res, 'GET') });
+        } catch (err) {
+          reject(err);
+        }
+      });
+      req.end();
     });
   }
 

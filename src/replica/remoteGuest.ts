@@ -25,9 +25,9 @@ import { HostUnreachable, type HostTarget, type InternalClient } from './interna
 const PASSED_ON = new Set<ErrorCode>(['vm_not_running', 'not_found', 'invalid_request', 'payload_too_large', 'rate_limited', 'unavailable']);
 const OPEN_TIMEOUT_MS = 30_000;
 
-const hostLost = () => new DomainError('vm_not_running', "the VM's host cannot be reached", 'try again in a minute');
+export const hostLost = () => new DomainError('vm_not_running', "the VM's host cannot be reached", 'try again in a minute');
 
-async function hostError(res: Response): Promise<Error> {
+export async function hostError(res: Response): Promise<Error> {
   const json: unknown = await res.json().catch(() => ({}));
   const err = InternalErrorSchema.safeParse(json);
   const code = err.success ? (err.data.error as ErrorCode) : undefined;

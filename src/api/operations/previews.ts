@@ -38,6 +38,27 @@ export const listVMPorts = defineOperation({
   params: IdParam,
   success: { status: 200, schema: VmPortList, description: 'The listening ports' },
   errors: ['not_found', 'vm_not_running', 'unavailable'],
+  extensions: {
+    // A port forward (`agentvm vms forward`): one TCP connection to a port of the VM, any protocol.
+    'x-agentvm-websocket': {
+      path: '/v1/api/vms/{id}/ports/{port}/socket',
+      headers: {
+        Authorization: "`Bearer` and the tenant's API key (any scope)",
+        'X-Agentvm-Preview-Token': "or the VM's preview token (a public port needs neither)",
+      },
+      client_frames: { binary: 'bytes for the connection to the port on the guest\'s loopback' },
+      server_frames: { binary: 'bytes the app sent' },
+      close: 'when the connection ends on either side; a suspended VM with `auto_resume` is started first (up to 30 s)',
+      refusals: {
+        400: 'invalid_request: a port outside 1024–65535, 80, 443',
+        401: 'unauthorized: no credential, or a wrong one',
+        404: "not_found: no such VM (another tenant's too)",
+        409: 'vm_not_running',
+        429: 'rate_limited: too many failed authentications from this address',
+        502: 'port_closed: nothing listens on the port',
+      },
+    },
+  },
   handler: async ({ services, principal, params }) => ({ body: { data: await services.previews.list(principal.tenantId, params.id) } }),
 });
 
