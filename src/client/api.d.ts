@@ -787,7 +787,7 @@ export interface paths {
         post?: never;
         /**
          * Delete one of your images (extension)
-         * @description A 409 `image_in_use` while a VM starts from it or another image is built on it. Its layers stay in its host's step cache, where later builds may take them.
+         * @description A 409 `image_in_use` while a VM starts from it or another image is built on it. Its layers stay in its host's step cache, where later builds may take them, until no image or VM uses them and no build has taken them for 7 days; then the host removes them.
          */
         delete: operations["deleteImage"];
         options?: never;
@@ -804,7 +804,7 @@ export interface paths {
         };
         /**
          * An image build's log as server-sent events, live, then its end (extension)
-         * @description Exactly as a run's stream: a finished build replays and ends; after a dropped connection send the last `id:` seen as `Last-Event-ID`.
+         * @description Exactly as a run's stream: a finished build replays and ends; after a dropped connection send the last `id:` seen as `Last-Event-ID`. A RUN step's output (stdout and stderr together) comes line by line while the step runs, read from the builder each second; 256 KiB of it per step.
          */
         get: operations["streamImageBuild"];
         put?: never;
