@@ -7,6 +7,11 @@
  */
 import type { ExecArgs, ExecResult } from '../wire/protocol.ts';
 
+/** A value as one word for sh. */
+export function shellQuote(s: string): string {
+  return `'${s.replace(/'/g, `'\\''`)}'`;
+}
+
 /** Where the builder keeps the output of its running step. */
 export const STEP_DIR = '/run/agentvm-build';
 

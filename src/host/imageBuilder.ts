@@ -30,8 +30,8 @@ import { IMAGE_CONFIG_PATH } from '../wire/protocol.ts';
 import type { ExecArgs, ExecResult } from '../wire/protocol.ts';
 import type { EgressGateway } from './egress/gateway.ts';
 import { PROXY_ENV } from '../harness/invoke.ts';
-import { runStreamed } from './buildStep.ts';
-import { chainOf, collectLayers } from './layerGc.ts';
+import { runStreamed, shellQuote } from './buildStep.ts';
+import { chainBytes, chainOf, collectLayers } from './layerGc.ts';
 import * as imageStore from '../store/images.ts';
 
 export interface ImageBuilderOptions {
@@ -54,6 +54,8 @@ export interface ImageBuilderOptions {
 
 /** Network slots of builder VMs: apart from tenant VMs and scrub VMs. */
 const BUILD_SLOT_BASE = 0x7e00;
+/** A host silent this long has its image builds taken over (queued again or failed) by the others. */
+export const LOST_HOST_MS = 10 * 60_000;
 /** How long one step may run. */
 const STEP_TIMEOUT_MS = 30 * 60_000;
 /** What of one step's output the log keeps (the rest is counted). */
@@ -127,6 +129,7 @@ export class ImageBuilder {
         this.again = false;
         for (;;) {
           if (this.closed) return;
+          await this.takeOverLost();
           const row = await imageStore.claimQueued(this.o.db, this.o.hostId);
           if (!row) break;
           await this.build(row).catch((err) => this.o.log.error({ err, image_id: row.image_id }, 'image build failed'));
@@ -143,6 +146,14 @@ export class ImageBuilder {
     this.closed = true;
     if (this.gcTimer) clearInterval(this.gcTimer);
     await this.running;
+  }
+
+  /** Builds of a host silent for LOST_HOST_MS go back to the queue (or fail, saying why): none stays `building`. */
+  private async takeOverLost(): Promise<void> {
+    const taken = await imageStore.takeOverLost(this.o.db, new Date(this.o.clock.now().getTime() - LOST_HOST_MS));
+    for (const imageId of taken.requeued) await this.say(imageId, 'its host stopped answering: the build is queued again');
+    for (const imageId of taken.failed) await this.say(imageId, 'its host stopped answering: the build failed');
+    if (taken.requeued.length + taken.failed.length > 0) this.o.log.warn(taken, 'image builds of a host that stopped answering taken over');
   }
 
   /** Removes the layers no image, VM or recent build needs (layerGc.ts). */
@@ -226,12 +237,13 @@ export class ImageBuilder {
       const size = await chainBytes(layerPath);
       const secs = ((performance.now() - t0) / 1000).toFixed(1);
       await this.say(imageId, `image ${imageId} ready in ${secs} s: ${(size / 1024 / 1024).toFixed(1)} MiB of layers, ${packages.length} packages`);
-      await imageStore.markReady(this.o.db, imageId, { layerPath, sizeBytes: size, config, packages }, this.o.clock.now());
-      this.o.log.info({ image_id: imageId, bytes: size, seconds: Number(secs) }, 'image built');
+      if (await imageStore.markReady(this.o.db, imageId, { layerPath, sizeBytes: size, config, packages }, this.o.clock.now(), this.o.hostId)) {
+        this.o.log.info({ image_id: imageId, bytes: size, seconds: Number(secs) }, 'image built');
+      } else this.o.log.warn({ image_id: imageId }, 'an image built here was taken over by another host meanwhile (this host was silent too long)');
     } catch (err) {
       const reason = (err as Error).message.slice(0, 500);
       await this.say(imageId, `build failed: ${reason}`).catch(() => undefined);
-      await imageStore.markFailed(this.o.db, imageId, reason);
+      await imageStore.markFailed(this.o.db, imageId, reason, this.o.hostId);
     } finally {
       if (state.vmId) await this.dropBuilder(state.vmId);
       await this.o.feed.publish({ image_id: imageId }).catch(() => undefined);
@@ -382,16 +394,4 @@ export class ImageBuilder {
       .map((l) => l.split('\t'))
       .map(([name, version]) => ({ name, version: version ?? '' }));
   }
-}
-
-/** A value as one word for sh. */
-function shellQuote(s: string): string {
-  return `'${s.replace(/'/g, `'\\''`)}'`;
-}
-
-/** Bytes of a layer and every layer under it. */
-async function chainBytes(layer: string): Promise<number> {
-  let total = 0;
-  for (const f of await chainOf(layer)) total += (await stat(f)).size;
-  return total;
 }

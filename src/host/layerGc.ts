@@ -55,6 +55,13 @@ export async function chainOf(layer: string): Promise<string[]> {
   return out;
 }
 
+/** Bytes of a layer and every layer under it. */
+export async function chainBytes(layer: string): Promise<number> {
+  let total = 0;
+  for (const f of await chainOf(layer)) total += (await stat(f)).size;
+  return total;
+}
+
 export async function collectLayers(o: { db: Db; hostId: string; layersDir: string; now: Date; keepUnusedMs?: number }): Promise<LayerGcOutcome> {
   const keepUnusedMs = o.keepUnusedMs ?? KEEP_UNUSED_MS;
   const dir = path.resolve(o.layersDir);
