@@ -15,7 +15,13 @@ import { promisify } from 'node:util';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import net from 'node:net';
+import type { Server } from 'node:http';
 import { buildInternalApp } from '../src/host/internalApp.ts';
+import { serveInternalPorts } from '../src/host/internalPorts.ts';
+import { RemotePorts } from '../src/replica/remotePorts.ts';
+import type { PortAccess } from '../src/domain/previewAccess.ts';
+import { FailureThrottle } from '../src/throttle.ts';
 import { hostAuthority } from '../src/host/internalAuth.ts';
 import { RemoteHosts } from '../src/replica/remoteHosts.ts';
 import { InternalClient, type InternalTls } from '../src/replica/internalClient.ts';
@@ -218,3 +224,41 @@ function fetchWithCa(url: string, ca: Buffer): Promise<unknown> {
     req.end();
   });
 }
+
+test("a replica's connection to a port of a guest goes through the VM's host: bytes both ways, the ports listed, nothing listening, a wrong credential", async (t) => {
+  // The guest's port here is a TCP echo on loopback, reached by the host's PortAccess (on a real host, the
+  // VM's data channel; test/scaleout-shell.test.ts runs that across processes with a real VM).
+  const echo = net.createServer((s) => s.pipe(s));
+  await new Promise<void>((r) => echo.listen(0, '127.0.0.1', () => r()));
+  t.after(() => new Promise<void>((r) => echo.close(() => r())));
+  const echoPort = (echo.address() as net.AddressInfo).port;
+  const ports: PortAccess = {
+    connect: async (_vmId, port) => (port === 8080 ? net.connect(echoPort, '127.0.0.1') : null),
+    list: async () => [{ port: 8080, process: 'node' }],
+  };
+  const authority = hostAuthority({ db, clock, hostId: 'host_a', credential: HOST_CREDENTIAL, credentials });
+  const withPorts = buildInternalApp({ authority, executor, guest: null, ports, capture: () => undefined, probe, log });
+  const server: ServerType = await new Promise((resolve) => {
+    const s = serve({ fetch: withPorts.fetch, hostname: '127.0.0.1', port: 0 }, () => resolve(s));
+  });
+  serveInternalPorts(server as Server, { authority, throttle: new FailureThrottle(), ports, log });
+  t.after(() => new Promise<void>((r) => ((server as unknown as { closeAllConnections: () => void }).closeAllConnections(), server.close(() => r()))));
+  await db.query('UPDATE hosts SET internal_url = $1 WHERE host_id = $2', [`http://127.0.0.1:${(server.address() as net.AddressInfo).port}`, 'host_a']);
+  const client = new InternalClient(TOKEN);
+  t.after(() => client.close());
+  const remote = new RemotePorts(db, client, log);
+
+  const socket = (await remote.connect('vm_up', 8080))!;
+  assert.ok(socket, 'connected');
+  const back: Buffer[] = [];
+  socket.on('data', (d: Buffer) => back.push(d));
+  const ended = new Promise((r) => socket.once('end', r));
+  socket.end(Buffer.from('hello through the host'));
+  await ended;
+  assert.equal(Buffer.concat(back).toString(), 'hello through the host');
+  assert.equal(await remote.connect('vm_up', 9999), null, 'nothing listens: null (the preview answers 502 port_closed)');
+  assert.deepEqual(await remote.list('vm_up'), [{ port: 8080, process: 'node' }]);
+  const wrong = new InternalClient('avm_internal_wrong');
+  t.after(() => wrong.close());
+  await assert.rejects(new RemotePorts(db, wrong, log).connect('vm_up', 8080), (err: unknown) => !(err instanceof DomainError) && /401/.test(String(err)));
+});
