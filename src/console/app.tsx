@@ -27,7 +27,11 @@ import { registerImages } from './pages/images.tsx';
 import { registerTemplates } from './pages/templates.tsx';
 import { registerBilling } from './pages/billing.tsx';
 import { registerKeys } from './pages/keys.tsx';
-import { registerActivity } from './pages/activity.tsx';
+import { registerEvents } from './pages/events.tsx';
+import { registerWebhooks } from './pages/webhooks.tsx';
+import { registerWebhookDelete } from './pages/webhookDelete.tsx';
+import { registerDeliveries } from './pages/deliveries.tsx';
+import { registerLedger } from './pages/ledger.tsx';
 
 export type ConsoleEnv = { Variables: { session: ConsoleSession; api: ApiClient; requestId: string; principal: unknown } };
 export type ConsoleApp = Hono<ConsoleEnv>;
@@ -150,7 +154,11 @@ export function buildConsole(deps: ConsoleDeps): ConsoleApp {
   registerRun(app);
   registerTemplates(app, deps);
   registerImages(app);
-  registerActivity(app, deps);
+  registerEvents(app);
+  registerLedger(app);
+  registerWebhooks(app);
+  registerDeliveries(app);
+  registerWebhookDelete(app);
   registerBilling(app, deps);
   registerKeys(app, deps);
 

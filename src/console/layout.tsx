@@ -4,6 +4,7 @@ import { assetUrl, MODULE_SCRIPTS, PAGE_SCRIPTS, PAGE_STYLES, PRELOADED_MODULES,
 import { contentSecurityPolicy, CSRF_FIELD, SECURITY_HEADERS } from './security.ts';
 import type { ConsoleSession } from '../domain/sessions.ts';
 import type { ClientError } from './api.ts';
+import { Problem } from './problem.tsx';
 
 /** htmx without eval, inline styles or scripts in swapped content: what the Content-Security-Policy allows. */
 const HTMX_CONFIG = JSON.stringify({
@@ -48,18 +49,6 @@ export interface PageOptions {
 
 /** The hidden field every form that changes something carries. */
 export const Csrf = ({ session }: { session: ConsoleSession }) => <input type="hidden" name={CSRF_FIELD} value={session.csrfToken} />;
-
-/** The API's message and hint, as the API said them. */
-export function Problem({ problem }: { problem: ClientError }) {
-  return (
-    <div class="problem" role="alert">
-      <p class="problem-message">
-        <strong>{problem.message || 'Something went wrong on our side.'}</strong> <code class="problem-code">{problem.code}</code>
-      </p>
-      {problem.hint ? <p class="problem-hint">{problem.hint}</p> : null}
-    </div>
-  );
-}
 
 function Shell(props: PageOptions & { children: Child }) {
   const scripts = PAGE_SCRIPTS[props.kind ?? 'base'];
