@@ -5,7 +5,7 @@
  * Type-only imports count: a type ties a file to its layer as much as a value does. Unit tests
  * beside the code (*.test.ts) may reach further, to build what they test; every other file may not.
  */
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
@@ -15,7 +15,7 @@ export const LAYERS = {
   wire: { job: 'the host↔guest protocol, shared by both ends', may: [] },
   guest: { job: 'the agent inside a VM, bundled alone', may: ['wire'] },
   store: { job: 'one repository per table: SQL only', may: ['wire', 'net'] },
-  net: { job: 'addresses: their one spelling, and the ranges the platform never connects to', may: [] },
+  net: { job: 'addresses: their one spelling, the ranges the platform never connects to, the egress policy, the standby slots', may: [] },
   harness: { job: 'the coding agents a VM can run, and how to invoke them', may: ['wire'] },
   image: { job: 'the guest image and how it is built', may: ['wire', 'harness', 'domain/baseImage.ts'] },
   domain: { job: 'the platform\'s rules, over the store', may: ['store', 'harness', 'wire', 'feeds', 'net'] },
@@ -23,24 +23,10 @@ export const LAYERS = {
   vmm: { job: 'the QEMU driver', may: ['wire', 'net', 'harness', 'image'] },
   jobs: { job: 'periodic and queued work', may: ['domain', 'store', 'feeds', 'net'] },
   http: { job: 'HTTP plumbing both servers share: the error statuses, the body cap, socket upgrades, the shell bridge', may: ['domain/guestAccess.ts'] },
-  host: { job: 'a VM host: reconciler, guest access, egress gateway, its internal API', may: ['domain', 'store', 'vmm', 'wire', 'harness', 'image', 'jobs', 'feeds', 'net', 'http', 'guest/scrub.ts'] },
+  host: { job: 'a VM host: reconciler, guest access, egress gateway, its internal API', may: ['domain', 'store', 'vmm', 'wire', 'harness', 'image', 'jobs', 'feeds', 'net', 'http'] },
 };
-/**
- * Crossings not undone yet, each `file -> imported file`: allowed while they last, and the check fails
- * once one is gone and still listed here, so the list only shrinks.
- */
-export const KNOWN = [
-  // The rows' vocabulary (statuses, plan ids, egress policy, image config, scrub report) is still domain's types.
-  'src/store/vms.ts -> src/domain/vmState.ts',
-  'src/store/vms.ts -> src/domain/plans.ts',
-  'src/store/vms.ts -> src/domain/egress.ts',
-  'src/store/images.ts -> src/domain/egress.ts',
-  'src/store/snapshots.ts -> src/domain/egress.ts',
-  'src/store/images.ts -> src/domain/dockerfile.ts',
-  'src/store/templates.ts -> src/guest/scrub.ts',
-  // The services' view of the driver's health is still the driver's type.
-  'src/domain/services.ts -> src/vmm/probe.ts',
-];
+/** Imports refused inside a folder the layers leave free: an operation is served by the app, it does not reach back into it. */
+export const FORBIDDEN = [{ from: 'api/operations/', to: 'api/app.ts', why: 'an operation may not import the app that serves it (a circle)' }];
 
 /** Files any layer may import: the closed list of error codes, and the root's logger and settings. */
 export const SHARED = ['domain/errors.ts', 'log.ts', 'config.ts', 'throttle.ts'];
@@ -76,35 +62,28 @@ export function crossings(root = path.join(here, '..'), override = {}) {
     if (/\.test\.tsx?$/.test(file)) continue;
     const from = path.relative(src, path.join(root, file));
     const rule = LAYERS[layerOf(from)];
-    if (!rule) continue;
+    const refused = FORBIDDEN.filter((f) => from.startsWith(f.from));
+    if (!rule && !refused.length) continue;
     const text = given ?? readFileSync(path.join(root, file), 'utf8');
     for (const imp of ts.preProcessFile(text, true, true).importedFiles) {
       if (!imp.fileName.startsWith('.')) continue;
       const to = path.relative(src, path.resolve(path.dirname(path.join(root, file)), imp.fileName));
-      if (to.startsWith('..') || layerOf(to) === layerOf(from)) continue;
-      if (allows(rule.may, to) || SHARED.includes(to)) continue;
       const line = text.slice(0, imp.pos).split('\n').length;
+      const forbidden = refused.find((f) => f.to === to);
+      if (forbidden) found.push({ file, line, to: `src/${to}`, rule: forbidden.why });
+      if (!rule || to.startsWith('..') || layerOf(to) === layerOf(from)) continue;
+      if (allows(rule.may, to) || SHARED.includes(to)) continue;
       found.push({ file, line, to: `src/${to}`, rule: `${layerOf(from)}/ (${rule.job}) may import only ${[...rule.may, ...SHARED].join(', ') || 'itself'}` });
     }
   }
   return found;
 }
 
-/** The crossings not in KNOWN, and the KNOWN ones that no longer happen. */
-export function check(root = path.join(here, '..'), override = {}) {
-  const found = crossings(root, override);
-  const key = (c) => `${c.file} -> ${c.to}`;
-  const seen = new Set(found.map(key));
-  const exists = (k) => existsSync(path.join(root, k.split(' -> ')[0]));
-  return { crossings: found.filter((c) => !KNOWN.includes(key(c))), gone: KNOWN.filter((k) => !seen.has(k) && exists(k)) };
-}
-
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const { crossings: found, gone } = check(process.argv[2] ? path.resolve(process.argv[2]) : undefined);
+  const found = crossings(process.argv[2] ? path.resolve(process.argv[2]) : undefined);
   for (const c of found) console.log(`${c.file}:${c.line} imports ${c.to}: ${c.rule}`);
-  for (const k of gone) console.log(`${k} no longer happens: take it out of KNOWN in scripts/check-layers.mjs`);
-  if (found.length || gone.length) {
-    console.log(`${found.length} import(s) cross a layer, ${gone.length} known crossing(s) gone (scripts/check-layers.mjs)`);
+  if (found.length) {
+    console.log(`${found.length} import(s) cross a layer (scripts/check-layers.mjs)`);
     process.exitCode = 1;
-  } else console.log(`layers hold: no import crosses a layer (${KNOWN.length} known crossings left)`);
+  } else console.log('layers hold: no import crosses a layer');
 }

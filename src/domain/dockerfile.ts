@@ -5,6 +5,7 @@
  * a URL), `ENV`, `WORKDIR`, `USER` and `ARG` follow. Anything else is refused naming its line, so a
  * build never silently does less than its Dockerfile says.
  */
+import type { ImageConfig } from '../wire/protocol.ts';
 
 export type Step =
   | { line: number; kind: 'run'; argv: string[]; shell: boolean; text: string }
@@ -182,12 +183,8 @@ export function parseDockerfile(text: string): Dockerfile {
   return { from, steps };
 }
 
-/** What a built image sets for the processes of its VMs: ENV, the last WORKDIR and USER. */
-export interface ImageConfig {
-  env: Record<string, string>;
-  workdir: string;
-  user: string;
-}
+/** What a built image sets for the processes of its VMs (wire/protocol.ts: the guest reads it). */
+export type { ImageConfig };
 
 /** Joins a WORKDIR onto the one before it, as Docker does (a relative one is under the last). */
 export function joinWorkdir(current: string, next: string): string {

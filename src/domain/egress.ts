@@ -9,14 +9,10 @@
 import { parse as parseDomain } from 'tldts';
 import { isIP } from 'node:net';
 import { canonicalIp } from '../net/ipAddress.ts';
+import type { EgressMode, EgressPolicy } from '../net/egressPolicy.ts';
 
-export type EgressMode = 'none' | 'allowlist' | 'public';
+export type { EgressMode, EgressPolicy };
 export const EGRESS_MODES: readonly EgressMode[] = ['none', 'allowlist', 'public'];
-
-export interface EgressPolicy {
-  mode: EgressMode;
-  allow: string[];
-}
 
 export const MAX_ALLOW_ENTRIES = 100;
 const MAX_NAME = 253;

@@ -20,7 +20,6 @@ import { WebhookService } from './webhooks.ts';
 import { SessionService } from './sessions.ts';
 import { LedgerPaymentProvider, type PaymentProvider } from './payments.ts';
 import { LimitService } from './limits.ts';
-import type { DriverProbe } from '../vmm/probe.ts';
 import { noBaseImage, type BaseImageSource } from './baseImage.ts';
 
 export const DEFAULT_RUN_LIMITS: RunLimits = { timeoutMs: 30 * 60_000, maxOutputBytes: 4 * 1024 * 1024, maxQueued: 16 };
@@ -51,7 +50,7 @@ export interface Services {
   limits: LimitService;
   /** Images of tenants' own, built from Dockerfiles. */
   images: ImageService;
-  driver: () => Promise<DriverProbe>;
+  driver: () => Promise<DriverHealth>;
   /** The guest image VMs run here, for `GET /v1/api/images/base`. */
   baseImage: BaseImageSource;
 }
@@ -83,10 +82,17 @@ export function buildCoreServices(db: Db, opts: { clock?: Clock; payments?: Paym
   };
 }
 
+/** Whether VMs can run here, and how: what the driver's probe (vmm/probe.ts) tells of it. */
+export interface DriverHealth {
+  usable: boolean;
+  accel: 'kvm' | 'tcg' | null;
+  detail: string;
+}
+
 /** Where VMs run, as the domain sees it: this process's host, the replicas' view of remote hosts, or none. */
 export interface VmHostPort {
   /** Readiness of VMs here: /readyz. */
-  driver: () => Promise<DriverProbe>;
+  driver: () => Promise<DriverHealth>;
   executor?: VmExecutor | null;
   /** Shells and files in the guests. */
   guest?: GuestAccess | null;

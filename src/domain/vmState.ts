@@ -3,29 +3,10 @@
  * (desired state plus restart/reprovision requests) and shows the transition it started; the
  * reconciler does the work and writes the status it observes.
  */
-export const VM_STATUSES = [
-  'provisioning',
-  'running',
-  'stopping',
-  'stopped',
-  'starting',
-  'restarting',
-  'reprovisioning',
-  'failed',
-  'suspending',
-  'suspended',
-] as const;
-export type VmStatus = (typeof VM_STATUSES)[number] | 'deleted';
-export type DesiredState = 'running' | 'stopped' | 'suspended' | 'deleted';
-export type LifecycleAction = 'stop' | 'start' | 'restart' | 'reprovision' | 'suspend';
+import { VM_STATUSES, type DesiredState, type VmStateFields, type VmStatus } from '../store/vmColumns.ts';
 
-export interface VmStateFields {
-  status: VmStatus;
-  status_reason: string | null;
-  desired_state: DesiredState;
-  restart_requested: number;
-  reprovision_requested: number;
-}
+export { VM_STATUSES, type DesiredState, type VmStateFields, type VmStatus };
+export type LifecycleAction = 'stop' | 'start' | 'restart' | 'reprovision' | 'suspend';
 
 /**
  * Statuses a VM rests in until something is asked of it. `failed` is one: a VM its host cannot boot

@@ -4,7 +4,7 @@
  * home and workspace. Only Node built-ins here: this file is bundled into the guest image.
  */
 import { readFileSync } from 'node:fs';
-import { HARNESS_USER, IMAGE_CONFIG_PATH } from '../wire/protocol.ts';
+import { HARNESS_USER, IMAGE_CONFIG_PATH, type ImageConfig } from '../wire/protocol.ts';
 
 /** The user, directory and environment of a run or shell, before the image's say. */
 export interface ProcessBase {
@@ -14,11 +14,7 @@ export interface ProcessBase {
   env: Record<string, string>;
 }
 
-interface ImageConfigFile {
-  env?: Record<string, string>;
-  workdir?: string;
-  user?: string;
-}
+type ImageConfigFile = Partial<ImageConfig>;
 
 function readConfig(): ImageConfigFile | null {
   try {

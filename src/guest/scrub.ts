@@ -5,11 +5,7 @@
  */
 import { promises as fsp } from 'node:fs';
 import path from 'node:path';
-
-export interface ScrubReport {
-  removed: string[];
-  redacted: { path: string; count: number }[];
-}
+import type { ScrubReport } from '../wire/protocol.ts';
 
 /** Files removed wherever they are, by name. */
 const REMOVE_NAMES = new Set([

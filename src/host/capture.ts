@@ -13,7 +13,7 @@ import type { Image } from '../image/build.ts';
 import { runQemuImg } from '../vmm/disks.ts';
 import { QemuDriver } from '../vmm/qemu.ts';
 import { randomBase62 } from '../domain/ids.ts';
-import type { ScrubReport } from '../guest/scrub.ts';
+import type { ScrubReport } from '../wire/protocol.ts';
 import * as templateStore from '../store/templates.ts';
 import { recordTemplateOutcome } from '../domain/events.ts';
 

@@ -4,7 +4,7 @@
  * transaction it runs in.
  */
 import type { Queryable } from './db.ts';
-import type { ScrubReport } from '../guest/scrub.ts';
+import type { ScrubReport } from '../wire/protocol.ts';
 
 export interface TemplateRow {
   template_id: string;

@@ -4,10 +4,9 @@
  * id in its WHERE; the host's own transitions go by VM id (its host and lease chose the row).
  */
 import type { Queryable } from './db.ts';
-import type { VmStateFields, VmStatus } from '../domain/vmState.ts';
-import type { Cycle, PlanId, TierId } from '../domain/plans.ts';
-import type { EgressPolicy } from '../domain/egress.ts';
+import type { EgressPolicy } from '../net/egressPolicy.ts';
 import { STANDBY_SLOTS } from '../net/slots.ts';
+import type { Cycle, PlanId, TierId, VmStateFields, VmStatus } from './vmColumns.ts';
 
 /** A VM as the customer sees it. */
 export interface VmRow extends VmStateFields {

@@ -30,6 +30,12 @@ export const SECRETS_FILE = '/persist/.agentvm/secrets.json';
 export const HARNESS_USER = { name: 'agent', uid: 1000, gid: 1000 };
 /** An image's ENV, WORKDIR and USER, written into its root by its build: runs and shells take them. */
 export const IMAGE_CONFIG_PATH = '/etc/agentvm/image.json';
+/** What IMAGE_CONFIG_PATH holds: what a built image sets for the processes of its VMs (ENV, the last WORKDIR, USER). */
+export interface ImageConfig {
+  env: Record<string, string>;
+  workdir: string;
+  user: string;
+}
 /** The program each harness runs; the guest reports which of them its image has. */
 export const HARNESS_PROGRAMS: Record<string, string> = {
   'claude-code': 'claude',
@@ -374,4 +380,10 @@ export function filesPath(p: string): { path: string } | { problem: string } {
     return { problem: clean.startsWith(RESERVED) ? `${RESERVED} is the platform's own` : `must be under ${FILES_ROOT} (a relative path is under ${WORKSPACE})` };
   }
   return { path: clean };
+}
+
+/** What the agent's `scrub` answers: the credential files a captured disk lost, and the key-shaped strings redacted. */
+export interface ScrubReport {
+  removed: string[];
+  redacted: { path: string; count: number }[];
 }
