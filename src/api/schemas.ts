@@ -405,6 +405,10 @@ export const IssueKeyRequest = z
   .strictObject({
     label: text().max(100).optional().meta({ description: 'What the key is for' }),
     scope: scope.optional().meta({ description: 'Default read' }),
+    format: z
+      .enum(['agentvm', 'e2b'])
+      .optional()
+      .meta({ description: "How the key is spelled: `avm_live_…` (default), or E2B's `e2b_` and 40 hex digits, for E2B's SDKs (extension)" }),
   })
   .meta({ id: 'IssueKeyRequest' });
 

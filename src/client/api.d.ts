@@ -1269,6 +1269,11 @@ export interface components {
              * @enum {string}
              */
             scope?: "read" | "readwrite";
+            /**
+             * @description How the key is spelled: `avm_live_…` (default), or E2B's `e2b_` and 40 hex digits, for E2B's SDKs (extension)
+             * @enum {string}
+             */
+            format?: "agentvm" | "e2b";
         };
         RevokedAPIKey: {
             key_id: string;

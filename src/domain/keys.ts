@@ -1,10 +1,16 @@
 import type { Db, Queryable } from '../store/db.ts';
 import type { Clock } from './clock.ts';
+import { randomBytes } from 'node:crypto';
 import { newApiKey, newId, sha256Hex, KEY_PREFIX } from './ids.ts';
 import { recordKeyIssued, recordKeyRevoked } from './events.ts';
 import { requireQuota } from './limits.ts';
 
 export type Scope = 'read' | 'readwrite';
+/** How a key is spelled: agentvm's `avm_live_…`, or E2B's `e2b_` and 40 hex digits (decisions section 17). */
+export type KeyFormat = 'agentvm' | 'e2b';
+
+const E2B_KEY = /^e2b_[0-9a-f]{40}$/;
+const newE2bKey = () => `e2b_${randomBytes(20).toString('hex')}`;
 
 export interface KeyRecord {
   key_id: string;
@@ -45,10 +51,10 @@ export class KeyService {
   async issue(
     tx: Queryable | null,
     tenantId: string,
-    opts: { label?: string | null; scope: Scope },
+    opts: { label?: string | null; scope: Scope; format?: KeyFormat },
   ): Promise<{ key: string; record: KeyRecord }> {
     if (!tx) return this.db.transaction((t) => this.issue(t, tenantId, opts));
-    const key = newApiKey();
+    const key = opts.format === 'e2b' ? newE2bKey() : newApiKey();
     const now = this.clock.now();
     await requireQuota(tx, tenantId, { api_keys: 1 }, now);
     const [record] = await tx.query<KeyRecord>(
@@ -92,9 +98,8 @@ export class KeyService {
 
   /** Resolves a bearer key to its principal, or null for a malformed, unknown or revoked key. */
   async authenticate(plaintext: string): Promise<Principal | null> {
-    if (!plaintext.startsWith(KEY_PREFIX) || plaintext.length < KEY_PREFIX.length + 32 || plaintext.length > 200) {
-      return null;
-    }
+    const ours = plaintext.startsWith(KEY_PREFIX) && plaintext.length >= KEY_PREFIX.length + 32 && plaintext.length <= 200;
+    if (!ours && !E2B_KEY.test(plaintext)) return null;
     const hash = sha256Hex(plaintext);
     const nowMs = this.clock.now().getTime();
     const hit = this.cache.get(hash);

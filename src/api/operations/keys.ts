@@ -36,6 +36,7 @@ export const issueKey = defineOperation({
     const { key, record } = await services.keys.issue(null, principal.tenantId, {
       label: body.label ?? '',
       scope: body.scope ?? 'read',
+      format: body.format,
     });
     return { body: presentIssuedKey(record, key) };
   },
