@@ -133,11 +133,16 @@ export async function markDeleted(q: Queryable, tenantId: string, imageId: strin
   return row;
 }
 
-/** Takes the oldest queued build for this host: it is `building` here from now on. */
+/**
+ * Takes the oldest queued build this host can make (FROM base, or FROM an image whose layers are
+ * here): it is `building` here from now on.
+ */
 export async function claimQueued(q: Queryable, hostId: string): Promise<(ImageRow & { context: Record<string, string> }) | undefined> {
   const [row] = await q.query<ImageRow & { context: Record<string, string> }>(
     `UPDATE images SET status = 'building', host_id = $1
-     WHERE image_id = (SELECT image_id FROM images WHERE status = 'queued' AND deleted_at IS NULL ORDER BY created_at FOR UPDATE SKIP LOCKED LIMIT 1)
+     WHERE image_id = (SELECT image_id FROM images i WHERE status = 'queued' AND deleted_at IS NULL
+                         AND (parent = 'base' OR EXISTS (SELECT 1 FROM images p WHERE p.image_id = i.parent AND p.host_id = $1))
+                       ORDER BY created_at FOR UPDATE SKIP LOCKED LIMIT 1)
      RETURNING ${COLUMNS}, context`,
     [hostId],
   );
@@ -153,21 +158,49 @@ export async function requeueInterrupted(q: Queryable, hostId: string): Promise<
   return rows.map((r) => r.image_id);
 }
 
+/**
+ * Builds whose host has been silent since `since`, whoever looks: queued again when a live host has
+ * what they are FROM (their cached steps are lost with the host), else failed saying why.
+ */
+export async function takeOverLost(q: Queryable, since: Date): Promise<{ requeued: string[]; failed: string[] }> {
+  const lost = `SELECT host_id FROM hosts WHERE heartbeat_at <= $1`;
+  const requeued = await q.query<{ image_id: string }>(
+    `UPDATE images i SET status = 'queued', host_id = NULL
+     WHERE status = 'building' AND host_id IN (${lost})
+       AND (parent = 'base' OR EXISTS (SELECT 1 FROM images p JOIN hosts h ON h.host_id = p.host_id WHERE p.image_id = i.parent AND h.heartbeat_at > $1))
+     RETURNING image_id`,
+    [since],
+  );
+  const failed = await q.query<{ image_id: string }>(
+    `UPDATE images SET status = 'failed', context = NULL,
+       status_reason = 'its host ' || host_id || ' stopped answering while building it, and the image it is FROM is on that host alone'
+     WHERE status = 'building' AND host_id IN (${lost}) RETURNING image_id`,
+    [since],
+  );
+  return { requeued: requeued.map((r) => r.image_id), failed: failed.map((r) => r.image_id) };
+}
+
+/** Whether the build is still this host's (another host takes over the builds of a host silent too long). */
 export async function markReady(
   q: Queryable,
   imageId: string,
   r: { layerPath: string; sizeBytes: number; config: ImageConfig; packages: Array<{ name: string; version: string }> },
   now: Date,
-): Promise<void> {
-  await q.query(
+  hostId?: string,
+): Promise<boolean> {
+  const rows = await q.query(
     `UPDATE images SET status = 'ready', status_reason = NULL, layer_path = $2, size_bytes = $3, config = $4, packages = $5, ready_at = $6, context = NULL
-     WHERE image_id = $1`,
-    [imageId, r.layerPath, r.sizeBytes, JSON.stringify(r.config), JSON.stringify(r.packages), now],
+     WHERE image_id = $1 AND ($7::text IS NULL OR (host_id = $7 AND status = 'building')) RETURNING image_id`,
+    [imageId, r.layerPath, r.sizeBytes, JSON.stringify(r.config), JSON.stringify(r.packages), now, hostId ?? null],
   );
+  return rows.length > 0;
 }
 
-export async function markFailed(q: Queryable, imageId: string, reason: string): Promise<void> {
-  await q.query(`UPDATE images SET status = 'failed', status_reason = $2, context = NULL WHERE image_id = $1`, [imageId, reason]);
+export async function markFailed(q: Queryable, imageId: string, reason: string, hostId?: string): Promise<void> {
+  await q.query(
+    `UPDATE images SET status = 'failed', status_reason = $2, context = NULL WHERE image_id = $1 AND ($3::text IS NULL OR (host_id = $3 AND status = 'building'))`,
+    [imageId, reason, hostId ?? null],
+  );
 }
 
 /** The image's row whatever its tenant (a host's own look-up). */
