@@ -1,11 +1,13 @@
-import { call, ClientError, type Schemas } from '../api.ts';
-import type { ConsoleApp, ConsoleContext } from '../app.tsx';
-import { vmPath } from '../components.tsx';
-import { assetUrl } from '../assets.ts';
-import { Csrf, page } from '../layout.tsx';
-import { newNonce, SECURITY_HEADERS } from '../security.ts';
-import type { ConsoleSession } from '../../domain/sessions.ts';
-import { vmPage } from './vm.tsx';
+import { call, ClientError, type Schemas } from '../../api.ts';
+import type { ConsoleApp, ConsoleContext } from '../../app.tsx';
+import { vmPath } from '../../components.tsx';
+import { assetUrl } from '../../assets.ts';
+import { page } from '../../layout.tsx';
+import { PostForm, Submit } from '../../form.tsx';
+import { newNonce, SECURITY_HEADERS } from '../../security.ts';
+import type { ConsoleSession } from '../../../domain/sessions.ts';
+import { onRefusal } from '../../problem.tsx';
+import type { ShowVm } from './section.ts';
 
 const terminalPath = (id: string) => `${vmPath(id)}/terminal`;
 
@@ -33,13 +35,10 @@ export function TerminalSection({ vm, session }: { vm: Schemas['VM']; session: C
         A login shell in the VM as the user <code>agent</code> in <code>/persist/workspace</code>, with the environment a run of the harness
         has: the way to log a harness in by hand or look around. It opens on a page of its own.
       </p>
-      <form method="post" action={terminalPath(vm.vm_id)} class="button-row">
-        <Csrf session={session} />
-        <button type="submit" class="button">
-          Open terminal
-        </button>
+      <PostForm session={session} action={terminalPath(vm.vm_id)} class="button-row">
+        <Submit label="Open terminal" />
         {vm.status !== 'running' ? <span class="muted small">The VM must be running to open a terminal.</span> : null}
-      </form>
+      </PostForm>
     </section>
   );
 }
@@ -67,15 +66,14 @@ async function terminalPage(c: ConsoleContext, vm: Schemas['VM'], socket?: strin
         <h2 id="terminal-h">
           Shell in <span class="mono">{vm.vm_id}</span>
         </h2>
-        <form method="post" action={`${terminalPath(vm.vm_id)}/ticket`} class="button-row" id="terminal-controls">
-          <Csrf session={session} />
+        <PostForm session={session} action={`${terminalPath(vm.vm_id)}/ticket`} class="button-row" id="terminal-controls">
           <button type="submit" class="button small primary" id="terminal-reconnect" hidden>
             Reconnect
           </button>
           <button type="button" class="button small ghost" id="terminal-disconnect" hidden>
             Disconnect
           </button>
-        </form>
+        </PostForm>
       </div>
       <div class="terminal-bar">
         <p id="terminal-status" class="terminal-status" role="status" data-state="idle">
@@ -111,7 +109,7 @@ async function terminalPage(c: ConsoleContext, vm: Schemas['VM'], socket?: strin
   );
 }
 
-export function registerTerminal(app: ConsoleApp) {
+export function registerTerminal(app: ConsoleApp, showVm: ShowVm) {
   /** The page without a ticket (a reload, a bookmark): its script asks for one. */
   app.get('/vms/:id/terminal', async (c) => {
     const vm = await call(c.get('api').GET('/v1/api/vms/{id}', { params: { path: { id: c.req.param('id') } } }));
@@ -121,14 +119,14 @@ export function registerTerminal(app: ConsoleApp) {
   /** "Open terminal" on the VM page: a ticket first, so that a refusal shows on the VM page in the API's words. */
   app.post('/vms/:id/terminal', async (c) => {
     const id = c.req.param('id');
-    try {
-      const vm = await call(c.get('api').GET('/v1/api/vms/{id}', { params: { path: { id } } }));
-      const { socket } = await issueTicket(c, id);
-      return await terminalPage(c, vm, socket);
-    } catch (err) {
-      if (!(err instanceof ClientError)) throw err;
-      return vmPage(c, id, { problem: err, status: err.status });
-    }
+    return onRefusal(
+      async () => {
+        const vm = await call(c.get('api').GET('/v1/api/vms/{id}', { params: { path: { id } } }));
+        const { socket } = await issueTicket(c, id);
+        return terminalPage(c, vm, socket);
+      },
+      (problem) => showVm(c, id, { problem, status: problem.status }),
+    );
   });
 
   /** A fresh ticket for the page's script (reload, reconnect): JSON, the API's error body on refusal. */

@@ -1,12 +1,14 @@
-import { call, ClientError, type ApiClient, type Schemas } from '../api.ts';
-import type { ConsoleApp, ConsoleContext, ConsoleDeps } from '../app.tsx';
-import { Time, vmPath } from '../components.tsx';
-import { bytes } from '../format.ts';
-import { Csrf } from '../layout.tsx';
-import { SECURITY_HEADERS } from '../security.ts';
-import type { ConsoleSession } from '../../domain/sessions.ts';
-import { vmPage } from './vm.tsx';
-import { MAX_FILE_BYTES } from '../../domain/guestAccess.ts';
+import { call, ClientError, type Schemas } from '../../api.ts';
+import type { ConsoleApp, ConsoleContext, ConsoleDeps } from '../../app.tsx';
+import { Time, vmPath } from '../../components.tsx';
+import { bytes } from '../../format.ts';
+import { Field, PostForm, Submit } from '../../form.tsx';
+import { SectionProblem } from '../../problem.tsx';
+import { Table, type Column } from '../../table.tsx';
+import { SECURITY_HEADERS } from '../../security.ts';
+import type { ConsoleSession } from '../../../domain/sessions.ts';
+import type { VmAct, VmSectionContext } from './section.ts';
+import { MAX_FILE_BYTES } from '../../../domain/guestAccess.ts';
 
 /**
  * A form upload without script arrives as multipart, which is read whole before it can be parsed: the console
@@ -26,7 +28,28 @@ const filesHref = (vmId: string, dir: string) => `${vmPath(vmId)}${dir ? `?dir=$
 const downloadHref = (vmId: string, path: string) => `${vmPath(vmId)}/files/download?path=${encodeURIComponent(path)}`;
 
 /** The VM page's files section: /persist/workspace and below, with downloads and an upload form. */
-export async function FilesSection({ vm, session, api, c }: { vm: Schemas['VM']; session: ConsoleSession; api: ApiClient; c: ConsoleContext }) {
+const columns = (vmId: string, dir: string): Column<Schemas['FileEntry']>[] => [
+  {
+    label: 'Name',
+    class: 'wrap-anywhere',
+    cell: (e) =>
+      e.type === 'dir' ? (
+        <a href={filesHref(vmId, join(dir, e.name))}>{e.name}/</a>
+      ) : e.type === 'file' ? (
+        <a href={downloadHref(vmId, join(dir, e.name))} download={e.name}>
+          {e.name}
+        </a>
+      ) : (
+        <span>
+          {e.name} <span class="muted small">(link)</span>
+        </span>
+      ),
+  },
+  { label: 'Size', cell: (e) => (e.type === 'file' ? bytes(e.size) : '—') },
+  { label: 'Modified', cell: (e) => <Time at={e.mtime} /> },
+];
+
+export async function FilesSection({ vm, session, api, c }: VmSectionContext) {
   const dir = cleanDir(c.req.query('dir'));
   let entries: Schemas['FileEntry'][] | null = null;
   let problem: ClientError | null = null;
@@ -61,79 +84,43 @@ export async function FilesSection({ vm, session, api, c }: { vm: Schemas['VM'];
       {vm.status !== 'running' ? (
         <p class="empty">The files are on the persist disk; they can be seen while the VM is running.</p>
       ) : problem ? (
-        <p class="section-problem" role="status">
-          <strong>{problem.message || 'The files could not be read.'}</strong> <code class="section-problem-code">{problem.code}</code>
-          {problem.hint ? <span> {problem.hint}</span> : null}
-        </p>
+        <SectionProblem problem={problem} fallback="The files could not be read." />
       ) : entries && entries.length === 0 ? (
         <p class="empty">This folder is empty.</p>
       ) : (
-        <div class="table-wrap">
-          <table class="table responsive" id="file-rows">
-            <caption class="visually-hidden">Files in /persist/workspace{dir ? `/${dir}` : ''}</caption>
-            <thead>
+        <Table
+          id="file-rows"
+          caption={`Files in /persist/workspace${dir ? `/${dir}` : ''}`}
+          columns={columns(vm.vm_id, dir)}
+          rows={entries ?? []}
+          lead={
+            dir ? (
               <tr>
-                <th scope="col">Name</th>
-                <th scope="col">Size</th>
-                <th scope="col">Modified</th>
+                <td data-label="Name">
+                  <a href={filesHref(vm.vm_id, crumbs.slice(0, -1).join('/'))}>.. (up)</a>
+                </td>
+                <td data-label="Size"></td>
+                <td data-label="Modified"></td>
               </tr>
-            </thead>
-            <tbody>
-              {dir ? (
-                <tr>
-                  <td data-label="Name">
-                    <a href={filesHref(vm.vm_id, crumbs.slice(0, -1).join('/'))}>.. (up)</a>
-                  </td>
-                  <td data-label="Size"></td>
-                  <td data-label="Modified"></td>
-                </tr>
-              ) : null}
-              {(entries ?? []).map((e) => (
-                <tr>
-                  <td data-label="Name" class="wrap-anywhere">
-                    {e.type === 'dir' ? (
-                      <a href={filesHref(vm.vm_id, join(dir, e.name))}>{e.name}/</a>
-                    ) : e.type === 'file' ? (
-                      <a href={downloadHref(vm.vm_id, join(dir, e.name))} download={e.name}>
-                        {e.name}
-                      </a>
-                    ) : (
-                      <span>
-                        {e.name} <span class="muted small">(link)</span>
-                      </span>
-                    )}
-                  </td>
-                  <td data-label="Size">{e.type === 'file' ? bytes(e.size) : '—'}</td>
-                  <td data-label="Modified">
-                    <Time at={e.mtime} />
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+            ) : null
+          }
+        />
       )}
       {vm.status === 'running' ? (
-        <form class="grid-secret" method="post" action={`${vmPath(vm.vm_id)}/files/upload`} enctype="multipart/form-data" data-stream-upload="">
-          <Csrf session={session} />
-          <input type="hidden" name="dir" value={dir} />
-          <div class="field">
-            <label for="upload-file">Upload a file to this folder</label>
+        <PostForm session={session} action={`${vmPath(vm.vm_id)}/files/upload`} class="grid-secret" enctype="multipart/form-data" data-stream-upload="" hidden={{ dir }}>
+          <Field id="upload-file" label="Upload a file to this folder">
             <input id="upload-file" name="file" type="file" required aria-describedby="upload-help" />
-          </div>
-          <div class="field">
-            <label for="upload-name">Save as (optional)</label>
+          </Field>
+          <Field id="upload-name" label="Save as (optional)">
             <input id="upload-name" name="name" maxlength={255} placeholder="the file's own name" autocomplete="off" />
-          </div>
+          </Field>
           <div class="field end">
-            <button type="submit" class="button primary">
-              Upload
-            </button>
+            <Submit label="Upload" variant="primary" />
           </div>
           <p id="upload-help" class="muted small span-all">
             Up to {bytes(MAX_FILE_BYTES)}, streamed to the VM ({bytes(FORM_UPLOAD_MAX_BYTES)} with scripts off). A file of the same name is replaced whole once the last byte has come.
           </p>
-        </form>
+        </PostForm>
       ) : null}
     </section>
   );
@@ -142,7 +129,7 @@ export async function FilesSection({ vm, session, api, c }: { vm: Schemas['VM'];
 /** A file name fit for Content-Disposition: its own name, with anything odd replaced. */
 const asciiName = (name: string) => name.replace(/[^A-Za-z0-9._-]/g, '_').slice(0, 200) || 'download';
 
-export function registerFiles(app: ConsoleApp, deps: ConsoleDeps) {
+export function registerFiles(app: ConsoleApp, deps: ConsoleDeps, act: VmAct) {
   /** A call to the files operation in process, as the session's tenant, whose answer is passed on as it streams. */
   const filesCall = (c: ConsoleContext, id: string, path: string, init: RequestInit = {}) =>
     deps.callApi(
@@ -179,15 +166,9 @@ export function registerFiles(app: ConsoleApp, deps: ConsoleDeps) {
    * token in a header: streamed to the VM as they come), or a plain form's multipart body (read whole, so capped).
    * Either way it lands in the folder shown, under the name given or the file's own.
    */
-  app.post('/vms/:id/files/upload', async (c) => {
-    try {
-      return await upload(c);
-    } catch (err) {
-      if (!(err instanceof ClientError)) throw err;
-      return vmPage(c, c.req.param('id')!, { problem: err, status: err.status });
-    }
-  });
-  const upload = async (c: ConsoleContext) => {
+  app.post('/vms/:id/files/upload', (c) => act(c, () => upload(c)));
+  /** Sends the file to the VM; answers where to go next. */
+  const upload = async (c: ConsoleContext): Promise<string> => {
     const id = c.req.param('id')!;
     const back = (dir: string, done: string) => `${vmPath(id)}?${new URLSearchParams({ ...(dir ? { dir } : {}), done })}#files-h`;
     const type = (c.req.header('content-type') ?? '').split(';')[0].trim().toLowerCase();
@@ -229,6 +210,6 @@ export function registerFiles(app: ConsoleApp, deps: ConsoleDeps) {
       duplex: 'half',
     } as RequestInit);
     if (!res.ok) throw await problemOf(res);
-    return c.redirect(back(dir, 'uploaded'), 303);
+    return back(dir, 'uploaded');
   };
 }
