@@ -164,7 +164,7 @@ async function compose(
   const ports = host.driver ? new LocalPortAccess(host.driver) : null;
   const services = buildServices(
     core,
-    { driver: () => host.probe(), executor: host.executor, guest: host.guest, ports, capture: host.capture, vmsChanged: () => host.vmsChanged(), imagesQueued: () => host.imagesQueued?.(), baseImage: trackBaseImage(host.imageReady) },
+    { driver: () => host.probe(), executor: host.executor, guest: host.guest, ports, capture: host.capture, snapshots: host.branching ?? null, vmsChanged: () => host.vmsChanged(), imagesQueued: () => host.imagesQueued?.(), baseImage: trackBaseImage(host.imageReady) },
     domainOpts,
   );
   if (config.role === 'host') {

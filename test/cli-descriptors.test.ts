@@ -17,7 +17,7 @@ import { ClientError } from '../src/client/client.ts';
 import { customerCommands } from '../src/cli/customer.ts';
 import { commandBinding, commandShape, requestFor } from '../src/cli/operationCommands.ts';
 import { specOf } from '../src/cli/operationSpec.ts';
-import { listSnapshots, pauseVM, WITH_NEW_OPERATIONS } from './fixtures/cli-with-new-operations.ts';
+import { listBackups, pauseVM, WITH_NEW_OPERATIONS } from './fixtures/cli-with-new-operations.ts';
 import { toolName, toolOperations } from '../src/mcp/server.ts';
 
 const FIXTURE = path.resolve(path.dirname(new URL(import.meta.url).pathname), 'fixtures/cli-with-new-operations.ts');
@@ -110,7 +110,7 @@ describe('the customer CLI from the operation descriptors', () => {
     assert.deepEqual(pause.options.map((o) => o.flags), ['--until <until>', '--minutes <n>', '--keep-ip', '--labels <labels...>', '--egress <json>', '--idempotency-key <key>', '--json']);
     assert.equal(pause.summary(), 'pause a VM for a while');
     assert.match(pause.options.find((o) => o.long === '--minutes')!.description, /how long \(required\)/);
-    assert.ok(find(program, 'snapshots list'), 'no `snapshots list` for a new tag');
+    assert.ok(find(program, 'backups list'), 'no `backups list` for a new tag');
   });
 
   test('options become the query, the body and the headers of the call', () => {
@@ -196,12 +196,12 @@ describe('the customer CLI from the operation descriptors', () => {
       assert.match(printed, /denied.*evil\.example.*443/);
       assert.deepEqual(JSON.parse(await run(['vms', 'egress-log', 'vm_2', '--json'])), answer);
       assert.equal(seen.at(-1)!.url, '/v1/api/vms/vm_2/egress/log');
-      answer = { data: [{ snapshot_id: 'snap_1', size: 7, tags: ['x'] }] };
-      const snapshots = await run(['snapshots', 'list']);
-      assert.equal(seen.at(-1)!.url, '/v1/api/snapshots');
-      assert.match(snapshots, /snapshot_id.*size/);
-      assert.doesNotMatch(snapshots, /tags/);
-      assert.match(snapshots, /snap_1.*7/);
+      answer = { data: [{ backup_id: 'bak_1', size: 7, tags: ['x'] }] };
+      const backups = await run(['backups', 'list']);
+      assert.equal(seen.at(-1)!.url, '/v1/api/backups');
+      assert.match(backups, /backup_id.*size/);
+      assert.doesNotMatch(backups, /tags/);
+      assert.match(backups, /bak_1.*7/);
     });
 
     test('templates capture --public sends the visibility; keys issue sends only what was given', async () => {
@@ -228,7 +228,7 @@ describe('the MCP tools from the operation descriptors', () => {
     assert.equal(new Set(ops.map(toolName)).size, ops.length);
     assert.equal(toolName(CUSTOMER_OPERATIONS.find((o) => o.operationId === 'createVM')!), 'vm_provision', "the contract's names stay");
     assert.equal(toolName(pauseVM), 'pause_vm');
-    assert.equal(toolName(listSnapshots), 'list_snapshots');
+    assert.equal(toolName(listBackups), 'list_backups');
   });
 });
 

@@ -242,6 +242,7 @@ describe('the CLI and the MCP server against a real server', () => {
         template_get: { id: 'tpl_missing' },
         runs_list: { id: 'vm_missing' },
         image_get: { id: 'img_missing' },
+        snapshot_get: { id: 'snap_missing' },
         run_get: { id: 'vm_missing', run_id: 'run_missing' },
         webhook_deliveries_list: { webhook_id: 'wh_missing' },
         vm_file_read: { id: 'vm_missing', path: 'notes.md' },

@@ -32,6 +32,7 @@ import { createTenant, setCard, removeCard, addCredits } from './admin/tenants.t
 import { listInternalCredentials, revokeHostCredential, revokeReplicaCredential } from './admin/internal.ts';
 import { getLimits, adminSetLimits } from './operations/limits.ts';
 import { listVMPorts, setVMPort, rotatePreviewToken } from './operations/previews.ts';
+import { branchVM, createSnapshot, listSnapshots, getSnapshot, deleteSnapshot, createVMFromSnapshot } from './operations/snapshots.ts';
 
 /** Every customer operation: the 19 of the contract, then the extensions. */
 export const CUSTOMER_OPERATIONS: Operation[] = [
@@ -88,6 +89,12 @@ export const CUSTOMER_OPERATIONS: Operation[] = [
   listVMPorts,
   setVMPort,
   rotatePreviewToken,
+  branchVM,
+  createSnapshot,
+  listSnapshots,
+  getSnapshot,
+  deleteSnapshot,
+  createVMFromSnapshot,
 ];
 
 export const ADMIN_OPERATIONS: Operation[] = [createTenant, setCard, removeCard, addCredits, adminSetLimits, listInternalCredentials, revokeHostCredential, revokeReplicaCredential];

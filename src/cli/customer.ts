@@ -42,6 +42,7 @@ const GROUPS: Record<string, string> = {
   webhooks: 'where your events are POSTed, signed, and how each delivery went',
   billing: 'card on file and credits; `billing ledger` lists every charge and draw',
   images: 'what a VM starts with: the base workstation image, or one of yours built from a Dockerfile',
+  snapshots: "a running VM's memory, devices and disks, kept: start new VMs from it any time",
 };
 
 const jsonOpt = () => new Option('--json', 'print JSON (for scripts)');

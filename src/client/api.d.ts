@@ -875,6 +875,104 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/api/vms/{id}/branch": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Branch a running VM into new VMs that go on from this instant (charges money)
+         * @description The VM is paused while its memory and devices are saved and its disks frozen copy-on-write, then runs on (`paused_ms`). Each new VM resumes from that instant with its processes, memory and files as they were, and its own id, hostname, machine id, address, a reseeded RNG and the right clock. Runs in flight stay with the VM branched; their processes are ended in the new VMs. Charged like a create (a plan's price per VM on the card, or an hour of credits per VM up front), all or none. New VMs start on the VM's host. A VM that is not running: 409 `vm_not_running`.
+         */
+        post: operations["branchVM"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/api/vms/{id}/snapshots": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Snapshot a running VM: memory, devices and disks; the VM runs on
+         * @description The VM is paused for the saving only. The snapshot outlives the VM (destroy it and start the snapshot later), is checked (size and hash of every file) before each start, and stays on the host that took it. It counts in the `snapshots` limit and, by its size, in `disk_gib`. A VM that is not running: 409 `vm_not_running`.
+         */
+        post: operations["createSnapshot"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/api/snapshots": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Your snapshots, newest first */
+        get: operations["listSnapshots"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/api/snapshots/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get a snapshot */
+        get: operations["getSnapshot"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a snapshot; VMs started from it keep running
+         * @description While a VM started from it has not yet resumed (it reads the snapshot's files): 409 `conflict`.
+         */
+        delete: operations["deleteSnapshot"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/api/snapshots/{id}/vms": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start new VMs from a snapshot (charges money)
+         * @description Each VM resumes the snapshot's instant with an identity of its own, as a branch's do; charged like a create, all or none. The snapshot is checked first: one whose files are damaged or missing is refused with 409 `conflict` naming what is wrong, and nothing is charged.
+         */
+        post: operations["createVMFromSnapshot"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1376,7 +1474,7 @@ export interface components {
             };
         };
         /** @enum {string} */
-        EventType: "vm.created" | "vm.running" | "vm.stopped" | "vm.failed" | "vm.deleted" | "run.finished" | "template.ready" | "template.failed" | "credits.low" | "key.issued" | "key.revoked";
+        EventType: "vm.created" | "vm.running" | "vm.stopped" | "vm.failed" | "vm.deleted" | "vm.branched" | "run.finished" | "template.ready" | "template.failed" | "snapshot.created" | "credits.low" | "key.issued" | "key.revoked";
         CreatedWebhook: {
             webhook_id: string;
             url: string;
@@ -1392,7 +1490,7 @@ export interface components {
         CreateWebhookRequest: {
             /** @description https URL of a public address (hosts in AGENTVM_WEBHOOK_ALLOW_HOSTS may use http and loopback) */
             url: string;
-            /** @description Event types to deliver: vm.created, vm.running, vm.stopped, vm.failed, vm.deleted, run.finished, template.ready, template.failed, credits.low, key.issued, key.revoked */
+            /** @description Event types to deliver: vm.created, vm.running, vm.stopped, vm.failed, vm.deleted, vm.branched, run.finished, template.ready, template.failed, snapshot.created, credits.low, key.issued, key.revoked */
             events: string[];
         };
         WebhookList: {
@@ -1539,13 +1637,13 @@ export interface components {
             vcpus: number;
             /** @description Memory (MiB) of VMs running or suspended. Default 131072 */
             memory_mib: number;
-            /** @description Disk (GiB): persist disks of VMs not deleted, templates (each its source VM's disk), and your images' layers; snapshots when they exist. Default 1000 */
+            /** @description Disk (GiB): persist disks of VMs not deleted, templates (each its source VM's disk), your images' layers, and snapshots (what each holds on its host). Default 1000 */
             disk_gib: number;
             /** @description Templates captured (a failed capture does not count). Default 200 */
             templates: number;
             /** @description Images of your own, queued, building or ready (not failed, not deleted). Default 20 */
             images: number;
-            /** @description Snapshots (none exist yet: always 0). Default 50 */
+            /** @description Snapshots kept (a branch's own saved state is not one, but its disk counts in disk_gib while it is kept). Default 50 */
             snapshots: number;
             /** @description Webhooks. Default 20 */
             webhooks: number;
@@ -1564,13 +1662,13 @@ export interface components {
             vcpus: number;
             /** @description Memory (MiB) of VMs running or suspended */
             memory_mib: number;
-            /** @description Disk (GiB): persist disks of VMs not deleted, templates (each its source VM's disk), and your images' layers; snapshots when they exist */
+            /** @description Disk (GiB): persist disks of VMs not deleted, templates (each its source VM's disk), your images' layers, and snapshots (what each holds on its host) */
             disk_gib: number;
             /** @description Templates captured (a failed capture does not count) */
             templates: number;
             /** @description Images of your own, queued, building or ready (not failed, not deleted) */
             images: number;
-            /** @description Snapshots (none exist yet: always 0) */
+            /** @description Snapshots kept (a branch's own saved state is not one, but its disk counts in disk_gib while it is kept) */
             snapshots: number;
             /** @description Webhooks */
             webhooks: number;
@@ -1664,6 +1762,113 @@ export interface components {
         PreviewToken: {
             /** @description The VM's preview token: header `X-Agentvm-Preview-Token`, or `?agentvm_token=` once (it becomes a cookie for that host) */
             token: string;
+        };
+        BranchResponse: {
+            /** @description The new VMs, `provisioning` until each has resumed with its own identity */
+            vm_ids: string[];
+            parent_vm_id: string;
+            /** @description How long the VM was paused while its memory and devices were saved and its disks frozen */
+            paused_ms: number;
+        };
+        /** @description New VMs resumed from this instant of the VM. `count` 1–20 (default 1); more than one needs tier `spot`, as a swarm. Default plan or tier: the VM's own. A plan or tier must have the VM's size (its memory is the VMs'). Harness, image, secrets and egress are the VM's unless set here. */
+        BranchRequest: {
+            /**
+             * @description Flat plan; omit when using a usage tier
+             * @enum {string}
+             */
+            plan?: "starter" | "pro" | "max";
+            /**
+             * @description Billing cycle of a flat plan; default monthly
+             * @enum {string}
+             */
+            cycle?: "monthly" | "annual";
+            /**
+             * @description Prepaid usage tier instead of a flat plan; spot is required for count > 1
+             * @enum {string}
+             */
+            tier?: "ondemand" | "spot";
+            /** @description How many VMs (a swarm, spot only); default 1 */
+            count?: number;
+            /** @description Egress policy (extension); default: allowlist of the harness's provider API hosts */
+            egress?: {
+                /**
+                 * @description `none`: nothing leaves the VM; `allowlist`: only the names in `allow`; `public`: any public address
+                 * @enum {string}
+                 */
+                mode: "none" | "allowlist" | "public";
+                /** @description Lowercase hostnames, `*.` + a domain for any of its subdomains (not over a public suffix), or a preset (`@debian`, `@npm`, `@pypi`, `@github`, `@crates`, `@go`: one entry each, expanded by the gateway); used in `allowlist` mode */
+                allow: string[];
+            };
+            /** @description Stop the VM after this many seconds without a run, a shell or egress traffic (60–604800); null: never */
+            auto_stop_after_s?: number | null;
+            /**
+             * Format: date-time
+             * @description Destroy the VM at this RFC 3339 time (in the future); null: never
+             */
+            expires_at?: string | null;
+        };
+        Snapshot: {
+            /** @description A `snap_` id */
+            snapshot_id: string;
+            /** @description The VM it was taken of (it may since have been destroyed) */
+            vm_id: string;
+            name: string;
+            /** @description What it takes on its host: saved memory (the pages that differ from the shared base) and the disks' frozen layers */
+            size_bytes: number;
+            /**
+             * Format: date-time
+             * @description RFC 3339 UTC timestamp: the instant it holds
+             */
+            created_at: string;
+        };
+        CreateSnapshotRequest: {
+            /** @description A name of yours; default: the VM id and the time */
+            name?: string;
+        };
+        SnapshotList: {
+            data: components["schemas"]["Snapshot"][];
+            /** @description More, older snapshots follow: ask again with `after` the last id */
+            has_more: boolean;
+        };
+        StartSnapshotResponse: {
+            vm_ids: string[];
+        };
+        /** @description As a branch: `count` 1–20, more than one needs tier `spot`; default plan or tier: the VM's it was taken of, while that VM exists, else its size's plan. */
+        StartSnapshotRequest: {
+            /**
+             * @description Flat plan; omit when using a usage tier
+             * @enum {string}
+             */
+            plan?: "starter" | "pro" | "max";
+            /**
+             * @description Billing cycle of a flat plan; default monthly
+             * @enum {string}
+             */
+            cycle?: "monthly" | "annual";
+            /**
+             * @description Prepaid usage tier instead of a flat plan; spot is required for count > 1
+             * @enum {string}
+             */
+            tier?: "ondemand" | "spot";
+            /** @description How many VMs (a swarm, spot only); default 1 */
+            count?: number;
+            /** @description Egress policy (extension); default: allowlist of the harness's provider API hosts */
+            egress?: {
+                /**
+                 * @description `none`: nothing leaves the VM; `allowlist`: only the names in `allow`; `public`: any public address
+                 * @enum {string}
+                 */
+                mode: "none" | "allowlist" | "public";
+                /** @description Lowercase hostnames, `*.` + a domain for any of its subdomains (not over a public suffix), or a preset (`@debian`, `@npm`, `@pypi`, `@github`, `@crates`, `@go`: one entry each, expanded by the gateway); used in `allowlist` mode */
+                allow: string[];
+            };
+            /** @description Stop the VM after this many seconds without a run, a shell or egress traffic (60–604800); null: never */
+            auto_stop_after_s?: number | null;
+            /**
+             * Format: date-time
+             * @description Destroy the VM at this RFC 3339 time (in the future); null: never
+             */
+            expires_at?: string | null;
         };
     };
     responses: never;
@@ -6821,6 +7026,722 @@ export interface operations {
                 headers: {
                     /** @description Identifies the request in the server log */
                     "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    branchVM: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Replays the first response for the same key and body for 24 hours, charging once */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description A VM id (`vm_…`) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["BranchRequest"];
+            };
+        };
+        responses: {
+            /** @description The new VMs, provisioning */
+            201: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BranchResponse"];
+                };
+            };
+            /** @description `invalid_request`: Malformed JSON, wrong type, unknown field or value out of range; `message` names the field */
+            400: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unauthorized`: Missing, malformed, unknown or revoked key; `message` is empty */
+            401: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `card_required`: No card on file; `card_declined`: The card on file was declined; `insufficient_credits`: Prepaid credits do not cover an hour per VM */
+            402: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `read_only_key`: A read key on a write; `quota_exceeded`: Over one of the tenant's limits (GET /v1/api/limits); `message` names the limit, its value and the current count; nothing was charged or changed */
+            403: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found`: Unknown or unowned id; do not retry */
+            404: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `vm_not_running`: The VM is not running; `idempotency_conflict`: The Idempotency-Key was used with another body */
+            409: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `payload_too_large`: Body over 1 MiB */
+            413: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unsupported_media_type`: A body that is not application/json */
+            415: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `rate_limited`: Over the per-key rate; see Retry-After */
+            429: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `internal`: Unexpected server error; `message` is empty, the detail is logged under the request id */
+            500: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unavailable`: No host capacity or the VM driver is down; see Retry-After */
+            503: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    createSnapshot: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A VM id (`vm_…`) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["CreateSnapshotRequest"];
+            };
+        };
+        responses: {
+            /** @description The snapshot, whole and checked */
+            201: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Snapshot"];
+                };
+            };
+            /** @description `invalid_request`: Malformed JSON, wrong type, unknown field or value out of range; `message` names the field */
+            400: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unauthorized`: Missing, malformed, unknown or revoked key; `message` is empty */
+            401: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `read_only_key`: A read key on a write; `quota_exceeded`: Over one of the tenant's limits (GET /v1/api/limits); `message` names the limit, its value and the current count; nothing was charged or changed */
+            403: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found`: Unknown or unowned id; do not retry */
+            404: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `vm_not_running`: The VM is not running */
+            409: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `payload_too_large`: Body over 1 MiB */
+            413: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unsupported_media_type`: A body that is not application/json */
+            415: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `rate_limited`: Over the per-key rate; see Retry-After */
+            429: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `internal`: Unexpected server error; `message` is empty, the detail is logged under the request id */
+            500: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unavailable`: No host capacity or the VM driver is down; see Retry-After */
+            503: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listSnapshots: {
+        parameters: {
+            query?: {
+                /** @description A snapshot id: the page after it (newest first) */
+                after?: string;
+                /** @description Page size, 1–100 */
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of snapshots */
+            200: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SnapshotList"];
+                };
+            };
+            /** @description `invalid_request`: Malformed JSON, wrong type, unknown field or value out of range; `message` names the field */
+            400: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unauthorized`: Missing, malformed, unknown or revoked key; `message` is empty */
+            401: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `rate_limited`: Over the per-key rate; see Retry-After */
+            429: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `internal`: Unexpected server error; `message` is empty, the detail is logged under the request id */
+            500: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getSnapshot: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A snapshot id (`snap_…`) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The snapshot */
+            200: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Snapshot"];
+                };
+            };
+            /** @description `invalid_request`: Malformed JSON, wrong type, unknown field or value out of range; `message` names the field */
+            400: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unauthorized`: Missing, malformed, unknown or revoked key; `message` is empty */
+            401: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found`: Unknown or unowned id; do not retry */
+            404: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `rate_limited`: Over the per-key rate; see Retry-After */
+            429: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `internal`: Unexpected server error; `message` is empty, the detail is logged under the request id */
+            500: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    deleteSnapshot: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A snapshot id (`snap_…`) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The snapshot deleted */
+            200: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Snapshot"];
+                };
+            };
+            /** @description `invalid_request`: Malformed JSON, wrong type, unknown field or value out of range; `message` names the field */
+            400: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unauthorized`: Missing, malformed, unknown or revoked key; `message` is empty */
+            401: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `read_only_key`: A read key on a write */
+            403: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found`: Unknown or unowned id; do not retry */
+            404: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `conflict`: The resource already exists */
+            409: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `rate_limited`: Over the per-key rate; see Retry-After */
+            429: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `internal`: Unexpected server error; `message` is empty, the detail is logged under the request id */
+            500: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    createVMFromSnapshot: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Replays the first response for the same key and body for 24 hours, charging once */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description A snapshot id (`snap_…`) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["StartSnapshotRequest"];
+            };
+        };
+        responses: {
+            /** @description The new VMs, provisioning */
+            201: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StartSnapshotResponse"];
+                };
+            };
+            /** @description `invalid_request`: Malformed JSON, wrong type, unknown field or value out of range; `message` names the field */
+            400: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unauthorized`: Missing, malformed, unknown or revoked key; `message` is empty */
+            401: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `card_required`: No card on file; `card_declined`: The card on file was declined; `insufficient_credits`: Prepaid credits do not cover an hour per VM */
+            402: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `read_only_key`: A read key on a write; `quota_exceeded`: Over one of the tenant's limits (GET /v1/api/limits); `message` names the limit, its value and the current count; nothing was charged or changed */
+            403: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `not_found`: Unknown or unowned id; do not retry */
+            404: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `conflict`: The resource already exists; `idempotency_conflict`: The Idempotency-Key was used with another body */
+            409: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `payload_too_large`: Body over 1 MiB */
+            413: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unsupported_media_type`: A body that is not application/json */
+            415: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `rate_limited`: Over the per-key rate; see Retry-After */
+            429: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `internal`: Unexpected server error; `message` is empty, the detail is logged under the request id */
+            500: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `unavailable`: No host capacity or the VM driver is down; see Retry-After */
+            503: {
+                headers: {
+                    /** @description Identifies the request in the server log */
+                    "X-Request-Id"?: string;
+                    /** @description Seconds to wait */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {

@@ -2,6 +2,7 @@ import type { Db, Queryable } from '../store/db.ts';
 import type { Clock } from './clock.ts';
 import * as hostStore from '../store/hosts.ts';
 import * as vmStore from '../store/vms.ts';
+import * as snapshotStore from '../store/snapshots.ts';
 import type { HostRegistration, HostRow } from '../store/hosts.ts';
 
 export interface Need {
@@ -48,7 +49,8 @@ export class HostService {
     for (const host of hosts) {
       if (onlyHost !== undefined && host.host_id !== onlyHost) continue;
       const vms = await vmStore.listHoldingRoom(tx, host.host_id);
-      const used = { vcpus: 0, memory_mib: 0, disk_gib: 0 };
+      // Snapshots kept on the host take its disk too.
+      const used = { vcpus: 0, memory_mib: 0, disk_gib: await snapshotStore.hostDiskGib(tx, host.host_id) };
       for (const v of vms) {
         used.disk_gib += v.disk_gib;
         // A suspended VM holds its saved memory on the host's disk, not in its memory.

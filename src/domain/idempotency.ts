@@ -71,3 +71,23 @@ export async function onceForKey<T>(
   ]);
   return { ...result, replayed: false };
 }
+
+/**
+ * The stored answer of a money request already made under this key, looked at before work that must
+ * not be done twice outside the transaction (a branch pauses its VM): null when the key is new. The
+ * same key with another request is 409 idempotency_conflict. onceForKey still decides in the end.
+ */
+export async function storedForKey<T>(q: Queryable, tenantId: string, key: string | undefined, operation: string, hash: string): Promise<StoredResponse<T> | null> {
+  if (key === undefined) return null;
+  const [row] = await q.query<{ operation: string; request_hash: string; status_code: number | null; response: T | null; fresh: boolean }>(
+    `SELECT operation, request_hash, status_code, response, created_at >= now() - make_interval(hours => ${IDEMPOTENCY_TTL_HOURS}) AS fresh
+     FROM idempotency_keys WHERE tenant_id = $1 AND idem_key = $2`,
+    [tenantId, key],
+  );
+  if (!row || !row.fresh) return null;
+  if (row.operation !== operation || row.request_hash !== hash) {
+    throw new DomainError('idempotency_conflict', 'this Idempotency-Key was already used with another request', 'use a new Idempotency-Key for a different request');
+  }
+  if (row.status_code === null || row.response === null) return null;
+  return { status: row.status_code, body: row.response, replayed: true };
+}

@@ -13,7 +13,7 @@ export function randomBase62(length: number): string {
   return out;
 }
 
-export type IdPrefix = 'vm' | 'tpl' | 'key' | 'ten' | 'host' | 'ch' | 'lc' | 'run' | 'ses' | 'img';
+export type IdPrefix = 'vm' | 'tpl' | 'key' | 'ten' | 'host' | 'ch' | 'lc' | 'run' | 'ses' | 'img' | 'snap';
 export const newId = (prefix: IdPrefix) => `${prefix}_${randomBase62(22)}`;
 
 export const KEY_PREFIX = 'avm_live_';

@@ -10,6 +10,7 @@ import type { Clock } from './clock.ts';
 import { DomainError, notFound } from './errors.ts';
 import * as imageStore from '../store/images.ts';
 import * as limitStore from '../store/limits.ts';
+import * as snapshotStore from '../store/snapshots.ts';
 
 export const LIMIT_NAMES = [
   'vms',
@@ -54,10 +55,10 @@ export const LIMIT_DESCRIPTIONS: Record<LimitName, string> = {
   running_vms: 'VMs wanted running (starting, restarting and provisioning included) that have not failed',
   vcpus: 'vCPUs of VMs running or suspended',
   memory_mib: 'Memory (MiB) of VMs running or suspended',
-  disk_gib: 'Disk (GiB): persist disks of VMs not deleted, templates (each its source VM\'s disk), and your images\' layers; snapshots when they exist',
+  disk_gib: 'Disk (GiB): persist disks of VMs not deleted, templates (each its source VM\'s disk), your images\' layers, and snapshots (what each holds on its host)',
   templates: 'Templates captured (a failed capture does not count)',
   images: 'Images of your own, queued, building or ready (not failed, not deleted)',
-  snapshots: 'Snapshots (none exist yet: always 0)',
+  snapshots: 'Snapshots kept (a branch\'s own saved state is not one, but its disk counts in disk_gib while it is kept)',
   webhooks: 'Webhooks',
   api_keys: 'API keys not revoked',
   run_streams: 'Open run event streams and shells together, on every server',
@@ -89,8 +90,7 @@ export function quotaExceeded(name: LimitName, limit: number, used: number, adds
 
 /**
  * Where usage comes from: each counter gives some names, and a name given by several is their sum
- * (disk_gib: VMs' persist disks, templates and images). Snapshots have no counter until they
- * exist; theirs adds its count and its disk_gib here, and every check and GET /v1/api/limits has it.
+ * (disk_gib: VMs' persist disks, templates, images and snapshots).
  */
 interface Counter {
   names: readonly LimitName[];
@@ -105,6 +105,13 @@ const COUNTERS: Counter[] = [
     count: async (q, t) => {
       const u = await imageStore.usage(q, t);
       return { images: u.images, disk_gib: Math.ceil(u.bytes / 1024 ** 3) };
+    },
+  },
+  {
+    names: ['snapshots', 'disk_gib'],
+    count: async (q, t) => {
+      const u = await snapshotStore.usage(q, t);
+      return { snapshots: u.snapshots, disk_gib: Math.ceil(u.bytes / 1024 ** 3) };
     },
   },
   { names: ['webhooks'], count: async (q, t) => ({ webhooks: await limitStore.countWebhooks(q, t) }) },

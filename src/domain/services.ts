@@ -15,6 +15,7 @@ import { FileService, ShellService, type GuestAccess } from './guestAccess.ts';
 import { PreviewService } from './previews.ts';
 import type { PortAccess } from './previewAccess.ts';
 import { TemplateService } from './templates.ts';
+import { SnapshotService, type SnapshotHost } from './snapshots.ts';
 import { EventService } from './events.ts';
 import { WebhookService } from './webhooks.ts';
 import { SessionService } from './sessions.ts';
@@ -50,6 +51,8 @@ export interface Services {
   limits: LimitService;
   /** Images of tenants' own, built from Dockerfiles. */
   images: ImageService;
+  /** Snapshots of running VMs, and branches (decisions section 18). */
+  snapshots: SnapshotService;
   driver: () => Promise<DriverHealth>;
   /** The guest image VMs run here, for `GET /v1/api/images/base`. */
   baseImage: BaseImageSource;
@@ -99,6 +102,8 @@ export interface VmHostPort {
   /** The guests' TCP ports, for previews. */
   ports?: PortAccess | null;
   capture?: ((templateId: string) => void) | null;
+  /** Snapshots saved and started on the VMs' hosts (none: snapshot operations are 503). */
+  snapshots?: SnapshotHost | null;
   /** A VM's desired state changed. */
   vmsChanged?: () => void;
   /** An image build was queued. */
@@ -134,6 +139,7 @@ export function buildServices(
     sessions: new SessionService(db, clock, login),
     limits: new LimitService(db, clock),
     images,
+    snapshots: new SnapshotService(db, clock, billing, vms, host.snapshots ?? null),
     templates,
     events: new EventService(db, clock),
     webhooks: new WebhookService(db, clock, opts.webhookAllowHosts ?? new Set()),

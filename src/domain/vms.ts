@@ -207,6 +207,11 @@ export class VmService {
     throw new DomainError('unavailable', `VM ${vmId} has not been sampled yet`, 'retry in 10 seconds', { 'Retry-After': '10' });
   }
 
+  /** After a commit that made or changed these VMs elsewhere (a branch): as onChange. */
+  changed(vmIds: string[]): Promise<void> {
+    return this.onChange(vmIds);
+  }
+
   /** After a commit that changed these VMs: their reconciler acts, and their waits look again. */
   private async onChange(vmIds: string[]): Promise<void> {
     this.opts.onChange?.();
@@ -346,7 +351,15 @@ export class VmService {
    * Places and inserts `order.count` VMs (status provisioning); answers their ids. VMs of an image go
    * to the host that holds its layers.
    */
-  async insertVms(tx: Queryable, tenantId: string, order: VmOrder, templateId: string | null, image: { image_id: string; host_id: string | null } | null = null): Promise<string[]> {
+  async insertVms(
+    tx: Queryable,
+    tenantId: string,
+    order: VmOrder,
+    templateId: string | null,
+    image: { image_id: string | null; host_id: string | null } | null = null,
+    /** VMs started from a snapshot: their ids (made ahead), the snapshot, and the guest image its memory ran on. */
+    from: { ids: string[]; snapshotId: string; imageId: string | null } | null = null,
+  ): Promise<string[]> {
     const need = { vcpus: order.vcpus, memory_mib: order.memory_mib, disk_gib: order.disk_gib };
     const placed = await this.hosts.place(tx, need, order.count, order.tier !== 'spot', image?.host_id ?? undefined);
     if (!placed) {
@@ -362,7 +375,7 @@ export class VmService {
     }
     const ids: string[] = [];
     for (let i = 0; i < order.count; i++) {
-      const vmId = newId('vm');
+      const vmId = from?.ids[i] ?? newId('vm');
       await vmStore.insert(tx, {
         vm_id: vmId,
         tenant_id: tenantId,
@@ -375,8 +388,9 @@ export class VmService {
         vcpus: order.vcpus,
         memory_mib: order.memory_mib,
         disk_gib: order.disk_gib,
-        image_id: placed.host.image_id,
+        image_id: from ? from.imageId : placed.host.image_id,
         root_image_id: image?.image_id ?? null,
+        snapshot_id: from?.snapshotId ?? null,
         net_slot: slots[i],
         egress: order.egress ?? this.defaultEgress(order.harness),
         auto_stop_after_s: order.auto_stop_after_s,

@@ -126,23 +126,26 @@ sub answer {
   syswrite($io, join('', @out) . "end\n");
 }
 
-eval {
-clock_random_hostname();
-
 # No network card: the guest's address and the egress gateway's are aliases of its loopback (lo:0,
 # lo:1, each a /32), and nothing else is routed, so a connection anywhere else fails at once (no route
 # to it). The guest agent serves the gateway's address and carries each connection to the host on the
 # data port (egress.ts).
-socket(my $s, 2, 2, 0) or die "socket: $!\n";
-($ip) = split m{/}, $a{ipv4};
-for my $alias (['lo:0', $ip], ['lo:1', $a{egress}]) {
-  my ($label, $addr) = @$alias;
-  next unless $addr;
-  ioctl($s, 0x8916, pack('a16 a16 x8', $label, sin4($addr))) or die "SIOCSIFADDR $label: $!\n";
-  ioctl($s, 0x891c, pack('a16 a16 x8', $label, sin4('255.255.255.255'))) or die "SIOCSIFNETMASK $label: $!\n";
+sub network {
+  socket(my $s, 2, 2, 0) or die "socket: $!\n";
+  ($ip) = split m{/}, $a{ipv4};
+  for my $alias (['lo:0', $ip], ['lo:1', $a{egress}]) {
+    my ($label, $addr) = @$alias;
+    next unless $addr;
+    ioctl($s, 0x8916, pack('a16 a16 x8', $label, sin4($addr))) or die "SIOCSIFADDR $label: $!\n";
+    ioctl($s, 0x891c, pack('a16 a16 x8', $label, sin4('255.255.255.255'))) or die "SIOCSIFNETMASK $label: $!\n";
+  }
+  close($s);
+  step('network');
 }
-close($s);
-step('network');
+
+eval {
+clock_random_hostname();
+network();
 
 # The VM's disks: on a clone they are plugged in as it resumes, and appear while the above ran. A
 # disk counts once its device opens: the node can be there a moment before the disk is ready
@@ -238,20 +241,46 @@ if ($a{standby} && !$@) {
 # suspended (QEMU's user-mode network does not save a connection it hands to a program), and nothing
 # would tell the guest, whose program in the middle of a request would wait on it for ever. Ended, the
 # program sees ECONNABORTED at once and can ask again.
+#
+# A VM made from a snapshot of another (a branch) wakes as that VM was, this program blocked here: the
+# host's first line to it is then a whole identity (a line with `hostname`), taken as a standby takes
+# its second line, with its own address and gateway too, and answered as the first line was.
 exit if $@;
 $patient = 1;
 for (;;) {
   my %c = read_args();
+  if (defined $c{hostname}) {
+    my $was = $a{egress};
+    $a{$_} = $c{$_} for grep { defined $c{$_} } qw(sec nsec entropy hostname machine_id instance_id ipv4 dns egress egress_name);
+    (@out, @steps) = ();
+    $mark = mono();
+    eval {
+      clock_random_hostname();
+      network();
+      etc_files();
+      step('etc');
+      facts();
+    };
+    answer();
+    end_connections($was) unless $@;
+    next;
+  }
   my $err = !($c{sec} =~ /^\d+$/ && $c{nsec} =~ /^\d+$/) ? 'a clock line is sec=... nsec=...'
     : syscall($SYS{clock_settime}, 0, pack('q q', $c{sec}, $c{nsec})) == 0 ? '' : "clock_settime: $!";
   syswrite($io, ($err ? "error=$err\n" : "clock=ok\n") . "end\n");
-  next if $err || !$a{egress};
+  end_connections($a{egress}) unless $err;
+}
+
+# Ends the guest's TCP connections to a gateway address (see above).
+sub end_connections {
+  my ($dst) = @_;
+  return unless $dst;
   my $pid = fork();
   if (defined $pid && $pid == 0) {
     open(STDIN, '<', '/dev/null');
     open(STDOUT, '>', '/dev/null');
     open(STDERR, '>', '/dev/null');
-    exec('/usr/bin/ss', '-K', '-t', 'dst', $a{egress});
+    exec('/usr/bin/ss', '-K', '-t', 'dst', $dst);
     exit 127;
   }
   waitpid($pid, 0) if $pid;

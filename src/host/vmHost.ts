@@ -34,6 +34,8 @@ import { Reconciler } from './reconciler.ts';
 import { MetricsSampler } from './metrics.ts';
 import { Capturer } from './capture.ts';
 import { RunRecorder } from './runRecorder.ts';
+import { LocalSnapshots, type BranchDriver } from './branching.ts';
+import type { SnapshotHost } from '../domain/snapshots.ts';
 import * as hostStore from '../store/hosts.ts';
 import * as vmStore from '../store/vms.ts';
 import { EgressGateway } from './egress/gateway.ts';
@@ -53,6 +55,8 @@ export interface VmHost {
   guest: GuestAccess | null;
   /** Starts the capture of a template whose source VM is here; null where no VM can run. */
   capture: ((templateId: string) => void) | null;
+  /** Snapshots of this host's VMs, and VMs started from them (decisions section 18); null where no VM can run. */
+  branching?: SnapshotHost | null;
   /** A VM's desired state changed: converge soon. */
   vmsChanged(): void;
   /** An image build was queued: a builder here may take it. */
@@ -161,6 +165,7 @@ export class LocalVmHost implements VmHost {
   readonly runs: RunRecorder;
   readonly metrics: MetricsSampler;
   readonly capture: (templateId: string) => void;
+  readonly branching: LocalSnapshots;
   readonly images: ImageBuilder;
   readonly imageReady: Promise<Image>;
   readonly prewarmed: Promise<void>;
@@ -241,6 +246,12 @@ export class LocalVmHost implements VmHost {
       setSecrets: (vmId, set) => credentials.apply(vmId, set, async (guest) => (await driver.request<{ names: string[] }>(vmId, 'secrets', { set: guest }, 30_000)).names),
     };
     this.guest = new LocalGuestAccess(driver);
+    // Until the driver saves a running VM for a snapshot, none is taken (the domain answers why).
+    const branchDriver: BranchDriver = {
+      vmDir: (vmId) => driver.vmDir(vmId),
+      snapshotMachine: (vmId) => (driver as unknown as Partial<BranchDriver>).snapshotMachine?.(vmId) ?? null,
+    };
+    this.branching = new LocalSnapshots({ db: d.db, hostId: d.hostId, dir: path.join(config.dataDir, 'vm-snapshots'), driver: branchDriver, log });
     this.capture = (templateId) => this.capturer.start(templateId);
     this.imageReady = new Promise<Image>((resolve) => (this.resolveImage = resolve));
     this.imageReady.catch(() => undefined);
@@ -293,6 +304,7 @@ export class LocalVmHost implements VmHost {
     this.resolveImage(image);
     const adopted = (async () => {
       await this.capturer.failInterrupted();
+      await this.branching.sweep().catch((err) => log.error({ err }, 'sweeping snapshots cut short failed'));
       await this.reconciler.start();
       // Runs are followed once the VMs an earlier process left running are this process's again.
       if (!this.closing) this.runs.start();

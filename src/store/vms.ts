@@ -72,6 +72,8 @@ export interface NewVm {
   disk_gib: number;
   image_id: string | null;
   root_image_id?: string | null;
+  /** The snapshot it starts from (a branch, or a start of a snapshot): its first start resumes that memory. */
+  snapshot_id?: string | null;
   net_slot: number;
   egress: EgressPolicy;
   auto_stop_after_s: number | null;
@@ -146,10 +148,11 @@ export function tallyForTenant(
 export async function insert(q: Queryable, vm: NewVm): Promise<void> {
   await q.query(
     `INSERT INTO vms (vm_id, tenant_id, host_id, plan, cycle, tier, harness, template_id, vcpus, memory_mib, disk_gib,
-                      status, desired_state, image_id, net_slot, egress, auto_stop_after_s, expires_at, created_at, updated_at, root_image_id)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'provisioning', 'running', $12, $13, $14, $15, $16, $17, $17, $18)`,
+                      status, desired_state, image_id, net_slot, egress, auto_stop_after_s, expires_at, created_at, updated_at, root_image_id, snapshot_id)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'provisioning', 'running', $12, $13, $14, $15, $16, $17, $17, $18, $19)`,
     [vm.vm_id, vm.tenant_id, vm.host_id, vm.plan, vm.cycle, vm.tier, vm.harness, vm.template_id, vm.vcpus,
-      vm.memory_mib, vm.disk_gib, vm.image_id, vm.net_slot, JSON.stringify(vm.egress), vm.auto_stop_after_s, vm.expires_at, vm.created_at, vm.root_image_id ?? null],
+      vm.memory_mib, vm.disk_gib, vm.image_id, vm.net_slot, JSON.stringify(vm.egress), vm.auto_stop_after_s, vm.expires_at, vm.created_at, vm.root_image_id ?? null,
+      vm.snapshot_id ?? null],
   );
 }
 

@@ -59,8 +59,8 @@ export async function giveDir(dir: string, who: RunAs | null): Promise<void> {
     const st = await lstat(p).catch(() => null);
     if (!st || st.isSymbolicLink()) continue;
     // Saved memory and its base stay the host's (the QEMU of a resume is given a sealed copy), and so
-    // does the host's socket to the VM's gateway.
-    if (/^(ram\.base|ram\.prefix|suspend\.(state|json)|egress\.sock)$/.test(name)) continue;
+    // do the host's socket to the VM's gateway and the frozen layers a snapshot shares (branch.ts).
+    if (/^(ram\.base|ram\.prefix|suspend\.(state|json)|egress\.sock|layer-[A-Za-z0-9_]+-(upper|persist)\.qcow2)$/.test(name)) continue;
     if (st.uid !== who.uid) await chown(p, who.uid, who.gid).catch(() => undefined);
   }
 }

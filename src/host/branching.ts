@@ -1,0 +1,123 @@
+/**
+ * Snapshots on this host (decisions section 18): the SnapshotHost the domain calls. A snapshot lives
+ * in `<data dir>/vm-snapshots/<snap id>` (src/vmm/branch.ts says what is in it), on the filesystem of
+ * the VMs' directories (its files are hard links shared with them). It stays on this host: VMs started
+ * from it are placed here, as VMs of an image are placed on the host that holds its layers.
+ *
+ * A host that starts again fails the snapshots it left `creating` (the server or host stopped in the
+ * middle: their work directories go, the reason is kept on the row) and removes directories of
+ * snapshots that are no longer kept, so what remains is whole and checked, or nothing.
+ */
+import { readdir, rm } from 'node:fs/promises';
+import path from 'node:path';
+import type { Db } from '../store/db.ts';
+import * as snapshotStore from '../store/snapshots.ts';
+import type { SnapshotHost } from '../domain/snapshots.ts';
+import { checkSnapshot, prepareFromSnapshot, takeSnapshot, type RunningMachine } from '../vmm/branch.ts';
+
+/** What snapshots need of the host's VM driver. */
+export interface BranchDriver {
+  vmDir(vmId: string): string;
+  /** The running VM's machine, for a snapshot, or null when it does not run here. */
+  snapshotMachine(vmId: string): RunningMachine | null;
+  /** Runs host work that standby VMs give way to. */
+  busyWith?<T>(work: () => Promise<T>): Promise<T>;
+}
+
+export interface LocalSnapshotsDeps {
+  db: Db;
+  hostId: string;
+  dir: string;
+  driver: BranchDriver;
+  log: { info(obj: object, msg: string): void; warn(obj: object, msg: string): void };
+}
+
+const SNAP_ID = /^snap_[A-Za-z0-9]+$/;
+
+export class LocalSnapshots implements SnapshotHost {
+  /** Snapshots being taken here: one VM is never saved twice at once. */
+  private readonly taking = new Set<string>();
+
+  constructor(private readonly d: LocalSnapshotsDeps) {}
+
+  dirOf(snapshotId: string): string {
+    if (!SNAP_ID.test(snapshotId)) throw new Error(`bad snapshot id ${snapshotId}`);
+    return path.join(this.d.dir, snapshotId);
+  }
+
+  private here(hostId: string): void {
+    if (hostId !== this.d.hostId) throw new Error(`the snapshot is on host ${hostId}, not on this one`);
+  }
+
+  async take(hostId: string, req: Parameters<SnapshotHost['take']>[1]): Promise<{ size_bytes: number; paused_ms: number }> {
+    this.here(hostId);
+    const m = this.d.driver.snapshotMachine(req.vm_id);
+    if (!m) throw new Error(`${req.vm_id} is not running on this host`);
+    if (this.taking.has(req.vm_id)) throw new Error(`a snapshot of ${req.vm_id} is being taken already`);
+    this.taking.add(req.vm_id);
+    try {
+      const work = () =>
+        takeSnapshot(m, {
+          vmDir: this.d.driver.vmDir(req.vm_id),
+          snapDir: this.dirOf(req.snapshot_id),
+          snapshotId: req.snapshot_id,
+          machine: { image_id: req.image_id, vcpus: req.vcpus, memory_mib: req.memory_mib },
+          runs: req.runs,
+        });
+      const t0 = performance.now();
+      const { record, size_bytes } = await (this.d.driver.busyWith ? this.d.driver.busyWith(work) : work());
+      this.d.log.info(
+        { vm_id: req.vm_id, snapshot_id: req.snapshot_id, paused_ms: record.paused_ms, size_bytes, memory_kind: record.memory.kind, snapshot_ms: Math.round(performance.now() - t0) },
+        'snapshot taken',
+      );
+      return { size_bytes, paused_ms: record.paused_ms };
+    } finally {
+      this.taking.delete(req.vm_id);
+    }
+  }
+
+  async check(hostId: string, snapshotId: string): Promise<string | null> {
+    this.here(hostId);
+    return checkSnapshot(this.dirOf(snapshotId));
+  }
+
+  async prepare(hostId: string, snapshotId: string, vmIds: string[]): Promise<void> {
+    this.here(hostId);
+    const made: string[] = [];
+    try {
+      for (const vmId of vmIds) {
+        await prepareFromSnapshot(this.dirOf(snapshotId), this.d.driver.vmDir(vmId));
+        made.push(vmId);
+      }
+    } catch (err) {
+      for (const vmId of made) await rm(this.d.driver.vmDir(vmId), { recursive: true, force: true });
+      throw err;
+    }
+  }
+
+  async discard(hostId: string, snapshotId: string | null, vmIds: string[] = []): Promise<void> {
+    this.here(hostId);
+    if (snapshotId) {
+      await rm(`${this.dirOf(snapshotId)}.work`, { recursive: true, force: true });
+      await rm(this.dirOf(snapshotId), { recursive: true, force: true });
+    }
+    for (const vmId of vmIds) await rm(this.d.driver.vmDir(vmId), { recursive: true, force: true });
+  }
+
+  /**
+   * After a restart of this host: snapshots left `creating` failed (their files go), directories of
+   * snapshots no longer kept removed.
+   */
+  async sweep(): Promise<void> {
+    for (const s of await snapshotStore.listCreating(this.d.db, this.d.hostId)) {
+      await this.discard(this.d.hostId, s.snapshot_id).catch(() => undefined);
+      await snapshotStore.markFailed(this.d.db, s.snapshot_id, 'the server or its VM host stopped while the snapshot was being taken; nothing of it was kept');
+      this.d.log.warn({ snapshot_id: s.snapshot_id, vm_id: s.vm_id }, 'a snapshot cut short by a restart was failed');
+    }
+    const kept = await snapshotStore.listKeptIds(this.d.db, this.d.hostId);
+    for (const name of await readdir(this.d.dir).catch(() => [] as string[])) {
+      const id = name.replace(/\.work$/, '');
+      if (SNAP_ID.test(id) && (name.endsWith('.work') || !kept.has(id))) await rm(path.join(this.d.dir, name), { recursive: true, force: true });
+    }
+  }
+}

@@ -1,0 +1,271 @@
+/**
+ * Snapshots of a running machine, and VMs made from them (decisions section 18). It knows nothing of
+ * tenants or money.
+ *
+ * A snapshot is taken with the machine paused (QMP `stop`): its disks are frozen first, then its
+ * memory and devices saved exactly as a suspend saves them (suspend.ts: a page file over the memory
+ * its RAM is mapped from, else QEMU's migration stream), then it runs on (`cont`). Its pause is what
+ * the caller reports as `paused_ms`.
+ *
+ * Freezing a disk: QEMU puts a new, empty qcow2 layer on top of it (`blockdev-snapshot-sync`), so the
+ * file it wrote until now is written no more. That file takes the name `layer-<snapshot>-<disk>.qcow2`
+ * (a hard link) in the VM's directory and in the snapshot's, the new layer names it as its backing by
+ * that bare name (`change-backing-file`: relative, so resolved in the directory of whoever opens it)
+ * and takes the disk's usual name. Every layer of a chain is linked, under its one name, into each
+ * directory whose disks stand on it: a VM's directory holds the whole chain of its disks, and a QEMU
+ * (of its own user, isolation.ts) never opens a file outside its directory and the shared images.
+ * Layers are the host's (root, 0644): many QEMUs read them, none writes them.
+ *
+ * A VM made from a snapshot is a suspended VM whose memory is the snapshot's: its directory gets the
+ * snapshot's layers (links), a new top layer for each disk, the saved memory (links: shared, never
+ * copied) and a suspend record marked `branch`, so its first start is a resume (the driver gives it
+ * a new identity then, as a clone gets one, and ends the runs that were in flight).
+ *
+ * Only once every file is on disk and hashed does `snapshot.json` appear, and the work directory
+ * take the snapshot's name (rename): a snapshot cut short at any moment leaves nothing a start trusts.
+ */
+import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { chmod, chown, link, mkdir, open, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import { promisify } from 'node:util';
+import { runQemuImg } from './disks.ts';
+import { isolating, sealedSource } from './isolation.ts';
+import { save, savePages, suspendFiles, type SuspendRecord } from './suspend.ts';
+
+const FORMAT = 1;
+const DISKS = ['upper', 'persist'] as const;
+/** A frozen layer's file name (the same in every directory that holds it). */
+export const LAYER_FILE = /^layer-[A-Za-z0-9_]+-(upper|persist)\.qcow2$/;
+const layerName = (snapshotId: string, disk: (typeof DISKS)[number]) => `layer-${snapshotId}-${disk}.qcow2`;
+
+type Qmp = <T = unknown>(command: string, args?: object) => Promise<T>;
+
+/** What a snapshot needs of its running machine. */
+export interface RunningMachine {
+  pid: number;
+  qmp: Qmp;
+  /** Flushes what the guest has not written yet to its disks (before the pause). */
+  sync(): Promise<void>;
+  /** What the guest said of itself when it started (a resume answers them). */
+  facts: unknown;
+}
+
+/** The files of a snapshot, each checked by its size and SHA-256 (the RAM base by its size). */
+export interface SnapshotRecord {
+  format: number;
+  snapshot_id: string;
+  memory: SuspendRecord;
+  files: Record<string, { bytes: number; sha256: string }>;
+  base_bytes: number | null;
+  /** Runs in flight at the instant: they stay with the VM it was taken of; a VM made from it ends them. */
+  runs: string[];
+  paused_ms: number;
+  taken_at: string;
+}
+
+/** How a VM made from a snapshot starts: its suspend record says so (the driver gives it a new identity). */
+export interface BranchMark {
+  snapshot_id: string;
+  runs: string[];
+}
+
+export const recordPath = (snapDir: string) => path.join(snapDir, 'snapshot.json');
+
+/** The RAM file the running machine maps copy-on-write (a golden memory, or its own base), if any. */
+async function mappedRam(cmdline: string, pid: number, vmDir: string): Promise<{ file: string; mapIno?: number } | null> {
+  const mem = /(?:^|\0)memory-backend-file,id=mem,[^\0]*mem-path=([^,\0]+),share=off/.exec(cmdline)?.[1];
+  if (!mem) return null;
+  if (mem !== '/proc/self/fd/3') return { file: mem };
+  const sealed = await sealedSource(pid);
+  if (!sealed) return null;
+  // A sealed copy names the file it copies: trusted only when it is a golden memory or this VM's base.
+  const own = path.resolve(sealed.file) === path.resolve(path.join(vmDir, 'ram.base'));
+  return own || path.basename(sealed.file) === 'mem' ? { file: sealed.file, mapIno: sealed.ino } : null;
+}
+
+async function syncFile(file: string): Promise<void> {
+  const fd = await open(file, 'r');
+  await fd.sync().catch(() => undefined);
+  await fd.close();
+}
+
+async function hashFile(file: string): Promise<{ bytes: number; sha256: string }> {
+  const hash = createHash('sha256');
+  let bytes = 0;
+  await pipeline(createReadStream(file, { highWaterMark: 1 << 20 }), async function* (src: AsyncIterable<Buffer>) {
+    for await (const chunk of src) {
+      hash.update(chunk);
+      bytes += chunk.length;
+    }
+  });
+  return { bytes, sha256: hash.digest('hex') };
+}
+
+/**
+ * Freezes the paused machine's disks (see the top of this file). The VM's own chain is whole after
+ * each disk's step, before anything of the snapshot's is linked: a failure leaves the VM's disks good.
+ */
+async function freezeDisks(qmp: Qmp, vmDir: string, work: string, snapshotId: string): Promise<void> {
+  for (const disk of DISKS) {
+    const active = path.join(vmDir, `${disk}.qcow2`);
+    const next = path.join(vmDir, `${disk}.next.qcow2`);
+    const layer = layerName(snapshotId, disk);
+    const node = `${disk}-${snapshotId}`.replace(/[^A-Za-z0-9_-]/g, '-');
+    await rm(next, { force: true });
+    await qmp('blockdev-snapshot-sync', { device: disk, 'snapshot-file': next, 'snapshot-node-name': node, format: 'qcow2', mode: 'absolute-paths' });
+    await link(active, path.join(vmDir, layer));
+    await qmp('change-backing-file', { device: disk, 'image-node-name': node, 'backing-file': layer });
+    await rename(next, active);
+    await link(path.join(vmDir, layer), path.join(work, layer));
+  }
+  // The layers under them (earlier snapshots'), so the snapshot's chain is whole in its directory.
+  for (const name of await readdir(vmDir)) {
+    if (LAYER_FILE.test(name) && !name.startsWith(`layer-${snapshotId}-`)) await link(path.join(vmDir, name), path.join(work, name)).catch(() => undefined);
+  }
+}
+
+/**
+ * Takes a snapshot of the running machine into `snapDir` (made whole, or not at all). The machine is
+ * paused from before its disks are frozen until its memory is saved, then runs on, whatever happens.
+ */
+export async function takeSnapshot(
+  m: RunningMachine,
+  o: { vmDir: string; snapDir: string; snapshotId: string; machine: { image_id: string; vcpus: number; memory_mib: number }; runs: string[] },
+): Promise<{ record: SnapshotRecord; size_bytes: number }> {
+  const work = `${o.snapDir}.work`;
+  await rm(work, { recursive: true, force: true });
+  await mkdir(work, { recursive: true, mode: 0o700 });
+  const ownBase = path.join(o.vmDir, 'ram.base');
+  let paused = false;
+  let pausedMs = 0;
+  try {
+    const cmdline = await readFile(`/proc/${m.pid}/cmdline`, 'utf8').catch(() => '');
+    const ram = await mappedRam(cmdline, m.pid, o.vmDir);
+    const sf = { ...suspendFiles(work), socket: path.join(o.vmDir, 'branch.sock') };
+    if (ram) {
+      await link(ram.file, sf.base);
+      // Over the VM's own base, its golden stream's head is kept beside it (suspend.ts prefixFor).
+      if (path.resolve(ram.file) === path.resolve(ownBase)) await link(path.join(o.vmDir, 'ram.prefix'), sf.prefix).catch(() => undefined);
+    }
+    await m.sync().catch(() => undefined);
+    const t0 = performance.now();
+    await m.qmp('stop');
+    paused = true;
+    await freezeDisks(m.qmp, o.vmDir, work, o.snapshotId);
+    const about = { named_ram: cmdline.includes('memory-backend=mem'), image_id: o.machine.image_id, vcpus: o.machine.vcpus, memory_mib: o.machine.memory_mib, facts: m.facts };
+    const bytes = o.machine.memory_mib * 1024 * 1024;
+    const goldenState = ram && path.resolve(ram.file) !== path.resolve(ownBase) ? path.join(path.dirname(ram.file), 'state') : null;
+    const memory =
+      (ram ? await savePages(m.qmp, sf, about, { pid: m.pid, path: sf.base, bytes, goldenState, mapIno: ram.mapIno }) : null) ??
+      (await save(m.qmp, sf, about, 120_000, ram ? { path: sf.base, block: 'mem' } : null));
+    await m.qmp('cont');
+    paused = false;
+    pausedMs = Math.round(performance.now() - t0);
+    // The memory's own record goes: a VM made from it gets its own (prepareFromSnapshot).
+    await rm(sf.record, { force: true });
+    const files: SnapshotRecord['files'] = {};
+    let size = 0;
+    for (const name of await readdir(work)) {
+      const p = path.join(work, name);
+      if (name === 'ram.base') continue;
+      if (LAYER_FILE.test(name) && isolating()) {
+        await chown(p, 0, 0);
+        await chmod(p, 0o644);
+      }
+      await syncFile(p);
+      files[name] = await hashFile(p);
+      size += (await stat(p)).blocks * 512;
+    }
+    const baseBytes = ram ? (await stat(sf.base)).size : null;
+    const record: SnapshotRecord = { format: FORMAT, snapshot_id: o.snapshotId, memory, files, base_bytes: baseBytes, runs: o.runs, paused_ms: pausedMs, taken_at: new Date().toISOString() };
+    await writeFile(recordPath(work), `${JSON.stringify(record, null, 2)}\n`, { mode: 0o600 });
+    await syncFile(recordPath(work));
+    await rm(o.snapDir, { recursive: true, force: true });
+    await rename(work, o.snapDir);
+    await syncFile(path.dirname(o.snapDir)).catch(() => undefined);
+    return { record, size_bytes: size };
+  } catch (err) {
+    if (paused) await m.qmp('cont').catch(() => undefined);
+    await rm(work, { recursive: true, force: true });
+    throw err;
+  }
+}
+
+/** A qcow2 file's virtual size, read without a lock (a running QEMU may hold it as a backing). */
+async function virtualSize(file: string): Promise<number> {
+  const { stdout } = await promisify(execFile)('qemu-img', ['info', '-U', '--output=json', file]);
+  const size = (JSON.parse(stdout) as { 'virtual-size'?: number })['virtual-size'];
+  if (!Number.isSafeInteger(size)) throw new Error(`qemu-img info gave no size for ${path.basename(file)}`);
+  return size!;
+}
+
+/** The snapshot's record, when it is whole (its files not yet checked: checkSnapshot does). */
+export async function readSnapshot(snapDir: string): Promise<SnapshotRecord | null> {
+  try {
+    const r = JSON.parse(await readFile(recordPath(snapDir), 'utf8')) as SnapshotRecord;
+    return r.format === FORMAT && r.memory && r.files ? r : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Why the snapshot cannot be used (missing, damaged: which file and how), or null when every file matches its record. */
+export async function checkSnapshot(snapDir: string): Promise<string | null> {
+  const r = await readSnapshot(snapDir);
+  if (!r) return 'the snapshot has no complete record on its host';
+  if (r.base_bytes !== null) {
+    const size = await stat(path.join(snapDir, 'ram.base')).then((s) => s.size, () => -1);
+    if (size !== r.base_bytes) return `the memory the snapshot is a difference over is ${size < 0 ? 'missing' : `${size} bytes, expected ${r.base_bytes}`}`;
+  }
+  for (const [name, want] of Object.entries(r.files)) {
+    const got = await hashFile(path.join(snapDir, name)).catch(() => null);
+    if (!got) return `the snapshot's file ${name} is missing`;
+    if (got.bytes !== want.bytes || got.sha256 !== want.sha256) return `the snapshot's file ${name} is damaged (${got.bytes} bytes, expected ${want.bytes}; its checksum does not match)`;
+  }
+  return null;
+}
+
+/**
+ * Makes `vmDir` a suspended VM whose saved memory and disks are the snapshot's (see the top of this
+ * file): its first start resumes the snapshot's instant. Its disks' sizes are the frozen layers'.
+ */
+export async function prepareFromSnapshot(snapDir: string, vmDir: string): Promise<void> {
+  const r = await readSnapshot(snapDir);
+  if (!r) throw new Error('the snapshot has no complete record on its host');
+  await rm(vmDir, { recursive: true, force: true });
+  await mkdir(vmDir, { recursive: true, mode: 0o700 });
+  try {
+    const sf = suspendFiles(vmDir);
+    for (const name of await readdir(snapDir)) {
+      if (LAYER_FILE.test(name)) await link(path.join(snapDir, name), path.join(vmDir, name));
+    }
+    for (const disk of DISKS) {
+      const tmp = path.join(vmDir, `${disk}.qcow2.tmp`);
+      const layer = layerName(r.snapshot_id, disk);
+      const size = await virtualSize(path.join(vmDir, layer));
+      // A bare backing name: resolved in the VM's own directory.
+      await runQemuImg(['create', '-q', '-f', 'qcow2', '-F', 'qcow2', '-u', '-b', layer, tmp, String(size)]);
+      await rename(tmp, path.join(vmDir, `${disk}.qcow2`));
+    }
+    if (r.base_bytes !== null) await link(path.join(snapDir, 'ram.base'), sf.base);
+    await link(path.join(snapDir, 'ram.prefix'), sf.prefix).catch(() => undefined);
+    await link(path.join(snapDir, 'suspend.state'), sf.state);
+    const mark: BranchMark = { snapshot_id: r.snapshot_id, runs: r.runs };
+    const record: SuspendRecord & { branch: BranchMark } = { ...r.memory, branch: mark };
+    await writeFile(`${sf.record}.tmp`, `${JSON.stringify(record, null, 2)}\n`, { mode: 0o600 });
+    await syncFile(`${sf.record}.tmp`);
+    await rename(`${sf.record}.tmp`, sf.record);
+  } catch (err) {
+    await rm(vmDir, { recursive: true, force: true });
+    throw err;
+  }
+}
+
+/** The branch mark of a VM's saved memory: it was made from a snapshot and has not run yet. */
+export function branchMarkOf(record: SuspendRecord | null): BranchMark | null {
+  const b = (record as { branch?: BranchMark } | null)?.branch;
+  return b && typeof b.snapshot_id === 'string' && Array.isArray(b.runs) ? b : null;
+}
