@@ -23,7 +23,9 @@ const skip = imageDir ? false : 'set AGENTVM_TEST_IMAGE_DIR to a built image dir
 const ADMIN = 'avm_admin_test_token_lifecycle_0123456789ab';
 
 
-describe('idle stop and expiry on real microVMs', { skip }, () => {
+// The two tests mostly wait (a run of 80 s, a minute idle, an expiry two minutes on), each with a VM and
+// a tenant of its own: they run side by side.
+describe('idle stop and expiry on real microVMs', { skip, concurrency: true }, () => {
   let dataDir: string;
   let server: RunningServer;
   let receiver: Server;
