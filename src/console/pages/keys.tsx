@@ -1,8 +1,29 @@
 import { call, ClientError, type Schemas } from '../api.ts';
 import { field, type ConsoleContext, type ConsoleApp, type ConsoleDeps } from '../app.tsx';
 import { noticeFor, Time } from '../components.tsx';
-import { Csrf, page } from '../layout.tsx';
+import { Field, PostForm, Select, Submit } from '../form.tsx';
+import { page } from '../layout.tsx';
+import { onRefusal } from '../problem.tsx';
+import { Table, type Column } from '../table.tsx';
 import type { ConsoleSession } from '../../domain/sessions.ts';
+
+const columns = (session: ConsoleSession): Column<Schemas['APIKey']>[] => [
+  { label: 'Label', cell: (k) => k.label || <span class="muted">(no label)</span> },
+  { label: 'Key', class: 'mono', cell: (k) => `${k.prefix}…` },
+  { label: 'Scope', cell: (k) => k.scope },
+  { label: 'Created', cell: (k) => <Time at={k.created_at} /> },
+  { label: 'Last used', cell: (k) => <Time at={k.last_used_at} /> },
+  {
+    label: 'Actions',
+    hiddenLabel: true,
+    class: 'row-actions',
+    cell: (k) => (
+      <PostForm session={session} action={`/console/keys/${encodeURIComponent(k.key_id)}/revoke`} class="inline">
+        <Submit label="Revoke" small variant="danger-ghost" ariaLabel={`Revoke key ${k.label || k.prefix}`} />
+      </PostForm>
+    ),
+  },
+];
 
 async function keysPage(c: ConsoleContext, opts: { problem?: ClientError; status?: number; issued?: Schemas['IssuedKey'] } = {}) {
   const session = c.get('session') as ConsoleSession;
@@ -34,71 +55,29 @@ async function keysPage(c: ConsoleContext, opts: { problem?: ClientError; status
         {keys.data.length === 0 ? (
           <p class="empty">No active keys.</p>
         ) : (
-          <div class="table-wrap">
-            <table class="table responsive">
-              <caption class="visually-hidden">Active API keys</caption>
-              <thead>
-                <tr>
-                  <th scope="col">Label</th>
-                  <th scope="col">Key</th>
-                  <th scope="col">Scope</th>
-                  <th scope="col">Created</th>
-                  <th scope="col">Last used</th>
-                  <th scope="col">
-                    <span class="visually-hidden">Actions</span>
-                  </th>
-                </tr>
-              </thead>
-              <tbody>
-                {keys.data.map((k) => (
-                  <tr>
-                    <td data-label="Label">{k.label || <span class="muted">(no label)</span>}</td>
-                    <td data-label="Key" class="mono">
-                      {k.prefix}…
-                    </td>
-                    <td data-label="Scope">{k.scope}</td>
-                    <td data-label="Created">
-                      <Time at={k.created_at} />
-                    </td>
-                    <td data-label="Last used">
-                      <Time at={k.last_used_at} />
-                    </td>
-                    <td data-label="Actions" class="row-actions">
-                      <form method="post" action={`/console/keys/${encodeURIComponent(k.key_id)}/revoke`} class="inline">
-                        <Csrf session={session} />
-                        <button type="submit" class="button small danger-ghost" aria-label={`Revoke key ${k.label || k.prefix}`}>
-                          Revoke
-                        </button>
-                      </form>
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
+          <Table caption="Active API keys" columns={columns(session)} rows={keys.data} />
         )}
       </section>
       <section class="card stack" aria-labelledby="issue-h">
         <h2 id="issue-h">Issue a key</h2>
-        <form class="grid-secret" method="post" action="/console/keys">
-          <Csrf session={session} />
-          <div class="field">
-            <label for="key-label">Label</label>
+        <PostForm session={session} action="/console/keys" class="grid-secret">
+          <Field id="key-label" label="Label">
             <input id="key-label" name="label" maxlength={100} placeholder="ci, laptop, agent-runner" />
-          </div>
-          <div class="field">
-            <label for="key-scope">Scope</label>
-            <select id="key-scope" name="scope">
-              <option value="read">Read only</option>
-              <option value="readwrite">Read and write (can spend money)</option>
-            </select>
-          </div>
+          </Field>
+          <Field id="key-scope" label="Scope">
+            <Select
+              id="key-scope"
+              name="scope"
+              options={[
+                ['read', 'Read only'],
+                ['readwrite', 'Read and write (can spend money)'],
+              ]}
+            />
+          </Field>
           <div class="field end">
-            <button type="submit" class="button primary">
-              Issue key
-            </button>
+            <Submit label="Issue key" variant="primary" />
           </div>
-        </form>
+        </PostForm>
       </section>
     </>,
   );
@@ -106,24 +85,15 @@ async function keysPage(c: ConsoleContext, opts: { problem?: ClientError; status
 
 export function registerKeys(app: ConsoleApp, _deps: ConsoleDeps) {
   app.get('/keys', (c) => keysPage(c));
+  const again = (c: ConsoleContext) => (problem: ClientError) => keysPage(c, { problem, status: problem.status });
   app.post('/keys', async (c) => {
-    try {
-      const issued = await call(
-        c.get('api').POST('/v1/api/keys', { body: { label: await field(c, 'label'), scope: (await field(c, 'scope')) as 'read' } }),
-      );
-      return keysPage(c, { issued, status: 201 });
-    } catch (err) {
-      if (!(err instanceof ClientError)) throw err;
-      return keysPage(c, { problem: err, status: err.status });
-    }
+    const body = { label: await field(c, 'label'), scope: (await field(c, 'scope')) as 'read' };
+    return onRefusal(async () => keysPage(c, { issued: await call(c.get('api').POST('/v1/api/keys', { body })), status: 201 }), again(c));
   });
-  app.post('/keys/:id/revoke', async (c) => {
-    try {
+  app.post('/keys/:id/revoke', (c) =>
+    onRefusal(async () => {
       await call(c.get('api').DELETE('/v1/api/keys/{key_id}', { params: { path: { key_id: c.req.param('id') } } }));
       return c.redirect('/console/keys?done=revoked', 303);
-    } catch (err) {
-      if (!(err instanceof ClientError)) throw err;
-      return keysPage(c, { problem: err, status: err.status });
-    }
-  });
+    }, again(c)),
+  );
 }

@@ -3,6 +3,8 @@ import { field, type ConsoleContext, type ConsoleApp, type ConsoleDeps } from '.
 import { ActionButton, noticeFor, pricingOf, shortId, Status, Time } from '../components.tsx';
 import { count, money, TRANSITIONAL } from '../format.ts';
 import { Csrf, fragment, page } from '../layout.tsx';
+import { onRefusal } from '../problem.tsx';
+import { Table, TableRows, type Column } from '../table.tsx';
 import { OFFER_CHOICES, offerBody, offerValue, parseOffer, quote, type Offer } from '../pricing.ts';
 import { ClientError } from '../api.ts';
 import { newCsrfValue } from '../security.ts';
@@ -11,42 +13,41 @@ import type { ConsoleSession } from '../../domain/sessions.ts';
 /** How often a list polls: quickly while something is changing, slowly otherwise. */
 const pollEvery = (statuses: string[]) => (statuses.some((s) => TRANSITIONAL.has(s)) ? '2s' : '10s');
 
+const COLUMNS = (session: ConsoleSession): Column<Schemas['VM']>[] => [
+  {
+    label: 'VM',
+    cell: (vm) => (
+      <a href={`/console/vms/${vm.vm_id}`} class="mono">
+        {vm.vm_id}
+      </a>
+    ),
+  },
+  { label: 'Status', cell: (vm) => <Status status={vm.status} reason={vm.status_reason} /> },
+  { label: 'Harness', cell: (vm) => vm.harness_display },
+  { label: 'Pricing', cell: (vm) => pricingOf(vm) },
+  { label: 'Created', cell: (vm) => <Time at={vm.created_at} /> },
+  {
+    label: 'Actions',
+    hiddenLabel: true,
+    class: 'row-actions',
+    cell: (vm) =>
+      vm.status === 'running' ? (
+        <ActionButton session={session} action={`/console/vms/${vm.vm_id}/stop`} label="Stop" back="list" />
+      ) : vm.status === 'stopped' || vm.status === 'failed' ? (
+        <ActionButton session={session} action={`/console/vms/${vm.vm_id}/start`} label="Start" back="list" />
+      ) : null,
+  },
+];
+
+/** The list's rows, which poll themselves (quickly while a status is changing). */
 function VmRows({ vms, session }: { vms: Schemas['VM'][]; session: ConsoleSession }) {
   return (
-    <tbody id="vm-rows" hx-get="/console/vms/rows" hx-trigger={`every ${pollEvery(vms.map((v) => v.status))}`} hx-swap="outerHTML">
-      {vms.length === 0 ? (
-        <tr>
-          <td colspan={6} class="empty">
-            No VMs yet. Create one below: it boots in seconds.
-          </td>
-        </tr>
-      ) : (
-        vms.map((vm) => (
-          <tr>
-            <td data-label="VM">
-              <a href={`/console/vms/${vm.vm_id}`} class="mono">
-                {vm.vm_id}
-              </a>
-            </td>
-            <td data-label="Status">
-              <Status status={vm.status} reason={vm.status_reason} />
-            </td>
-            <td data-label="Harness">{vm.harness_display}</td>
-            <td data-label="Pricing">{pricingOf(vm)}</td>
-            <td data-label="Created">
-              <Time at={vm.created_at} />
-            </td>
-            <td data-label="Actions" class="row-actions">
-              {vm.status === 'running' ? (
-                <ActionButton session={session} action={`/console/vms/${vm.vm_id}/stop`} label="Stop" back="list" />
-              ) : vm.status === 'stopped' || vm.status === 'failed' ? (
-                <ActionButton session={session} action={`/console/vms/${vm.vm_id}/start`} label="Start" back="list" />
-              ) : null}
-            </td>
-          </tr>
-        ))
-      )}
-    </tbody>
+    <TableRows
+      columns={COLUMNS(session)}
+      rows={vms}
+      empty="No VMs yet. Create one below: it boots in seconds."
+      attrs={{ id: 'vm-rows', 'hx-get': '/console/vms/rows', 'hx-trigger': `every ${pollEvery(vms.map((v) => v.status))}`, 'hx-swap': 'outerHTML' }}
+    />
   );
 }
 
@@ -141,30 +142,13 @@ async function vmsPage(c: ConsoleContext, opts: { problem?: ClientError; status?
     { title: 'VMs', section: 'vms', session, problem: opts.problem, status: opts.status, notice: noticeFor(c.req.query('done')) },
     <>
       <section class="card" aria-labelledby="list-h">
-      <div class="section-head">
-        <h2 id="list-h">Your VMs</h2>
-        <span class="muted small">
-          {count(vms.total)} VM{vms.total === 1 ? '' : 's'} · statuses update by themselves
-        </span>
-      </div>
-      <div class="table-wrap">
-        <table class="table responsive">
-          <caption class="visually-hidden">Your VMs, newest first</caption>
-          <thead>
-            <tr>
-              <th scope="col">VM</th>
-              <th scope="col">Status</th>
-              <th scope="col">Harness</th>
-              <th scope="col">Pricing</th>
-              <th scope="col">Created</th>
-              <th scope="col">
-                <span class="visually-hidden">Actions</span>
-              </th>
-            </tr>
-          </thead>
-          <VmRows vms={vms.data} session={session} />
-        </table>
-      </div>
+        <div class="section-head">
+          <h2 id="list-h">Your VMs</h2>
+          <span class="muted small">
+            {count(vms.total)} VM{vms.total === 1 ? '' : 's'} · statuses update by themselves
+          </span>
+        </div>
+        <Table caption="Your VMs, newest first" columns={COLUMNS(session)} body={<VmRows vms={vms.data} session={session} />} />
       </section>
       <CreateForm harnesses={harnesses} offer={{ kind: 'plan', plan: 'starter', cycle: 'monthly' }} images={ready} image={c.req.query('image')} />
     </>,
@@ -197,18 +181,16 @@ export function registerVms(app: ConsoleApp, _deps: ConsoleDeps) {
     const api = c.get('api');
     const offer = parseOffer(await field(c, 'offer'), await field(c, 'cycle'));
     if (!offer) return vmsPage(c, { problem: new ClientError('invalid_request', 'offer: choose one of the plans or tiers', undefined, 400), status: 400 });
-    try {
-      const created = await call(
-        api.POST('/v1/api/vms', {
-          body: { ...offerBody(offer), harness: await field(c, 'harness'), ...((await field(c, 'image')) && (await field(c, 'image')) !== 'base' ? { image: await field(c, 'image') } : {}) },
-          headers: idempotencyHeader(await field(c, 'idempotency_key')),
-        }),
-      );
-      return c.redirect(`/console/vms/${created.vm_id}?done=created`, 303);
-    } catch (err) {
-      if (!(err instanceof ClientError)) throw err;
-      return vmsPage(c, { problem: err, status: err.status });
-    }
+    const image = await field(c, 'image');
+    const body = { ...offerBody(offer), harness: await field(c, 'harness'), ...(image && image !== 'base' ? { image } : {}) };
+    const headers = idempotencyHeader(await field(c, 'idempotency_key'));
+    return onRefusal(
+      async () => {
+        const created = await call(api.POST('/v1/api/vms', { body, headers }));
+        return c.redirect(`/console/vms/${created.vm_id}?done=created`, 303);
+      },
+      (problem) => vmsPage(c, { problem, status: problem.status }),
+    );
   });
 }
 
