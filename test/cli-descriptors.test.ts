@@ -101,7 +101,7 @@ describe('the customer CLI from the operation descriptors', () => {
     }
   });
 
-  test('an operation with no entry in the command table gets a command under its tag, named from its operationId', () => {
+  test('an operation whose descriptor names no command gets one under its tag, named from its operationId', () => {
     const program = programWith(WITH_NEW_OPERATIONS);
     const pause = find(program, 'vms pause');
     assert.ok(pause, 'no `vms pause`');

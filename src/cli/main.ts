@@ -1,7 +1,7 @@
 /**
  * `agentvm`: the commands, each loading its own modules when it runs (a command's start is what
  * people feel: `agentvm --version` loads commander and this file, a customer command adds the client
- * and the command table, and only `serve` loads the server).
+ * and the commands made from the operations' specs, and only `serve` loads the server).
  */
 import { Command, Option } from 'commander';
 import { spawn } from 'node:child_process';

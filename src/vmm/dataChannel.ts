@@ -1,5 +1,5 @@
 /**
- * The host's end of a VM's data port (see guest/streams.ts): byte streams to and from the guest
+ * The host's end of a VM's data port (see wire/streams.ts): byte streams to and from the guest
  * agent, beside its JSON channel. The host picks stream ids. The socket closing (the VM stopped, its
  * QEMU died) cuts every stream with a reason a customer can read.
  *
