@@ -8,12 +8,48 @@ import { call, ClientError, type ApiClient, type Schemas } from '../api.ts';
 import { field, type ConsoleApp, type ConsoleContext } from '../app.tsx';
 import { vmPath } from '../components.tsx';
 import { Csrf } from '../layout.tsx';
+import { Table, type Column } from '../table.tsx';
 import { SECURITY_HEADERS } from '../security.ts';
 import type { ConsoleSession } from '../../domain/sessions.ts';
 import { vmPage } from './vm.tsx';
 
 const portPath = (vmId: string, port: number | string) => `${vmPath(vmId)}/ports/${encodeURIComponent(String(port))}`;
 const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
+
+const columns = (vmId: string, session: ConsoleSession): Column<Schemas['VMPort']>[] => [
+  { label: 'Port', class: 'mono', cell: (p) => p.port },
+  { label: 'Process', cell: (p) => p.process ?? '—' },
+  {
+    label: 'Link',
+    cell: (p) =>
+      p.public ? (
+        <a href={p.url} target="_blank" rel="noopener" class="mono">
+          {p.url}
+        </a>
+      ) : (
+        <form method="post" action={`${portPath(vmId, p.port)}/open`} target="_blank" class="button-row">
+          <Csrf session={session} />
+          <span class="mono">{p.url}</span>
+          <button type="submit" class="button small">
+            Open
+          </button>
+        </form>
+      ),
+  },
+  {
+    label: 'Access',
+    cell: (p) => (
+      <form method="post" action={`${portPath(vmId, p.port)}/public`} class="button-row">
+        <Csrf session={session} />
+        <input type="hidden" name="public" value={p.public ? 'false' : 'true'} />
+        <span>{p.public ? 'public' : 'private'}</span>
+        <button type="submit" class="button small ghost">
+          {p.public ? 'Make private' : 'Make public'}
+        </button>
+      </form>
+    ),
+  },
+];
 
 export async function PortsSection({ vm, session, api }: { vm: Schemas['VM']; session: ConsoleSession; api: ApiClient }) {
   let ports: Schemas['VMPort'][] | null = null;
@@ -43,54 +79,7 @@ export async function PortsSection({ vm, session, api }: { vm: Schemas['VM']; se
       ) : ports!.length === 0 ? (
         <p class="empty">Nothing listens yet on a port from 1024 to 65535 (or 80, 443).</p>
       ) : (
-        <div class="table-wrap">
-          <table class="table responsive">
-            <caption class="visually-hidden">Ports listening in this VM</caption>
-            <thead>
-              <tr>
-                <th scope="col">Port</th>
-                <th scope="col">Process</th>
-                <th scope="col">Link</th>
-                <th scope="col">Access</th>
-              </tr>
-            </thead>
-            <tbody>
-              {ports!.map((p) => (
-                <tr>
-                  <td data-label="Port" class="mono">
-                    {p.port}
-                  </td>
-                  <td data-label="Process">{p.process ?? '—'}</td>
-                  <td data-label="Link">
-                    {p.public ? (
-                      <a href={p.url} target="_blank" rel="noopener" class="mono">
-                        {p.url}
-                      </a>
-                    ) : (
-                      <form method="post" action={`${portPath(vm.vm_id, p.port)}/open`} target="_blank" class="button-row">
-                        <Csrf session={session} />
-                        <span class="mono">{p.url}</span>
-                        <button type="submit" class="button small">
-                          Open
-                        </button>
-                      </form>
-                    )}
-                  </td>
-                  <td data-label="Access">
-                    <form method="post" action={`${portPath(vm.vm_id, p.port)}/public`} class="button-row">
-                      <Csrf session={session} />
-                      <input type="hidden" name="public" value={p.public ? 'false' : 'true'} />
-                      <span>{p.public ? 'public' : 'private'}</span>
-                      <button type="submit" class="button small ghost">
-                        {p.public ? 'Make private' : 'Make public'}
-                      </button>
-                    </form>
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <Table caption="Ports listening in this VM" columns={columns(vm.vm_id, session)} rows={ports!} />
       )}
       <form method="post" action={`${vmPath(vm.vm_id)}/auto-resume`} class="button-row">
         <Csrf session={session} />
