@@ -25,6 +25,7 @@ import { FailureThrottle } from './throttle.ts';
 import https from 'node:https';
 import { serveShellSockets, type ShellSockets } from './api/shellSocket.ts';
 import { previewSite, servePreviews } from './api/preview.ts';
+import { serveE2b } from './e2b/server.ts';
 import { LocalPortAccess } from './host/portAccess.ts';
 import { RemotePorts } from './replica/remotePorts.ts';
 import { serveInternalPorts } from './host/internalPorts.ts';
@@ -293,6 +294,8 @@ export async function startServer(config: Config, log: Logger = createLogger(con
     services.previews.site = previewSite(port);
     servePortSockets(server as Server, services.previews, throttle, log);
     servePreviews(server as Server, services.previews, throttle, log);
+    // E2B's API (section 17), ahead of the previews: its sandbox hosts are preview hosts of port 49983.
+    serveE2b(server as Server, services, 'guest' in host ? host.guest ?? null : null, log);
   }
   log.info({ role: config.role, ready_ms: Math.round(process.uptime() * 1000) }, 'agentvm is ready');
   // Where the API replicas reach this host's internal endpoint.

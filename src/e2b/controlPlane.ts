@@ -21,8 +21,8 @@ export const ENVD_VERSION = '0.5.7';
 /** E2B's default sandbox timeout (seconds), and its longest. */
 const DEFAULT_TIMEOUT_S = 300;
 const MAX_TIMEOUT_S = 24 * 3600;
-/** How long a create waits for its VM to run (E2B's create answers a running sandbox). */
-const START_WAIT_MS = 180_000;
+/** How long a create waits for its VM to run (E2B's create answers a running sandbox; the first VM of a plan boots cold). */
+const START_WAIT_MS = 600_000;
 
 type Env = { Variables: { principal: Principal } };
 
@@ -45,7 +45,7 @@ function stringMap(v: unknown): Record<string, string> | null {
   return out;
 }
 
-export function controlPlane(services: Services, log: Logger): Hono<Env> {
+export function controlPlane(services: Services, log: Logger, prepare: (tenantId: string, vmId: string) => Promise<void>): Hono<Env> {
   const app = new Hono<Env>().basePath('/e2b');
   const domain = () => services.previews.site.domain;
 
@@ -146,6 +146,8 @@ export function controlPlane(services: Services, log: Logger): Hono<Env> {
         ...(image ? { image } : {}),
         ...(autoPause ? {} : { expires_at: end.toISOString() }),
         ...(autoResume ? { auto_resume: true } : {}),
+        // E2B's allow_internet_access: false is a VM without egress; else the default policy of the harness.
+        ...(body.allow_internet_access === false ? { egress: { mode: 'none' as const, allow: [] } } : {}),
       });
       vmId = res.body.vm_id;
     } catch (err) {
@@ -166,6 +168,7 @@ export function controlPlane(services: Services, log: Logger): Hono<Env> {
     await store.insert(services.db, record);
     const vm = await services.vms.waitFor(principal.tenantId, vmId, 'running', START_WAIT_MS, c.req.raw.signal);
     if (vm.status !== 'running') return e2bError(c, 500, `the sandbox did not start: it is ${vm.status}${vm.status_reason ? ` (${vm.status_reason})` : ''}`);
+    await prepare(vm.tenant_id, vm.vm_id);
     return c.json(created(vm, record), 201);
   }
 

@@ -10,10 +10,14 @@ import { E2bError, e2bErrorOf } from './errors.ts';
 import { MAX_FILE_BYTES } from '../domain/guestAccess.ts';
 import type { Services } from '../domain/services.ts';
 import type { SandboxContext } from './context.ts';
-import { absolutePath, collect } from './guestFs.ts';
+import { absolutePath, collect, E2B_HOME, WORKSPACE } from './guestFs.ts';
 import { sendError } from './sandboxPlane.ts';
 
-const onPersist = (p: string) => p.startsWith('/persist/') && !p.startsWith('/persist/.agentvm') && !p.startsWith('/persist/lost+found');
+/** The path on the persist disk an E2B path names (E2B's user directory is the workspace), or null. */
+function onPersist(p: string): string | null {
+  const q = p === E2B_HOME || p.startsWith(`${E2B_HOME}/`) ? WORKSPACE + p.slice(E2B_HOME.length) : p;
+  return q.startsWith('/persist/') && !q.startsWith('/persist/.agentvm') && !q.startsWith('/persist/lost+found') ? q : null;
+}
 
 function statusOf(err: unknown): { code: number; message: string } {
   const known = e2bErrorOf(err);
@@ -25,10 +29,11 @@ export async function downloadFile(services: Services, sb: SandboxContext, url: 
   const raw = url.searchParams.get('path');
   if (!raw) return sendError(res, 400, 'path: give the file to read');
   const p = absolutePath(raw);
-  if (sb.user !== 'root' && onPersist(p)) {
+  const disk = sb.user !== 'root' ? onPersist(p) : null;
+  if (disk) {
     let r;
     try {
-      r = await services.files.read(sb.tenantId, sb.vmId, p);
+      r = await services.files.read(sb.tenantId, sb.vmId, disk);
     } catch (err) {
       const s = statusOf(err);
       return sendError(res, s.code, s.code === 404 ? `path '${raw}' does not exist` : s.message);
@@ -63,8 +68,9 @@ async function* once(b: Uint8Array): AsyncIterable<Uint8Array> {
 async function write(services: Services, sb: SandboxContext, u: Upload): Promise<{ name: string; type: 'file'; path: string }> {
   const p = absolutePath(u.path);
   const name = p.slice(p.lastIndexOf('/') + 1);
-  if (sb.user !== 'root' && onPersist(p)) {
-    await services.files.write(sb.tenantId, sb.vmId, p, u.body, u.size);
+  const disk = sb.user !== 'root' ? onPersist(p) : null;
+  if (disk) {
+    await services.files.write(sb.tenantId, sb.vmId, disk, u.body, u.size);
     return { name, type: 'file', path: p };
   }
   const parts: Buffer[] = [];

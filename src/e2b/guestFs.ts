@@ -6,15 +6,19 @@
 import { GuestProcess, type ProcessSpec } from './guestProcess.ts';
 import type { SandboxContext } from './context.ts';
 
-/** Where a relative path of E2B's lands: the user's working directory (agentvm's files API agrees). */
+/** The VM's workspace, where agentvm's runs, shells and files API work. */
 export const WORKSPACE = '/persist/workspace';
-export const HOME = '/persist/home';
+/**
+ * E2B's user directory: a sandbox made through `/e2b` has it as a link to the workspace (made at
+ * create), so E2B's paths and agentvm's name the same files. Relative paths and `~` land here.
+ */
+export const E2B_HOME = '/home/user';
 
-/** An E2B path made absolute (relative to the workspace; `~` is the user's home). */
+/** An E2B path made absolute (relative to the user's directory, as E2B's are; `~` is that directory). */
 export function absolutePath(p: string): string {
   let out = p;
-  if (out === '~' || out.startsWith('~/')) out = HOME + out.slice(1);
-  else if (!out.startsWith('/')) out = `${WORKSPACE}/${out}`;
+  if (out === '~' || out.startsWith('~/')) out = E2B_HOME + out.slice(1);
+  else if (!out.startsWith('/')) out = `${E2B_HOME}/${out}`;
   const parts: string[] = [];
   for (const seg of out.split('/')) {
     if (!seg || seg === '.') continue;
@@ -73,7 +77,7 @@ const FS_PROGRAM = String.raw`
 use strict; use POSIX ();
 my ($op, @a) = map { pack('H*', $_) } @ARGV;
 sub fault { my $e = $! + 0; exit(2) if $e == POSIX::ENOENT; exit(3) if $e == POSIX::EEXIST; exit(4) if $e == POSIX::ENOTDIR; exit(5) if $e == POSIX::EACCES || $e == POSIX::EPERM; print STDERR "$!\n"; exit 6 }
-sub entry { my ($p) = @_; my @s = lstat $p or return 0; my $t = -l _ ? 'symlink' : -d _ ? 'dir' : 'file'; my $l = $t eq 'symlink' ? readlink($p) : '';
+sub entry { my ($p) = @_; my $home = $p eq '${E2B_HOME}'; my @s = $home ? stat($p) : lstat($p); return 0 unless @s; my $t = (!$home && -l $p) ? 'symlink' : -d $p ? 'dir' : 'file'; my $l = $t eq 'symlink' ? readlink($p) : '';
   if ($t eq 'symlink') { my @f = stat $p; $s[7] = $f[7] if @f; }
   (my $n = $p) =~ s{.*/}{}; my $o = getpwuid($s[4]) // $s[4]; my $g = getgrgid($s[5]) // $s[5];
   print join("\t", unpack('H*', $n), unpack('H*', $p), $t, $s[7], $s[2] & 07777, $o, $g, $s[9], unpack('H*', $l // '')), "\n"; 1 }

@@ -55,6 +55,8 @@ if (!$pid) {
   open(STDIN, '<&', $ir); open(STDOUT, '>&', $ow); open(STDERR, '>&', $ew);
   close $_ for ($iw, $or, $er, $ir, $ow, $ew);
   if (defined $cwd && !chdir $cwd) { print STDERR "cwd $cwd: $!\n"; POSIX::_exit(1) }
+  $cwd = '/home/user' if !defined $cwd && chdir '/home/user';
+  $ENV{PWD} = $cwd if defined $cwd;
   $ENV{$_} = $env{$_} for keys %env;
   exec { $argv[0] } @argv; print STDERR "$argv[0]: $!\n"; POSIX::_exit(127);
 }
@@ -133,7 +135,7 @@ export class GuestProcess extends EventEmitter {
     const s = this.spec;
     if (s.pty) {
       const env = Object.entries(s.env).map(([k, v]) => shellQuote(`${k}=${v}`)).join(' ');
-      const cd = s.cwd ? `cd ${shellQuote(s.cwd)} && ` : '';
+      const cd = s.cwd ? `cd ${shellQuote(s.cwd)} && ` : 'cd /home/user 2>/dev/null; ';
       const cmd = [...(s.root ? ['sudo', '-n', '--'] : []), 'env', ...(env ? [env] : []), ...s.argv.map(shellQuote)].join(' ');
       await this.shell.write(Buffer.from(`stty -echo; printf '\\036AVMSTART%s\\036' $$; stty echo; ${cd}exec ${cmd}\n`));
     } else {

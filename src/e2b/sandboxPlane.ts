@@ -24,6 +24,7 @@ import { filesystemService } from './filesystemService.ts';
 import { SANDBOX, type SandboxContext } from './context.ts';
 import * as store from './store.ts';
 import { downloadFile, uploadFiles } from './files.ts';
+import { collect, E2B_HOME, WORKSPACE } from './guestFs.ts';
 
 /** The port E2B's SDKs reach a sandbox's envd on. */
 export const ENVD_PORT = 49983;
@@ -75,6 +76,8 @@ function sameToken(a: string, b: string): boolean {
 export interface SandboxPlane {
   /** Answers the request if it is the sandbox plane's (true), else leaves it (false). */
   handle(req: IncomingMessage, res: ServerResponse): boolean;
+  /** Readies a new sandbox's guest: E2B's user directory (`/home/user`) as a link to the workspace. */
+  prepare(tenantId: string, vmId: string): Promise<void>;
 }
 
 export function sandboxPlane(services: Services, guest: GuestAccess | null, log: Logger): SandboxPlane {
@@ -95,13 +98,17 @@ export function sandboxPlane(services: Services, guest: GuestAccess | null, log:
     const target = await services.previews.target({ vmId: found.vm_id, port: ENVD_PORT });
     // A paused sandbox whose autoResume is on wakes for the request (as a preview does).
     await services.previews.running(target);
+    return contextOf(found.tenant_id, found.vm_id, userOf(req), record.env_vars);
+  }
+
+  async function contextOf(tenantId: string, vmId: string, user: string, envVars: Record<string, string>): Promise<SandboxContext> {
     if (!guest) throw new E2bError(503, 'no VM host is attached to this server');
-    const vm = await services.vms.get(found.tenant_id, found.vm_id);
+    const vm = await services.vms.get(tenantId, vmId);
     return {
       vmId: vm.vm_id,
       tenantId: vm.tenant_id,
-      user: userOf(req),
-      envVars: record.env_vars,
+      user,
+      envVars,
       openShell: (size) => guest.openShell(vm.vm_id, { ...size, env: shellEnvironment(vm.harness, vm.brokered_secret_names) }),
     };
   }
@@ -133,6 +140,11 @@ export function sandboxPlane(services: Services, guest: GuestAccess | null, log:
   }
 
   return {
+    async prepare(tenantId, vmId) {
+      const sb = await contextOf(tenantId, vmId, 'user', {});
+      const r = await collect(sb, ['sh', '-c', `[ -e ${E2B_HOME} ] || sudo -n ln -s ${WORKSPACE} ${E2B_HOME}`]);
+      if (r.exitCode !== 0) log.warn({ vm_id: vmId, err: r.stderr.trim() }, `e2b sandbox: ${E2B_HOME} could not be made`);
+    },
     handle(req, res) {
       const route = sandboxRoute(req, services.previews.site.domain);
       if (!route) return false;

@@ -19,8 +19,8 @@ const PAUSE_SWEEP_MS = 5_000;
 export function serveE2b(server: Server, services: Services, guest: GuestAccess | null, log: Logger): { close(): void } {
   const onRequest = server.listeners('request') as ((req: IncomingMessage, res: ServerResponse) => void)[];
   server.removeAllListeners('request');
-  const control = getRequestListener(controlPlane(services, log).fetch);
   const sandbox = sandboxPlane(services, guest, log);
+  const control = getRequestListener(controlPlane(services, log, (t, v) => sandbox.prepare(t, v)).fetch);
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {
     if (sandbox.handle(req, res)) return;
     const url = req.url ?? '/';

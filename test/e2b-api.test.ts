@@ -1,0 +1,159 @@
+/**
+ * E2B's API without a VM (decisions section 17): keys in E2B's format, the control plane's refusals
+ * in E2B's shape (no key 401, a read key 403, no card nor credits 402 with nothing made, another
+ * tenant's sandbox 404), and the sandbox plane's gate (unknown sandbox 404, wrong token 401, a
+ * malformed Connect message invalid_argument with nothing reaching the guest). The whole path with a
+ * real VM and E2B's SDK is test/e2b.test.ts.
+ */
+import { describe, test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Writable } from 'node:stream';
+import { getRequestListener } from '@hono/node-server';
+import { backends, createTestApp, insertVm, type TestApp } from './helpers.ts';
+import { serveE2b } from '../src/e2b/server.ts';
+import * as store from '../src/e2b/store.ts';
+import { createLogger } from '../src/log.ts';
+import type { GuestAccess } from '../src/domain/guestAccess.ts';
+import { buildApp } from '../src/api/app.ts';
+
+for (const backend of backends()) {
+  describe(`E2B's API without a VM on ${backend.name}`, () => {
+    let t: TestApp;
+    let server: http.Server;
+    let base: string;
+    let e2b: { close(): void };
+    /** Every guest call the sandbox plane makes (a malformed message must make none). */
+    const guestCalls: string[] = [];
+    const guest: GuestAccess = {
+      openShell: async (vmId) => {
+        guestCalls.push(`shell ${vmId}`);
+        throw new Error('no guest in this test');
+      },
+      readFile: async (vmId) => {
+        guestCalls.push(`read ${vmId}`);
+        throw new Error('no guest in this test');
+      },
+      writeFile: async (vmId) => {
+        guestCalls.push(`write ${vmId}`);
+        throw new Error('no guest in this test');
+      },
+    };
+
+    const call = async (method: string, path: string, o: { key?: string; body?: unknown; headers?: Record<string, string> } = {}) => {
+      const res = await fetch(`${base}${path}`, {
+        method,
+        headers: { ...(o.key ? { 'x-api-key': o.key } : {}), ...(o.body !== undefined ? { 'content-type': 'application/json' } : {}), ...(o.headers ?? {}) },
+        body: o.body === undefined ? undefined : typeof o.body === 'string' ? o.body : JSON.stringify(o.body),
+      });
+      const text = await res.text();
+      return { status: res.status, body: text ? JSON.parse(text) : null };
+    };
+    const e2bKey = async (key: string, scope: 'read' | 'readwrite') => {
+      const r = await t.request('POST', '/v1/api/keys', { key, body: { scope, format: 'e2b' } });
+      assert.equal(r.status, 201, r.text);
+      return r.body.key as string;
+    };
+
+    before(async () => {
+      t = await createTestApp(backend);
+      const quiet = createLogger('info', new Writable({ write: (_c, _e, cb) => cb() }));
+      const app = buildApp({ services: t.services, log: quiet, adminToken: t.adminToken, rateLimit: { perSecond: 10_000, burst: 10_000 } });
+      server = http.createServer(getRequestListener(app.fetch));
+      e2b = serveE2b(server, t.services, guest, quiet);
+      await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+      base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      t.services.previews.site = { domain: `localhost:${(server.address() as AddressInfo).port}`, scheme: 'http' };
+    });
+    after(async () => {
+      e2b.close();
+      await new Promise((r) => server.close(r));
+      await t.close();
+    });
+
+    test('a key in E2B\'s format: e2b_ and 40 hex digits, good as a Bearer too; another format is 400', async () => {
+      const tenant = await t.tenant();
+      const key = await e2bKey(tenant.key, 'read');
+      assert.match(key, /^e2b_[0-9a-f]{40}$/);
+      assert.equal((await t.request('GET', '/v1/api/whoami', { key })).status, 200);
+      assert.equal((await t.request('POST', '/v1/api/keys', { key: tenant.key, body: { format: 'x' } })).status, 400);
+      assert.equal((await t.request('GET', '/v1/api/whoami', { key: `e2b_${'0'.repeat(40)}` })).status, 401);
+    });
+
+    test("the control plane answers in E2B's shape: 401, 403 read_only_key, 402 with nothing made, 404 for another tenant's", async () => {
+      const rich = await t.tenant({ card: '4242' });
+      const broke = await t.tenant();
+      const richKey = await e2bKey(rich.key, 'readwrite');
+      const readKey = await e2bKey(rich.key, 'read');
+      const brokeKey = await e2bKey(broke.key, 'readwrite');
+      const create = { templateID: 'base' };
+      assert.deepEqual(await call('POST', '/e2b/v2/sandboxes', { body: create }), { status: 401, body: { code: 401, message: 'Invalid API key' } });
+      const read = await call('POST', '/e2b/v2/sandboxes', { key: readKey, body: create });
+      assert.equal(read.status, 403);
+      assert.equal(read.body.code, 403);
+      assert.match(read.body.message, /^read_only_key: /);
+      const poor = await call('POST', '/e2b/v2/sandboxes', { key: brokeKey, body: create });
+      assert.equal(poor.status, 402, JSON.stringify(poor.body));
+      assert.equal(poor.body.code, 402);
+      assert.match(poor.body.message, /^insufficient_credits: /);
+      assert.deepEqual((await call('GET', '/e2b/v2/sandboxes', { key: brokeKey })).body, []);
+      assert.equal((await t.services.vms.list(broke.tenantId)).length, 0, 'nothing was made');
+      const bad = await call('POST', '/e2b/v2/sandboxes', { key: richKey, body: { templateID: 'base', timeout: -1 } });
+      assert.equal(bad.status, 400);
+      assert.equal(bad.body.code, 400);
+
+      const vmId = await insertVm(t.db, rich.tenantId);
+      const id = vmId.toLowerCase().replace(/_/g, '-');
+      const own = await call('GET', `/e2b/sandboxes/${id}`, { key: richKey });
+      assert.equal(own.status, 200, JSON.stringify(own.body));
+      assert.equal(own.body.sandboxID, id);
+      assert.equal(own.body.state, 'running');
+      const listed = await call('GET', '/e2b/v2/sandboxes', { key: readKey });
+      assert.deepEqual(listed.body.map((s: { sandboxID: string }) => s.sandboxID), [id]);
+      for (const [method, path] of [['GET', `/e2b/sandboxes/${id}`], ['DELETE', `/e2b/sandboxes/${id}`], ['POST', `/e2b/sandboxes/${id}/pause`]]) {
+        const other = await call(method, path, { key: brokeKey });
+        assert.equal(other.status, 404, `${method} ${path}`);
+        assert.equal(other.body.code, 404);
+      }
+      assert.equal((await t.services.vms.get(rich.tenantId, vmId)).status, 'running', "another tenant's kill did nothing");
+      assert.equal((await call('DELETE', `/e2b/sandboxes/${id}`, { key: readKey })).status, 403);
+    });
+
+    test('the sandbox plane: unknown sandbox 404, wrong token 401, a malformed Connect message invalid_argument and no guest call', async () => {
+      const tenant = await t.tenant({ card: '4242' });
+      const vmId = await insertVm(t.db, tenant.tenantId);
+      const id = vmId.toLowerCase().replace(/_/g, '-');
+      const now = new Date();
+      await store.insert(t.db, { vm_id: vmId, tenant_id: tenant.tenantId, template_id: 'base', access_token: 'ea_right', metadata: {}, env_vars: {}, auto_pause: false, end_at: now, created_at: now });
+      const at = (sandbox: string, token?: string) => ({ 'e2b-sandbox-id': sandbox, 'e2b-sandbox-port': '49983', ...(token ? { 'x-access-token': token } : {}) });
+      const unknown = await call('POST', '/e2b/sandbox/process.Process/List', { body: {}, headers: at('vm-nosuchsandbox', 'ea_right') });
+      assert.equal(unknown.status, 404);
+      assert.equal(unknown.body.code, 404);
+      assert.equal((await call('POST', '/e2b/sandbox/process.Process/List', { body: {}, headers: at(id, 'ea_wrong') })).status, 401);
+      assert.equal((await call('POST', '/e2b/sandbox/process.Process/List', { body: {}, headers: at(id) })).status, 401);
+      assert.equal((await call('GET', '/e2b/sandbox/health', { headers: at(id, 'ea_right') })).status, 204);
+      // By Host, as E2B_DOMAIN makes the SDK send it.
+      const port = (server.address() as AddressInfo).port;
+      const byHost = await new Promise<number>((resolve, reject) => {
+        http.get({ host: '127.0.0.1', port, path: '/health', headers: { host: `49983-${id}.localhost:${port}`, 'x-access-token': 'ea_right' } }, (res) => (res.resume(), resolve(res.statusCode!))).on('error', reject);
+      });
+      assert.equal(byHost, 204);
+      const listed = await call('POST', '/e2b/sandbox/process.Process/List', { body: {}, headers: at(id, 'ea_right') });
+      assert.deepEqual(listed, { status: 200, body: {} }, 'no process (proto3 JSON leaves an empty list out)');
+      for (const [path, body] of [
+        ['/e2b/sandbox/process.Process/SendInput', { process: { pid: 'not a number' }, input: { stdin: 'eA==' } }],
+        ['/e2b/sandbox/filesystem.Filesystem/Move', { source: '/tmp/a', destination: { not: 'a path' } }],
+        ['/e2b/sandbox/filesystem.Filesystem/MakeDir', '{"path": '],
+      ] as const) {
+        const r = await call('POST', path, { body, headers: at(id, 'ea_right') });
+        assert.equal(r.status, 400, `${path}: ${JSON.stringify(r.body)}`);
+        assert.equal(r.body.code, 'invalid_argument');
+      }
+      assert.deepEqual(guestCalls, [], 'nothing reached the guest');
+      const missing = await call('POST', '/e2b/sandbox/process.Process/SendInput', { body: { process: { pid: 4242 }, input: { stdin: 'eA==' } }, headers: at(id, 'ea_right') });
+      assert.equal(missing.status, 404);
+      assert.equal(missing.body.code, 'not_found');
+    });
+  });
+}
