@@ -1,7 +1,7 @@
 /**
  * E2B's API without a VM (decisions section 17): keys in E2B's format, the control plane's refusals
  * in E2B's shape (no key 401, a read key 403, no card nor credits 402 with nothing made, another
- * tenant's sandbox 404), and the sandbox plane's gate (unknown sandbox 404, wrong token 401, a
+ * tenant's sandbox 404), and the sandbox plane's gate (unknown sandbox 502, wrong token 401, a
  * malformed Connect message invalid_argument with nothing reaching the guest). The whole path with a
  * real VM and E2B's SDK is test/e2b.test.ts.
  */
@@ -120,7 +120,7 @@ for (const backend of backends()) {
       assert.equal((await call('DELETE', `/e2b/sandboxes/${id}`, { key: readKey })).status, 403);
     });
 
-    test('the sandbox plane: unknown sandbox 404, wrong token 401, a malformed Connect message invalid_argument and no guest call', async () => {
+    test('the sandbox plane: unknown sandbox 502, wrong token 401, a malformed Connect message invalid_argument and no guest call', async () => {
       const tenant = await t.tenant({ card: '4242' });
       const vmId = await insertVm(t.db, tenant.tenantId);
       const id = vmId.toLowerCase().replace(/_/g, '-');
@@ -128,8 +128,8 @@ for (const backend of backends()) {
       await store.insert(t.db, { vm_id: vmId, tenant_id: tenant.tenantId, template_id: 'base', access_token: 'ea_right', metadata: {}, env_vars: {}, auto_pause: false, end_at: now, created_at: now });
       const at = (sandbox: string, token?: string) => ({ 'e2b-sandbox-id': sandbox, 'e2b-sandbox-port': '49983', ...(token ? { 'x-access-token': token } : {}) });
       const unknown = await call('POST', '/e2b/sandbox/process.Process/List', { body: {}, headers: at('vm-nosuchsandbox', 'ea_right') });
-      assert.equal(unknown.status, 404);
-      assert.equal(unknown.body.code, 404);
+      assert.equal(unknown.status, 502, "E2B's proxy's answer for a sandbox it cannot reach");
+      assert.equal(unknown.body.code, 502);
       assert.equal((await call('POST', '/e2b/sandbox/process.Process/List', { body: {}, headers: at(id, 'ea_wrong') })).status, 401);
       assert.equal((await call('POST', '/e2b/sandbox/process.Process/List', { body: {}, headers: at(id) })).status, 401);
       assert.equal((await call('GET', '/e2b/sandbox/health', { headers: at(id, 'ea_right') })).status, 204);

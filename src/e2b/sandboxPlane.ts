@@ -92,12 +92,15 @@ export function sandboxPlane(services: Services, guest: GuestAccess | null, log:
   async function resolve(req: IncomingMessage, sandboxId: string): Promise<SandboxContext> {
     const found = await store.vmIdOfSandbox(services.db, null, sandboxId);
     const record = found ? await store.get(services.db, found.vm_id) : null;
-    if (!found || !record) throw new E2bError(404, `sandbox ${sandboxId} not found`);
+    // E2B's proxy answers 502 for a sandbox it cannot reach (its SDKs read that as "not running").
+    if (!found || !record) throw new E2bError(502, `sandbox ${sandboxId} not found`);
     const token = one(req.headers['x-access-token']) ?? '';
     if (!sameToken(token, record.access_token)) throw new E2bError(401, 'invalid access token for this sandbox');
     const target = await services.previews.target({ vmId: found.vm_id, port: ENVD_PORT });
     // A paused sandbox whose autoResume is on wakes for the request (as a preview does).
-    await services.previews.running(target);
+    await services.previews.running(target).catch((err: Error) => {
+      throw new E2bError(502, `sandbox ${sandboxId} is not running: ${err.message}`);
+    });
     return contextOf(found.tenant_id, found.vm_id, userOf(req), record.env_vars);
   }
 
