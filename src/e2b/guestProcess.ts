@@ -105,6 +105,8 @@ const SIGNALS: Record<number, string> = { 1: 'SIGHUP', 2: 'SIGINT', 9: 'SIGKILL'
 export class GuestProcess extends EventEmitter {
   pid = 0;
   ended: ProcessExit | null = null;
+  /** Output from the start until the first follower takes it (frames come in bursts: a short command's all at once). */
+  private backlog: { kind: 'stdout' | 'stderr' | 'pty'; data: Buffer }[] | null = [];
   private buf: Buffer = Buffer.alloc(0);
   private started = false;
   private readonly ready: Promise<void>;
@@ -158,6 +160,18 @@ export class GuestProcess extends EventEmitter {
     return (this.startedWait ??= new Promise((r) => (this.onStarted = r)));
   }
 
+  /** What the process printed before anyone followed it; once (later calls answer nothing). */
+  takeBacklog(): { kind: 'stdout' | 'stderr' | 'pty'; data: Buffer }[] {
+    const b = this.backlog ?? [];
+    this.backlog = null;
+    return b;
+  }
+
+  private out(kind: 'stdout' | 'stderr' | 'pty', data: Buffer): void {
+    if (this.backlog && this.listenerCount(kind) === 0) this.backlog.push({ kind, data });
+    this.emit(kind, data);
+  }
+
   private take(chunk: Buffer, ready: () => void): void {
     this.buf = this.buf.length ? Buffer.concat([this.buf, chunk]) : chunk;
     if (!this.started) {
@@ -180,7 +194,7 @@ export class GuestProcess extends EventEmitter {
       }
     }
     if (this.spec.pty) {
-      if (this.buf.length) this.emit('pty', this.buf);
+      if (this.buf.length) this.out('pty', this.buf);
       this.buf = Buffer.alloc(0);
       return;
     }
@@ -194,8 +208,8 @@ export class GuestProcess extends EventEmitter {
         this.pid = Number(data.toString());
         this.emit('start', this.pid);
         ready();
-      } else if (type === 'O') this.emit('stdout', data);
-      else if (type === 'E') this.emit('stderr', data);
+      } else if (type === 'O') this.out('stdout', data);
+      else if (type === 'E') this.out('stderr', data);
       else if (type === 'X') {
         const status = Number(data.toString());
         const sig = status & 0x7f;

@@ -55,11 +55,14 @@ const endEvent = (x: ProcessExit): Event => ({
 });
 
 /** The process's events from now on, as a stream; ends with its end, or when the caller goes. */
-async function* follow(proc: GuestProcess, signal: AbortSignal, withStart: boolean): AsyncGenerator<{ event: Event }> {
-  const queue: Event[] = [];
+async function* follow(proc: GuestProcess, signal: AbortSignal, withStart: boolean, withBacklog = false): AsyncGenerator<{ event: Event }> {
+  const data = (kind: 'stdout' | 'stderr' | 'pty', b: Buffer): Event => ({ event: { case: 'data', value: { output: { case: kind, value: new Uint8Array(b) } } } });
+  // What came before this follower (the start's own output), then what comes: taken in one tick, so nothing falls between.
+  const queue: Event[] = withBacklog ? proc.takeBacklog().map((b) => data(b.kind, b.data)) : [];
+  if (proc.ended) queue.push(endEvent(proc.ended));
   let wake: (() => void) | null = null;
   const push = (e: Event) => (queue.push(e), wake?.());
-  const onData = (kind: 'stdout' | 'stderr' | 'pty') => (b: Buffer) => push({ event: { case: 'data', value: { output: { case: kind, value: new Uint8Array(b) } } } });
+  const onData = (kind: 'stdout' | 'stderr' | 'pty') => (b: Buffer) => push(data(kind, b));
   const handlers = { stdout: onData('stdout'), stderr: onData('stderr'), pty: onData('pty') };
   const onEnd = (x: ProcessExit) => push(endEvent(x));
   for (const [k, fn] of Object.entries(handlers)) proc.on(k, fn);
@@ -70,10 +73,6 @@ async function* follow(proc: GuestProcess, signal: AbortSignal, withStart: boole
   const ping = setInterval(() => push({ event: { case: 'keepalive', value: {} } }), 30_000);
   try {
     if (withStart) yield { event: { event: { case: 'start', value: { pid: proc.pid } } } };
-    if (proc.ended) {
-      yield { event: endEvent(proc.ended) };
-      return;
-    }
     for (;;) {
       while (!queue.length && !signal.aborted) await new Promise<void>((r) => (wake = r));
       wake = null;
@@ -125,7 +124,7 @@ export function processService(): ServiceImpl<typeof Process> {
         // Kept a moment, so a Connect right after the end still finds it.
         setTimeout(() => t.get(proc.pid)?.proc === proc && t.delete(proc.pid), 5_000).unref();
       });
-      yield* follow(proc, ctx.signal, true);
+      yield* follow(proc, ctx.signal, true, true);
     },
 
     async *connect(req, ctx) {
