@@ -113,7 +113,8 @@ async function freezeDisks(qmp: Qmp, vmDir: string, work: string, snapshotId: st
     const active = path.join(vmDir, `${disk}.qcow2`);
     const next = path.join(vmDir, `${disk}.next.qcow2`);
     const layer = layerName(snapshotId, disk);
-    const node = `${disk}-${snapshotId}`.replace(/[^A-Za-z0-9_-]/g, '-');
+    // QEMU's node names are at most 31 characters.
+    const node = `${disk}-${snapshotId.slice(-16)}`.replace(/[^A-Za-z0-9_-]/g, '-');
     await rm(next, { force: true });
     await qmp('blockdev-snapshot-sync', { device: disk, 'snapshot-file': next, 'snapshot-node-name': node, format: 'qcow2', mode: 'absolute-paths' });
     await link(active, path.join(vmDir, layer));
