@@ -6,7 +6,7 @@
  * stderr (so they stay apart, byte for byte) in a process group of its own, and frames what the pipes
  * give: `P` the pid, `O` stdout, `E` stderr, `X` the wait status. The host frames `D` stdin bytes,
  * `C` the end of stdin and `K` a signal for the group. A frame is its letter, 8 hex digits of length,
- * and the bytes.
+ * and the bytes (a `K` frame has the signal's number in place of a length, and no bytes).
  *
  * A PTY process (E2B's `pty.create`) is the terminal itself: the line starts the command in it, and
  * the bytes pass as they are.
@@ -79,11 +79,12 @@ while (%out) {
     if (!$got) { $hostgone = 1; next }
     $in .= $buf;
     while (length $in >= 9) {
-      my $len = hex substr($in, 1, 8); last if length $in < 9 + $len;
-      my $t = substr($in, 0, 1); my $d = substr($in, 9, $len); substr($in, 0, 9 + $len) = '';
+      my $t = substr($in, 0, 1); my $len = hex substr($in, 1, 8);
+      if ($t eq 'K') { substr($in, 0, 9) = ''; kill $len, -$pid; next }
+      last if length $in < 9 + $len;
+      my $d = substr($in, 9, $len); substr($in, 0, 9 + $len) = '';
       if ($t eq 'D' && $iw) { my $o = 0; while ($o < length $d) { my $w = syswrite($iw, $d, length($d) - $o, $o); last unless defined $w; $o += $w } }
       elsif ($t eq 'C' && $iw) { close $iw; $iw = undef }
-      elsif ($t eq 'K') { kill $len, -$pid }
     }
   }
 }
