@@ -27,6 +27,7 @@ import { resolveOrder, type VmOrder, type VmService } from './vms.ts';
 import * as snapshotStore from '../store/snapshots.ts';
 import * as vmStore from '../store/vms.ts';
 import * as runStore from '../store/runs.ts';
+import * as egressStore from '../store/egress.ts';
 import type { SnapshotRow } from '../store/snapshots.ts';
 
 /** What reaches the host that holds a VM or a snapshot. */
@@ -37,6 +38,8 @@ export interface SnapshotHost {
   check(hostId: string, snapshotId: string): Promise<string | null>;
   /** Makes each VM's directory from the snapshot: a suspended VM whose first start resumes it. */
   prepare(hostId: string, snapshotId: string, vmIds: string[]): Promise<void>;
+  /** The VM's brokered secrets sealed again for each new VM (by VM, by name); none when the VM is gone. */
+  sealedSecrets(hostId: string, fromVmId: string, vmIds: string[]): Promise<Record<string, Record<string, string>>>;
   /** Removes the snapshot's files, and the directories of VMs made from it that will never run. */
   discard(hostId: string, snapshotId: string | null, vmIds?: string[]): Promise<void>;
 }
@@ -288,6 +291,13 @@ export class SnapshotService {
                 cycle: order.cycle,
               });
             }
+          }
+          // The persist disk's secrets are the VM's; brokered ones are sealed again for each new VM.
+          const parentVm = branch?.parent_vm_id ?? (await vmStore.getForTenant(tx, tenantId, snap.vm_id))?.vm_id;
+          if (parentVm) {
+            await vmStore.copySecretNames(tx, parentVm, placedIds);
+            const sealed = await this.host!.sealedSecrets(snap.host_id, parentVm, placedIds);
+            for (const id of placedIds) if (Object.keys(sealed[id] ?? {}).length) await egressStore.putBrokered(tx, id, sealed[id]);
           }
           for (const id of placedIds) await recordVmChange(tx, null, id, now);
           if (!branch) return { status: 201, body: { vm_ids: placedIds } };

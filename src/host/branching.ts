@@ -26,6 +26,8 @@ export interface BranchDriver {
 
 export interface LocalSnapshotsDeps {
   db: Db;
+  /** Seals brokered secrets again for VMs branched from a VM (egress/credentials.ts). */
+  credentials: { sealedFor(fromVmId: string, toVmIds: string[]): Promise<Record<string, Record<string, string>>> };
   hostId: string;
   dir: string;
   driver: BranchDriver;
@@ -93,6 +95,11 @@ export class LocalSnapshots implements SnapshotHost {
       for (const vmId of made) await rm(this.d.driver.vmDir(vmId), { recursive: true, force: true });
       throw err;
     }
+  }
+
+  async sealedSecrets(hostId: string, fromVmId: string, vmIds: string[]): Promise<Record<string, Record<string, string>>> {
+    this.here(hostId);
+    return this.d.credentials.sealedFor(fromVmId, vmIds);
   }
 
   async discard(hostId: string, snapshotId: string | null, vmIds: string[] = []): Promise<void> {

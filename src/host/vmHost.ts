@@ -251,7 +251,7 @@ export class LocalVmHost implements VmHost {
       vmDir: (vmId) => driver.vmDir(vmId),
       snapshotMachine: (vmId) => (driver as unknown as Partial<BranchDriver>).snapshotMachine?.(vmId) ?? null,
     };
-    this.branching = new LocalSnapshots({ db: d.db, hostId: d.hostId, dir: path.join(config.dataDir, 'vm-snapshots'), driver: branchDriver, log });
+    this.branching = new LocalSnapshots({ db: d.db, credentials, hostId: d.hostId, dir: path.join(config.dataDir, 'vm-snapshots'), driver: branchDriver, log });
     this.capture = (templateId) => this.capturer.start(templateId);
     this.imageReady = new Promise<Image>((resolve) => (this.resolveImage = resolve));
     this.imageReady.catch(() => undefined);

@@ -34,6 +34,11 @@ export async function brokeredSecret(q: Queryable, vmId: string, name: string): 
   return row?.sealed ?? null;
 }
 
+/** A VM's brokered secrets, sealed (for sealing them again for VMs branched from it). */
+export async function listBrokered(q: Queryable, vmId: string): Promise<Array<{ name: string; sealed: string }>> {
+  return q.query<{ name: string; sealed: string }>('SELECT name, sealed FROM vm_brokered_secrets WHERE vm_id = $1 ORDER BY name', [vmId]);
+}
+
 /** A destroyed VM's keys go with it. */
 export async function removeBrokered(q: Queryable, vmId: string): Promise<void> {
   await q.query('DELETE FROM vm_brokered_secrets WHERE vm_id = $1', [vmId]);

@@ -156,6 +156,15 @@ export async function insert(q: Queryable, vm: NewVm): Promise<void> {
   );
 }
 
+/** VMs branched from another have its secrets (on the persist disk, and brokered ones sealed again): their names too. */
+export async function copySecretNames(q: Queryable, fromVmId: string, toVmIds: string[]): Promise<void> {
+  await q.query(
+    `UPDATE vms SET secret_names = p.secret_names, brokered_secret_names = p.brokered_secret_names
+     FROM vms p WHERE p.vm_id = $1 AND vms.vm_id = ANY($2::text[])`,
+    [fromVmId, toVmIds],
+  );
+}
+
 /** A lifecycle request (stop, start, restart, reprovision): the state it asks for and the status it shows. */
 export async function recordLifecycle(q: Queryable, tenantId: string, vmId: string, state: VmStateFields, now: Date): Promise<VmRow> {
   const [updated] = await q.query<VmRow>(

@@ -40,6 +40,16 @@ export class HostCredentials {
     return { names, brokered };
   }
 
+  /** A VM's brokered secrets sealed again for each of `toVmIds` (VMs branched from it): by VM, by name. */
+  async sealedFor(fromVmId: string, toVmIds: string[]): Promise<Record<string, Record<string, string>>> {
+    const out: Record<string, Record<string, string>> = {};
+    const rows = await egressStore.listBrokered(this.db, fromVmId);
+    for (const vmId of toVmIds) {
+      out[vmId] = Object.fromEntries(rows.map((r) => [r.name, this.box.seal(this.box.open(r.sealed, sealContext(fromVmId, r.name)), sealContext(vmId, r.name))]));
+    }
+    return out;
+  }
+
   /** The real key of a brokered secret, for the gateway; null when the VM has none. */
   async key(vmId: string, name: string): Promise<string | null> {
     const sealed = await egressStore.brokeredSecret(this.db, vmId, name);
