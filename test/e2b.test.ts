@@ -1,0 +1,221 @@
+/**
+ * E2B's SDK (the `e2b` npm package, unchanged) against a real server and one real microVM, by the
+ * three environment variables of the README alone: the control plane (create, info, list, timeout,
+ * kill), commands (output kept apart, exit codes, envs, background with stdin, list, kill), files
+ * (write, read, list, stat, mkdir, rename, remove, outside the persist disk) and a PTY. Then what the
+ * SDK never sends: E2B's error shapes for a read key, a tenant without card or credits and another
+ * tenant's sandbox, and a malformed Connect message (invalid_argument, nothing done). Needs QEMU and a
+ * built guest image (AGENTVM_TEST_IMAGE_DIR).
+ */
+import { describe, test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+import { Sandbox, CommandExitError } from 'e2b';
+import { loadConfig } from '../src/config.ts';
+import { startServer, type RunningServer } from '../src/server.ts';
+import { createLogger } from '../src/log.ts';
+import { apiClient, killQemusUnder, seedSnapshots, until } from './helpers.ts';
+
+const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;
+const skip = imageDir ? false : 'set AGENTVM_TEST_IMAGE_DIR to a built image dir (npm run test:all does)';
+
+describe("E2B's SDK against agentvm", { skip }, () => {
+  let dataDir: string;
+  let server: RunningServer;
+  let sandbox: Sandbox;
+  let e2bKey: string;
+  let readKey: string;
+  let strangerKey: string;
+  let brokeKey: string;
+  const saved = { ...process.env };
+
+  /** A raw call to the server (what the SDK would not send). */
+  const call = async (method: string, p: string, opts: { key?: string; body?: string; headers?: Record<string, string> } = {}) => {
+    const res = await fetch(`${server.url}${p}`, {
+      method,
+      headers: { ...(opts.key ? { 'X-API-Key': opts.key } : {}), ...(opts.body ? { 'content-type': 'application/json' } : {}), ...(opts.headers ?? {}) },
+      body: opts.body,
+    });
+    const text = await res.text();
+    let body: unknown = text;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      // not JSON
+    }
+    return { status: res.status, body: body as Record<string, unknown> };
+  };
+
+  before(async () => {
+    dataDir = await mkdtemp(path.join(os.tmpdir(), 'agentvm-e2b-'));
+    process.env.AGENTVM_ADMIN_TOKEN = 'avm_admin_test_token_0123456789abcdefghijkl';
+    const config = { ...loadConfig({ host: '127.0.0.1', port: 0, dataDir }), imageDir: imageDir! };
+    delete process.env.AGENTVM_ADMIN_TOKEN;
+    const sink = new Writable({
+      write: (c, _e, cb) => {
+        if (/"level":(50|60)/.test(c.toString())) process.stderr.write(c);
+        cb();
+      },
+    });
+    await seedSnapshots(dataDir);
+    server = await startServer(config, createLogger('info', sink));
+    await server.host.imageReady;
+    const admin = apiClient(server.url, config.adminToken!);
+    const tenant = await admin('POST', '/v1/admin/tenants', { email: 'e2b@example.com' });
+    await admin('PUT', `/v1/admin/tenants/${tenant.body.tenant_id}/card`, { brand: 'visa', last4: '4242' });
+    const api = apiClient(server.url, tenant.body.api_key);
+    const issued = await api('POST', '/v1/api/keys', { label: 'e2b', scope: 'readwrite', format: 'e2b' });
+    assert.equal(issued.status, 201, JSON.stringify(issued.body));
+    e2bKey = issued.body.key;
+    readKey = (await api('POST', '/v1/api/keys', { scope: 'read', format: 'e2b' })).body.key;
+    const stranger = await admin('POST', '/v1/admin/tenants', { email: 'e2b-stranger@example.com' });
+    await admin('PUT', `/v1/admin/tenants/${stranger.body.tenant_id}/card`, { brand: 'visa', last4: '4242' });
+    strangerKey = (await apiClient(server.url, stranger.body.api_key)('POST', '/v1/api/keys', { scope: 'readwrite', format: 'e2b' })).body.key;
+    const broke = await admin('POST', '/v1/admin/tenants', { email: 'e2b-broke@example.com' });
+    brokeKey = (await apiClient(server.url, broke.body.api_key)('POST', '/v1/api/keys', { scope: 'readwrite', format: 'e2b' })).body.key;
+    // The README's three variables, and nothing else.
+    process.env.E2B_API_URL = `${server.url}/e2b`;
+    process.env.E2B_SANDBOX_URL = `${server.url}/e2b/sandbox`;
+    process.env.E2B_API_KEY = e2bKey;
+    sandbox = await Sandbox.create('base', { allowInternetAccess: false, timeoutMs: 3_600_000, metadata: { suite: 'e2b' }, envs: { GREETING: 'hi there' }, requestTimeoutMs: 600_000 });
+  });
+
+  after(async () => {
+    for (const k of ['E2B_API_URL', 'E2B_SANDBOX_URL', 'E2B_API_KEY']) {
+      if (saved[k] === undefined) delete process.env[k];
+      else process.env[k] = saved[k];
+    }
+    await server?.close({ stopVms: true });
+    await killQemusUnder(dataDir);
+    await rm(dataDir, { recursive: true, force: true });
+  });
+
+  test('an e2b-format key: e2b_ and 40 hex digits, an ordinary key of its scope', async () => {
+    assert.match(e2bKey, /^e2b_[0-9a-f]{40}$/);
+    const who = await fetch(`${server.url}/v1/api/whoami`, { headers: { authorization: `Bearer ${e2bKey}` } });
+    assert.equal(who.status, 200);
+  });
+
+  test('create answers a running sandbox: its id is the VM label, getInfo and list show its metadata', async () => {
+    assert.match(sandbox.sandboxId, /^vm-[a-z0-9]+$/);
+    const info = await Sandbox.getInfo(sandbox.sandboxId);
+    assert.equal(info.sandboxId, sandbox.sandboxId);
+    assert.equal(info.templateId, 'base');
+    assert.deepEqual(info.metadata, { suite: 'e2b' });
+    assert.equal(info.state, 'running');
+    const listed = await Sandbox.list().nextItems();
+    assert.ok(listed.some((s) => s.sandboxId === sandbox.sandboxId && s.metadata.suite === 'e2b'), JSON.stringify(listed));
+    assert.equal(await sandbox.isRunning(), true);
+  });
+
+  test('commands.run: stdout and stderr apart, the exit code, the sandbox envs and the command envs', async () => {
+    const ok = await sandbox.commands.run('echo "$GREETING"; echo "$OWN" >&2', { envs: { OWN: 'mine' } });
+    assert.equal(ok.exitCode, 0);
+    assert.equal(ok.stdout, 'hi there\n');
+    assert.equal(ok.stderr, 'mine\n');
+    await assert.rejects(sandbox.commands.run('printf out; printf err >&2; exit 3'), (err: unknown) => {
+      assert.ok(err instanceof CommandExitError, String(err));
+      assert.equal(err.exitCode, 3);
+      assert.equal(err.stdout, 'out');
+      assert.equal(err.stderr, 'err');
+      return true;
+    });
+    assert.equal((await sandbox.commands.run('pwd', { cwd: '/tmp' })).stdout, '/tmp\n');
+    assert.equal((await sandbox.commands.run('pwd; readlink -f .')).stdout, '/home/user\n/persist/workspace\n');
+  });
+
+  test('a background command: stdin, list, kill', async () => {
+    const handle = await sandbox.commands.run('cat', { background: true, stdin: true });
+    assert.ok(handle.pid > 0);
+    await sandbox.commands.sendStdin(handle.pid, 'through stdin\n');
+    await until('the echo of stdin', async () => handle.stdout.includes('through stdin\n'), 60_000);
+    const listed = await sandbox.commands.list();
+    assert.ok(listed.some((p) => p.pid === handle.pid), JSON.stringify(listed));
+    assert.equal(await sandbox.commands.kill(handle.pid), true);
+    await assert.rejects(handle.wait());
+    assert.ok(!(await sandbox.commands.list()).some((p) => p.pid === handle.pid));
+  });
+
+  test('files: write, read, list, stat, mkdir, rename, remove, and a path outside the persist disk', async () => {
+    const info = await sandbox.files.write('e2b-dir/a.txt', 'first file');
+    assert.equal(info.path, '/home/user/e2b-dir/a.txt', "E2B's user directory, a link to the workspace");
+    assert.equal(await sandbox.files.read('e2b-dir/a.txt'), 'first file');
+    assert.equal((await sandbox.commands.run('cat /persist/workspace/e2b-dir/a.txt')).stdout, 'first file');
+    const entries = await sandbox.files.list('e2b-dir');
+    assert.deepEqual(entries.map((e) => [e.name, e.type, e.size]), [['a.txt', 'file', 10]]);
+    const stat = await sandbox.files.getInfo('e2b-dir/a.txt');
+    assert.equal(stat.type, 'file');
+    assert.equal(stat.owner, 'agent');
+    assert.equal(await sandbox.files.makeDir('e2b-dir/sub'), true);
+    assert.equal(await sandbox.files.makeDir('e2b-dir/sub'), false, 'made already');
+    await sandbox.files.rename('e2b-dir/a.txt', 'e2b-dir/sub/b.txt');
+    assert.equal(await sandbox.files.exists('e2b-dir/a.txt'), false);
+    assert.equal(await sandbox.files.read('e2b-dir/sub/b.txt'), 'first file');
+    await sandbox.files.remove('e2b-dir');
+    assert.equal(await sandbox.files.exists('e2b-dir'), false);
+    await sandbox.files.write('/tmp/e2b-outside.txt', 'not on the persist disk');
+    assert.equal(await sandbox.files.read('/tmp/e2b-outside.txt'), 'not on the persist disk');
+    await assert.rejects(sandbox.files.read('no-such-file.txt'), /not exist|not found/i);
+  });
+
+  test('a PTY: input typed, output as a terminal shows it, then killed', async () => {
+    let out = '';
+    const pty = await sandbox.pty.create({ cols: 80, rows: 24, onData: (d) => void (out += Buffer.from(d).toString()) });
+    await sandbox.pty.sendInput(pty.pid, new TextEncoder().encode('echo $((6*7))x\n'));
+    await until('the PTY output', async () => out.includes('42x'), 60_000);
+    assert.equal(await sandbox.pty.kill(pty.pid), true);
+  });
+
+  test("E2B's error shapes: a read key (403), no card nor credits (402), another tenant (404), no key (401)", async () => {
+    const create = JSON.stringify({ templateID: 'base' });
+    const read = await call('POST', '/e2b/v2/sandboxes', { key: readKey, body: create });
+    assert.equal(read.status, 403);
+    assert.equal(read.body.code, 403);
+    assert.match(String(read.body.message), /read_only_key/);
+    const broke = await call('POST', '/e2b/v2/sandboxes', { key: brokeKey, body: create });
+    assert.equal(broke.status, 402, JSON.stringify(broke.body));
+    assert.equal(broke.body.code, 402);
+    assert.deepEqual((await call('GET', '/e2b/v2/sandboxes', { key: brokeKey })).body, [], 'nothing was made');
+    const other = await call('GET', `/e2b/sandboxes/${sandbox.sandboxId}`, { key: strangerKey });
+    assert.equal(other.status, 404);
+    assert.equal(other.body.code, 404);
+    assert.equal((await call('DELETE', `/e2b/sandboxes/${sandbox.sandboxId}`, { key: strangerKey })).status, 404);
+    assert.equal((await call('GET', '/e2b/v2/sandboxes')).status, 401);
+    assert.equal(await sandbox.isRunning(), true);
+  });
+
+  test('the sandbox plane: a wrong access token is 401; a malformed Connect message is invalid_argument and runs nothing', async () => {
+    const headers = { 'e2b-sandbox-id': sandbox.sandboxId, 'e2b-sandbox-port': '49983' };
+    const wrong = await call('POST', '/e2b/sandbox/process.Process/List', { body: '{}', headers: { ...headers, 'x-access-token': 'ea_wrong' } });
+    assert.equal(wrong.status, 401);
+    const token = (await call('GET', `/e2b/sandboxes/${sandbox.sandboxId}`, { key: e2bKey })).body.envdAccessToken as string;
+    const marker = `/tmp/e2b-malformed-${Date.now()}`;
+    const bad = await call('POST', '/e2b/sandbox/process.Process/SendInput', {
+      body: JSON.stringify({ process: { pid: 'not a number' }, input: { stdin: 'x' } }),
+      headers: { ...headers, 'x-access-token': token },
+    });
+    assert.equal(bad.status, 400, JSON.stringify(bad.body));
+    assert.equal(bad.body.code, 'invalid_argument');
+    await sandbox.files.write(marker, 'stays');
+    const move = await call('POST', '/e2b/sandbox/filesystem.Filesystem/Move', {
+      body: JSON.stringify({ source: marker, destination: { not: 'a path' } }),
+      headers: { ...headers, 'x-access-token': token },
+    });
+    assert.equal(move.status, 400, JSON.stringify(move.body));
+    assert.equal(move.body.code, 'invalid_argument');
+    assert.equal(await sandbox.files.read(marker), 'stays', 'the malformed message moved nothing');
+  });
+
+  test('setTimeout moves the end; kill destroys the sandbox (and its VM)', async () => {
+    await sandbox.setTimeout(1_800_000);
+    const info = await Sandbox.getInfo(sandbox.sandboxId);
+    const left = info.endAt.getTime() - Date.now();
+    assert.ok(left > 1_700_000 && left <= 1_800_000, `${left} ms left`);
+    assert.equal(await Sandbox.kill(sandbox.sandboxId), true);
+    assert.equal(await Sandbox.kill(sandbox.sandboxId), false, 'gone already');
+    await assert.rejects(Sandbox.getInfo(sandbox.sandboxId), /not found/);
+  });
+});
