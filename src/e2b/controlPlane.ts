@@ -45,6 +45,25 @@ function stringMap(v: unknown): Record<string, string> | null {
   return out;
 }
 
+/** How long a create waits for a host with room (a sandbox just killed frees its room a moment later). */
+const ROOM_WAIT_MS = 120_000;
+
+/**
+ * Runs a create, again while no host has room for it (503 `unavailable`): E2B's create is one call
+ * that answers a sandbox, and a refused create charged nothing, so trying again is safe.
+ */
+async function untilRoom<T>(signal: AbortSignal, create: () => Promise<T>): Promise<T> {
+  const deadline = Date.now() + ROOM_WAIT_MS;
+  for (;;) {
+    try {
+      return await create();
+    } catch (err) {
+      if ((err as { code?: string }).code !== 'unavailable' || Date.now() > deadline || signal.aborted) throw err;
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+  }
+}
+
 export function controlPlane(services: Services, log: Logger, prepare: (tenantId: string, vmId: string) => Promise<void>): Hono<Env> {
   const app = new Hono<Env>().basePath('/e2b');
   const domain = () => services.previews.site.domain;
@@ -140,7 +159,7 @@ export function controlPlane(services: Services, log: Logger, prepare: (tenantId
     const end = new Date(now.getTime() + timeout * 1000);
     let vmId: string;
     try {
-      const res = await services.vms.create(principal.tenantId, {
+      const res = await untilRoom(c.req.raw.signal, () => services.vms.create(principal.tenantId, {
         ...money,
         ...(harness ? { harness } : {}),
         ...(image ? { image } : {}),
@@ -148,7 +167,7 @@ export function controlPlane(services: Services, log: Logger, prepare: (tenantId
         ...(autoResume ? { auto_resume: true } : {}),
         // E2B's allow_internet_access: false is a VM without egress; else the default policy of the harness.
         ...(body.allow_internet_access === false ? { egress: { mode: 'none' as const, allow: [] } } : {}),
-      });
+      }));
       vmId = res.body.vm_id;
     } catch (err) {
       if (e2bErrorOf(err)?.status === 400 && /image/.test((err as Error).message)) return e2bError(c, 404, `template "${templateID}" not found`);
