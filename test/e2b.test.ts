@@ -148,7 +148,7 @@ describe("E2B's SDK against agentvm", { skip }, () => {
     assert.deepEqual(entries.map((e) => [e.name, e.type, e.size]), [['a.txt', 'file', 10]]);
     const stat = await sandbox.files.getInfo('e2b-dir/a.txt');
     assert.equal(stat.type, 'file');
-    assert.equal(stat.owner, 'agent');
+    assert.equal(stat.owner, 'user', "agentvm's agent by E2B's name");
     assert.equal(await sandbox.files.makeDir('e2b-dir/sub'), true);
     assert.equal(await sandbox.files.makeDir('e2b-dir/sub'), false, 'made already');
     await sandbox.files.rename('e2b-dir/a.txt', 'e2b-dir/sub/b.txt');

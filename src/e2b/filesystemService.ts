@@ -22,6 +22,9 @@ function permissions(mode: number, type: Entry['type']): string {
   return c + s;
 }
 
+/** agentvm's sandbox user (`agent`, uid 1000) by E2B's name for it, `user`. */
+const e2bName = (n: string) => (n === 'agent' ? 'user' : n);
+
 export function entryInfo(e: Entry): EntryInit {
   return {
     name: e.name,
@@ -30,8 +33,8 @@ export function entryInfo(e: Entry): EntryInit {
     size: BigInt(e.size),
     mode: e.mode,
     permissions: permissions(e.mode, e.type),
-    owner: e.owner,
-    group: e.group,
+    owner: e2bName(e.owner),
+    group: e2bName(e.group),
     modifiedTime: timestampFromMs(e.mtimeS * 1000),
     ...(e.symlinkTarget !== null ? { symlinkTarget: e.symlinkTarget } : {}),
   };
