@@ -270,12 +270,15 @@ export function controlPlane(services: Services, log: Logger, prepare: (tenantId
     const { vm, record } = await vmOf(c);
     if (!record) return e2bError(c, 404, `sandbox ${previewLabel(vm.vm_id)} was not made through E2B's API`);
     let status = alreadyRunning;
-    if (state(vm) === 'paused') {
+    const wasPaused = state(vm) === 'paused';
+    if (wasPaused) {
       if (alreadyRunning === 409 && vm.status === 'running') return e2bError(c, 409, 'sandbox is already running');
       await services.vms.lifecycle(vm.tenant_id, vm.vm_id, 'start');
       status = 201;
     } else if (alreadyRunning === 409) return e2bError(c, 409, `sandbox ${previewLabel(vm.vm_id)} is already running`);
-    if (t !== null) await setTimeoutOf(vm, record, t);
+    // A running sandbox's end only moves later (E2B's connect never shortens it); a resumed one's is set.
+    const current = record.end_at.getTime();
+    if (t !== null && (wasPaused || services.clock.now().getTime() + t * 1000 > current)) await setTimeoutOf(vm, record, t);
     const now = await services.vms.waitFor(vm.tenant_id, vm.vm_id, 'running', START_WAIT_MS, c.req.raw.signal);
     if (now.status !== 'running') return e2bError(c, 500, `the sandbox did not start: it is ${now.status}`);
     return c.json(created(now, record), status as 201);
