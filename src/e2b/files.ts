@@ -6,6 +6,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Readable } from 'node:stream';
+import { createGunzip } from 'node:zlib';
 import { E2bError, e2bErrorOf } from './errors.ts';
 import { MAX_FILE_BYTES } from '../domain/guestAccess.ts';
 import type { Services } from '../domain/services.ts';
@@ -109,9 +110,10 @@ export async function uploadFiles(services: Services, sb: SandboxContext, url: U
       }
     } else {
       if (!queryPath) return sendError(res, 400, 'path: give the file to write');
-      if (req.headers['content-encoding'] && req.headers['content-encoding'] !== 'identity') return sendError(res, 400, 'Content-Encoding: send the bytes as they are');
-      const length = req.headers['content-length'] !== undefined ? Number(req.headers['content-length']) : undefined;
-      uploads.push({ path: queryPath, body: req, size: length });
+      const encoding = (req.headers['content-encoding'] ?? 'identity').toLowerCase();
+      if (encoding !== 'identity' && encoding !== 'gzip') return sendError(res, 400, 'Content-Encoding: gzip, or the bytes as they are');
+      if (encoding === 'gzip') uploads.push({ path: queryPath, body: req.pipe(createGunzip()) });
+      else uploads.push({ path: queryPath, body: req, size: req.headers['content-length'] !== undefined ? Number(req.headers['content-length']) : undefined });
     }
   } catch (err) {
     return sendError(res, 400, `body: ${(err as Error).message}`);
