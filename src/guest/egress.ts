@@ -94,10 +94,14 @@ export function splice(sock: net.Socket, s: MuxStream): void {
   // Writes go out in order without waiting for each other; the program is held back only once this
   // much waits for the stream's credit (a pause and resume for every chunk halved what went up).
   let queued = 0;
+  let last: Promise<unknown> = Promise.resolve();
+  let ended = false;
   sock.on('data', (chunk: Buffer) => {
     queued += chunk.length;
     if (queued >= QUEUED_MAX) sock.pause();
-    s.write(chunk).then(
+    const written = s.write(chunk);
+    last = written.catch(() => undefined);
+    written.then(
       () => {
         queued -= chunk.length;
         if (queued < QUEUED_MAX && sock.isPaused()) sock.resume();
@@ -105,9 +109,15 @@ export function splice(sock: net.Socket, s: MuxStream): void {
       () => sock.destroy(),
     );
   });
-  sock.on('end', () => s.end());
+  // The end goes after the program's last bytes: sent while writes still wait for credit, it would
+  // overtake them (and they would fail as writes after the end), cutting off the tail of an answer.
+  sock.on('end', () => {
+    ended = true;
+    void last.then(() => s.end());
+  });
+  // A program that closed after its end has its bytes delivered still; one that never ended is cut.
   sock.once('close', () => {
-    if (!s.closed) s.abort({ error: 'closed', message: 'the guest program closed its connection' });
+    if (!ended && !s.closed) s.abort({ error: 'closed', message: 'the guest program closed its connection' });
   });
   // Credit goes back once the program's socket has taken the bytes: a program that does not read
   // holds back its own connection only.
