@@ -54,8 +54,8 @@ function messages(ex: Exchange, script: TurnScript) {
     .map(fields)
     .filter((t) => typeof t.name === 'string')
     .map((t) => ({ name: t.name as string, kind: 'function', schema: t.input_schema }));
-  const toolOutputSeen = body.messages.some((m) => list(fields(m).content).some((b) => fields(b).type === 'tool_result'));
-  const turn = scriptedTurn(script, { tools, toolOutputSeen });
+  const toolOutputs = body.messages.reduce((n: number, m) => n + list(fields(m).content).filter((b) => fields(b).type === 'tool_result').length, 0);
+  const turn = scriptedTurn(script, { tools, toolOutputSeen: toolOutputs > 0, toolOutputs });
   const content: Block[] =
     turn.kind === 'call'
       ? [

@@ -11,6 +11,8 @@ export { startEchoHost, type EchoHost } from './echoHost.ts';
 export interface ProviderStandinOptions {
   /** The shell command the stand-in model asks the agent to run; by default it writes and prints the proof file. */
   command?: string;
+  /** A task of several shell tool calls, in turn (Anthropic's stand-in); `command` is then not used. */
+  commands?: string[];
   /** The answer after the tool has run; `done` by default. */
   finalText?: string;
   /** The answer to side requests that offer no tools (titles, summaries); `ok` by default. */
@@ -47,6 +49,7 @@ export interface ProviderStandins {
 export async function startProviderStandins(opts: ProviderStandinOptions = {}): Promise<ProviderStandins> {
   const script: TurnScript = {
     command: opts.command ?? DEFAULT_STANDIN_COMMAND,
+    commands: opts.commands,
     finalText: opts.finalText ?? 'done',
     sideText: opts.sideText ?? 'ok',
   };

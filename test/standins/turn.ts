@@ -8,6 +8,11 @@ export const DEFAULT_STANDIN_COMMAND = `mkdir -p /persist/workspace && echo brok
 /** What the stand-in model says: the command it runs through the agent's shell tool, and its texts. */
 export interface TurnScript {
   command: string;
+  /**
+   * A task of several tool calls, one after another: the nth call runs the nth command (each once the
+   * agent has sent the result of the one before). Where the request says how many results it carries.
+   */
+  commands?: string[];
   /** The answer once the tool has run (or when tools are offered but none is a shell). */
   finalText: string;
   /** The answer to side requests that offer no tools (titles, summaries). */
@@ -33,6 +38,8 @@ export interface TurnRequest {
   tools: ToolOffer[];
   /** Whether the conversation already carries a tool's result. */
   toolOutputSeen: boolean;
+  /** How many tool results it carries, where the provider's request tells. */
+  toolOutputs?: number;
   /** The JSON schema the answer must follow, when the request asks for structured output. */
   jsonSchema?: unknown;
 }
@@ -47,7 +54,11 @@ export type TurnReply =
  */
 export function scriptedTurn(script: TurnScript, req: TurnRequest): TurnReply {
   const shell = pickShellTool(req.tools);
-  if (shell && !req.toolOutputSeen) {
+  const next = script.commands && req.toolOutputs !== undefined ? script.commands[req.toolOutputs] : undefined;
+  if (shell && next !== undefined) {
+    return { kind: 'call', tool: shell, args: shell.kind === 'function' ? shellArgs(shell.schema, next, 600_000) : {}, command: next };
+  }
+  if (shell && !req.toolOutputSeen && !(script.commands && req.toolOutputs !== undefined)) {
     return { kind: 'call', tool: shell, args: shell.kind === 'function' ? shellArgs(shell.schema, script.command) : {}, command: script.command };
   }
   if (req.jsonSchema !== undefined) return { kind: 'text', text: JSON.stringify(minimalValue(req.jsonSchema)) };
@@ -75,12 +86,14 @@ export function pickShellTool(tools: ToolOffer[]): ToolOffer | undefined {
  * The arguments for a shell tool, shaped by its schema: an argv array (codex's `shell`) or a string
  * (`command`, `cmd`), a description when it takes one, and the smallest value for anything else it requires.
  */
-export function shellArgs(schema: unknown, command: string): Record<string, unknown> {
+export function shellArgs(schema: unknown, command: string, timeoutMs?: number): Record<string, unknown> {
   const props = fields(fields(schema).properties);
   const required = list(fields(schema).required).filter((r): r is string => typeof r === 'string');
   const key = 'command' in props ? 'command' : 'cmd' in props ? 'cmd' : (required.find((r) => typeOf(props[r]) === 'string') ?? 'command');
   const args: Record<string, unknown> = { [key]: typeOf(props[key]) === 'array' ? ['bash', '-lc', command] : command };
   if ('description' in props) args.description = 'Write the stand-in proof file';
+  // A long step (an install under emulation) asks for the tool's longest time, where it takes one (claude-code's Bash: ms).
+  if (timeoutMs !== undefined && 'timeout' in props) args.timeout = timeoutMs;
   for (const r of required) if (!(r in args)) args[r] = minimalValue(props[r]);
   return args;
 }
