@@ -34,7 +34,7 @@ import { Reconciler } from './reconciler.ts';
 import { MetricsSampler } from './metrics.ts';
 import { Capturer } from './capture.ts';
 import { RunRecorder } from './runRecorder.ts';
-import { LocalSnapshots, type BranchDriver } from './branching.ts';
+import { LocalSnapshots } from './branching.ts';
 import type { SnapshotHost } from '../domain/snapshots.ts';
 import * as hostStore from '../store/hosts.ts';
 import * as vmStore from '../store/vms.ts';
@@ -246,12 +246,7 @@ export class LocalVmHost implements VmHost {
       setSecrets: (vmId, set) => credentials.apply(vmId, set, async (guest) => (await driver.request<{ names: string[] }>(vmId, 'secrets', { set: guest }, 30_000)).names),
     };
     this.guest = new LocalGuestAccess(driver);
-    // Until the driver saves a running VM for a snapshot, none is taken (the domain answers why).
-    const branchDriver: BranchDriver = {
-      vmDir: (vmId) => driver.vmDir(vmId),
-      snapshotMachine: (vmId) => (driver as unknown as Partial<BranchDriver>).snapshotMachine?.(vmId) ?? null,
-    };
-    this.branching = new LocalSnapshots({ db: d.db, credentials, hostId: d.hostId, dir: path.join(config.dataDir, 'vm-snapshots'), driver: branchDriver, log });
+    this.branching = new LocalSnapshots({ db: d.db, credentials, hostId: d.hostId, dir: path.join(config.dataDir, 'vm-snapshots'), driver, log });
     this.capture = (templateId) => this.capturer.start(templateId);
     this.imageReady = new Promise<Image>((resolve) => (this.resolveImage = resolve));
     this.imageReady.catch(() => undefined);

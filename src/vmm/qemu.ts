@@ -26,6 +26,8 @@ import { claimStandby, launchStandby } from './standbyClaims.ts';
 import { SuspendResume } from './suspendResume.ts';
 import * as channels from './guestChannels.ts';
 import * as usage from './usage.ts';
+import { agentRequest, qmp } from './channel.ts';
+import type { RunningMachine } from './branch.ts';
 import type { ActualState, Resumed, SavedMachine, SnapshotFiles, Started, StartedFrom, VmDriver, VmSpec } from './driver.ts';
 import type { ExecArgs, ExecResult, HelloFacts } from '../wire/protocol.ts';
 
@@ -171,6 +173,23 @@ export class QemuDriver extends EventEmitter implements VmDriver {
     const h = this.vms.get(vmId);
     if (!h || this.opts.accel !== 'tcg') return null;
     return usage.translated(h);
+  }
+
+  /** The running VM's machine, for a snapshot of it (branch.ts); null when it does not run here. */
+  snapshotMachine(vmId: string): RunningMachine | null {
+    const h = this.vms.get(vmId);
+    if (!h || h.stopping) return null;
+    return {
+      pid: h.pid,
+      facts: h.facts,
+      qmp: (command, args) => qmp(h.qmp, command, args, 30_000),
+      sync: () => agentRequest(h.agent, 'sync', undefined, 10_000).then(() => undefined),
+    };
+  }
+
+  /** Runs host work that standby VMs give way to (a snapshot's). */
+  busyWith<T>(work: () => Promise<T>): Promise<T> {
+    return this.vms.busy(work);
   }
 
   /** Bytes the VM's disks take on the host. */

@@ -13,6 +13,8 @@ import { machineCommandLine, machineSpawn, SEALED_MEM, stateBesideMem } from './
 import type { RunningVms } from './running.ts';
 import type { SavedMachine, VmSpec } from './driver.ts';
 import { ASSUME_PORT_CLOCK, type HelloFacts } from '../wire/protocol.ts';
+import { branchMarkOf } from './branch.ts';
+import { takeBranchIdentity } from './branchResume.ts';
 
 /** The RAM block of the machine's memory backend (id `mem`), as QEMU's migration stream names it. */
 const RAM_BLOCK = 'mem';
@@ -149,6 +151,14 @@ export class SuspendResume {
         ran = true;
         t = performance.now();
         await m.qmp('cont');
+        // A VM made from a snapshot wakes as the VM it was taken of: it takes an identity of its own.
+        const mark = branchMarkOf(record);
+        if (mark) {
+          const facts = await takeBranchIdentity(m, spec, mark, phases);
+          this.vms.setPhases(spec.vmId, phases);
+          this.vms.track(spec.vmId, 'suspended', m, facts, m.exit);
+          return facts;
+        }
         const clockSet = await this.setResumedClock(m, record.facts as HelloFacts | undefined).then(
           () => true,
           (err: Error) => (this.vms.opts.log?.("setting a resumed guest's clock failed", { vm_id: spec.vmId, err: err.message }), false),
