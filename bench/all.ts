@@ -17,6 +17,7 @@ const BENCHES = [
   { id: 'api', file: 'api.bench.ts', what: 'API throughput: whoami, listHarnesses vs a bare route' },
   { id: 'gallery', file: 'gallery.bench.ts', what: 'listTemplates with q over 100,000 templates on PostgreSQL' },
   { id: 'lifecycle', file: 'vm.bench.ts', what: 'create → running from snapshots vs cold boots; create → first echo; suspend and resume; idle memory; 20 at once' },
+  { id: 'branch', file: 'branch.bench.ts', what: 'a branch: the VM paused vs suspend; branch → running vs a resume; a branch of 10 vs their QEMU CPU; the disk they add vs their memory' },
   { id: 'fork', file: 'fork.bench.ts', what: 'fork of a 1 GiB template vs an empty one' },
   { id: 'images', file: 'images.bench.ts', what: 'an image build vs the same steps in a VM; a cached rebuild; a VM of an image vs a base VM' },
   { id: 'run', file: 'run.bench.ts', what: 'echo run through the API vs the guest agent directly' },
