@@ -3,7 +3,7 @@
  * customer WHERE. A row is `creating` while its host saves it, `ready` once its files are whole and
  * checked, `failed` with a reason when they never were (nothing of it is left on the host then).
  */
-import type { EgressPolicy } from '../domain/egress.ts';
+import type { EgressPolicy } from '../net/egressPolicy.ts';
 import type { Queryable } from './db.ts';
 
 export type SnapshotKind = 'snapshot' | 'branch';
