@@ -8,14 +8,14 @@ import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
-import { createServer, type Server } from 'node:http';
+import { createServer, get as httpGet, type Server } from 'node:http';
 import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { freshDb, ManualClock, killQemusUnder, seedSnapshots, until } from './helpers.ts';
+import { detached, freshDb, ManualClock, killQemusUnder, seedSnapshots, until } from './helpers.ts';
 import { startConsoleServer, type ConsoleServer } from './consoleServer.ts';
 import { buildCoreServices, buildServices } from '../src/domain/services.ts';
 import { SESSION_TTL_MS } from '../src/domain/sessions.ts';
@@ -710,6 +710,33 @@ describe('web console with a real VM', { skip: noBrowser || (imageDir ? false : 
     await screenshots(page, 'vm-files');
     await page.locator('#files').getByRole('link', { name: '/persist/workspace' }).click();
     await page.locator('#file-rows').getByRole('link', { name: 'data.bin' }).waitFor();
+
+    // Ports: an app in the VM is listed with its link; Open sends a new tab to the preview with a new
+    // token, which the server trades for a cookie of that host (Chromium resolves *.localhost itself).
+    const started = await server.host.driver!.exec(vmId, { argv: ['sh', '-c', detached(`node -e "require('http').createServer((q, s) => s.end('<h1>console preview ' + q.url + '</h1>')).listen(8080)"`)] }, 60_000);
+    assert.equal(started.exit_code, 0, started.stderr);
+    await until('the app listening', async () => {
+      const r = await fetch(`${server.url}/v1/api/vms/${vmId}/ports`, { headers: { authorization: `Bearer ${t.api_key}` } });
+      return r.status === 200 && ((await r.json()) as { data: { port: number }[] }).data.some((p) => p.port === 8080);
+    }, 240_000);
+    await page.goto(`${server.url}/console/vms/${vmId}`);
+    const portRow = page.locator('#ports tr', { hasText: '8080' });
+    assert.match((await portRow.textContent()) ?? '', new RegExp(`http://8080-${vmId.toLowerCase().replace(/_/g, '-')}\\.localhost:${server.port}/`));
+    await axeCheck(page, 'VM ports');
+    const [tab] = await Promise.all([page.context().waitForEvent('page'), portRow.getByRole('button', { name: 'Open' }).click()]);
+    await tab.locator('h1', { hasText: 'console preview /' }).waitFor({ timeout: 60_000 });
+    assert.doesNotMatch(tab.url(), /agentvm_token/, 'the token is traded for a cookie and leaves the address');
+    await tab.reload();
+    await tab.locator('h1', { hasText: 'console preview /' }).waitFor({ timeout: 30_000 });
+    await tab.close();
+    const previewHost = `8080-${vmId.toLowerCase().replace(/_/g, '-')}.localhost:${server.port}`;
+    const bare = await new Promise<number>((resolve, reject) =>
+      httpGet({ host: '127.0.0.1', port: server.port, path: '/', headers: { host: previewHost } }, (res) => (res.resume(), resolve(res.statusCode!))).on('error', reject),
+    );
+    assert.equal(bare, 401, 'private without the cookie');
+    await portRow.getByRole('button', { name: 'Make public' }).click();
+    await page.locator('#ports tr', { hasText: '8080' }).getByRole('button', { name: 'Make private' }).waitFor();
+    assert.equal(await page.locator('#ports tr', { hasText: '8080' }).getByRole('link', { name: /8080-/ }).getAttribute('href'), `http://${previewHost}/`);
 
     // The terminal: "Open terminal" gets a ticket from the shell operation, the page joins xterm.js to the socket.
     const rows = () => page.evaluate(() => [...document.querySelectorAll('#terminal-screen .xterm-rows > div')].map((r) => (r.textContent ?? '').replace(/\u00a0/g, ' ').trimEnd()));

@@ -4,7 +4,9 @@
  * routing headers, over the VM's data channel. Every way in (API key, preview token, the cookie a
  * `?agentvm_token=` sets, a public port), every refusal (no credential: the app never sees it;
  * nothing listening; a stopped VM; bad routes), an event stream whose first event comes before its
- * end, and a WebSocket echo. Needs QEMU and a built guest image (AGENTVM_TEST_IMAGE_DIR).
+ * end, a WebSocket echo, 50 MiB each way, 100 requests at once, a port forward (the CLI's), and failed
+ * preview credentials counted by the address's throttle. Needs QEMU and a built guest image
+ * (AGENTVM_TEST_IMAGE_DIR).
  */
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -13,10 +15,12 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
+import { createHash, randomBytes } from 'node:crypto';
 import { WebSocket } from 'ws';
 import { loadConfig } from '../src/config.ts';
 import { startServer, type RunningServer } from '../src/server.ts';
 import { createLogger } from '../src/log.ts';
+import { forwardPort } from '../src/cli/previews.ts';
 import { apiClient, detached, killQemusUnder, seedSnapshots, until, type ApiCall } from './helpers.ts';
 
 const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;
@@ -33,6 +37,7 @@ const crypto = require('node:crypto');
 const fs = require('node:fs');
 const seen = (entry) => fs.appendFileSync('/tmp/seen.jsonl', JSON.stringify(entry) + '\n');
 let release = null;
+let big = null;
 function handler(req, res) {
   seen({ method: req.method, url: req.url, headers: req.headers, port: req.socket.localPort });
   if (req.url === '/sse') {
@@ -43,6 +48,17 @@ function handler(req, res) {
   }
   if (req.url === '/sse-release') { if (release) release(); release = null; return res.end('released'); }
   if (req.url === '/echo') { res.writeHead(200, { 'content-type': 'application/octet-stream' }); return req.pipe(res); }
+  if (req.url === '/big') {
+    if (!big) big = crypto.randomBytes(50 * 1024 * 1024);
+    res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': big.length, 'x-sha256': crypto.createHash('sha256').update(big).digest('hex') });
+    return res.end(big);
+  }
+  if (req.url === '/upload') {
+    const h = crypto.createHash('sha256');
+    let n = 0;
+    req.on('data', (d) => { h.update(d); n += d.length; });
+    return req.on('end', () => res.end(JSON.stringify({ bytes: n, sha256: h.digest('hex') })));
+  }
   res.writeHead(200, { 'content-type': 'text/html', 'set-cookie': 'app=1; Path=/' });
   res.end('<h1>hello from the vm on ' + req.socket.localPort + '</h1>');
 }
@@ -89,7 +105,7 @@ describe('preview URLs of a real microVM', { skip }, () => {
   let label: string;
 
   /** A request to the API server's address with the Host (and headers) given. */
-  const send = (opts: { host?: string; path?: string; method?: string; headers?: Record<string, string>; body?: string }): Promise<Answer> =>
+  const send = (opts: { host?: string; path?: string; method?: string; headers?: Record<string, string>; body?: string | Buffer }): Promise<Answer> =>
     new Promise((resolve, reject) => {
       const req = http.request(
         { host: '127.0.0.1', port: server.port, path: opts.path ?? '/', method: opts.method ?? 'GET', headers: { ...(opts.host ? { host: opts.host } : {}), ...(opts.headers ?? {}) } },
@@ -280,6 +296,75 @@ describe('preview URLs of a real microVM', { skip }, () => {
     assert.equal(await status({ authorization: `Bearer ${key}` }, '/not-ws'), 403, "the app's own refusal");
   });
 
+  test('50 MiB down and up through the preview, hashes kept', { timeout: 10 * 60_000 }, async () => {
+    const MiB50 = 50 * 1024 * 1024;
+    const down = await new Promise<{ status: number; bytes: number; sha256: string; said: string }>((resolve, reject) => {
+      http
+        .get({ host: '127.0.0.1', port: server.port, path: '/big', headers: { host: hostFor(8080), authorization: `Bearer ${key}` } }, (res) => {
+          const h = createHash('sha256');
+          let bytes = 0;
+          res.on('data', (d: Buffer) => (h.update(d), (bytes += d.length)));
+          res.on('end', () => resolve({ status: res.statusCode!, bytes, sha256: h.digest('hex'), said: String(res.headers['x-sha256']) }));
+          res.on('error', reject);
+        })
+        .on('error', reject);
+    });
+    assert.equal(down.status, 200);
+    assert.equal(down.bytes, MiB50);
+    assert.equal(down.sha256, down.said, 'the bytes the app sent');
+    const data = randomBytes(MiB50);
+    const up = await send({ host: hostFor(8080), path: '/upload', method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/octet-stream' }, body: data });
+    assert.equal(up.status, 200, up.body);
+    assert.deepEqual(JSON.parse(up.body), { bytes: MiB50, sha256: createHash('sha256').update(data).digest('hex') });
+  });
+
+  test('100 requests at once to one port: each answered, each seen once by the app', { timeout: 5 * 60_000 }, async () => {
+    const answers = await Promise.all(
+      Array.from({ length: 100 }, (_, i) => send({ host: hostFor(8080), path: `/parallel-${i}`, headers: { authorization: `Bearer ${key}` } })),
+    );
+    for (const a of answers) {
+      assert.equal(a.status, 200, a.body);
+      assert.equal(a.body, '<h1>hello from the vm on 8080</h1>');
+    }
+    const urls = (await seen()).map((x) => x.url).filter((u) => u.startsWith('/parallel-'));
+    assert.deepEqual(urls.sort(), Array.from({ length: 100 }, (_, i) => `/parallel-${i}`).sort());
+  });
+
+  test('a port forward (the CLI\'s): a local port reaches the app over the API\'s WebSocket; refusals close the connection', async () => {
+    const get = (port: number, p: string) =>
+      new Promise<Answer>((resolve, reject) => {
+        http
+          .get({ host: '127.0.0.1', port, path: p }, (res) => {
+            let body = '';
+            res.setEncoding('utf8');
+            res.on('data', (c) => (body += c));
+            res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body }));
+          })
+          .on('error', reject);
+      });
+    const fwd = await forwardPort({ baseUrl: server.url, key, vmId, port: 8081, local: 0, bind: '127.0.0.1' });
+    try {
+      const [a, b] = await Promise.all([get(fwd.port, '/forwarded-1'), get(fwd.port, '/forwarded-2')]);
+      assert.equal(a.status, 200, a.body);
+      assert.equal(a.body, '<h1>hello from the vm on 8081</h1>');
+      assert.equal(b.body, '<h1>hello from the vm on 8081</h1>');
+      const s = (await seen()).find((x) => x.url === '/forwarded-1')!;
+      assert.equal(s.port, 8081);
+      assert.equal(s.headers.host, `127.0.0.1:${fwd.port}`, 'the bytes as the local client sent them');
+    } finally {
+      await fwd.close();
+    }
+    const refusals: string[] = [];
+    for (const [k, port] of [[otherKey, 8081], [key, 9999]] as const) {
+      const bad = await forwardPort({ baseUrl: server.url, key: k, vmId, port, local: 0, bind: '127.0.0.1', refused: (m) => refusals.push(m) });
+      await assert.rejects(get(bad.port, '/refused'));
+      await bad.close();
+    }
+    assert.equal(refusals.length, 2);
+    assert.equal(refusals[0], 'unauthorized', "another tenant's key");
+    assert.match(refusals[1], /^port_closed: nothing listens on port 9999/);
+  });
+
   test('bad routes: nothing listening is 502 port_closed; unknown VM 404; a malformed Host or a port out of range 400', async () => {
     const closed = await send({ host: hostFor(9999), headers: { authorization: `Bearer ${key}` } });
     assert.equal(closed.status, 502);
@@ -318,5 +403,20 @@ describe('preview URLs of a real microVM', { skip }, () => {
     const r = await send({ host: hostFor(8080), headers: { authorization: `Bearer ${key}` } });
     assert.equal(r.status, 409, r.body);
     assert.equal(JSON.parse(r.body).error, 'vm_not_running');
+  });
+
+  test('failed preview credentials count against the address: after 30, even the right key is refused with 429, and the API too', async () => {
+    // Earlier tests' wrong credentials may be in the address's window already: guesses until the 429, 30 at most.
+    const statuses: number[] = [];
+    while (statuses.length <= 30 && statuses.at(-1) !== 429) {
+      statuses.push((await send({ host: hostFor(8080), path: `/guess`, headers: { 'x-agentvm-preview-token': `avm_pt_guess${statuses.length}` } })).status);
+    }
+    assert.equal(statuses.at(-1), 429, `statuses: ${statuses.join(' ')}`);
+    assert.ok(statuses.slice(0, -1).every((x) => x === 401));
+    const refused = await send({ host: hostFor(8080), headers: { authorization: `Bearer ${key}` } });
+    assert.equal(refused.status, 429, refused.body);
+    assert.equal(JSON.parse(refused.body).error, 'rate_limited');
+    assert.ok(Number(refused.headers['retry-after']) > 0);
+    assert.equal((await api('GET', `/v1/api/vms/${vmId}`)).status, 429, "the API's throttle is the same");
   });
 });

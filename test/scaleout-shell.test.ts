@@ -1,6 +1,7 @@
 /**
- * Shells and files through an API replica: the replica forwards each to the VM's host over the
- * internal endpoint (files as streamed bodies, a shell as a WebSocket between them). An API replica
+ * Shells, files and previews through an API replica: the replica forwards each to the VM's host over
+ * the internal endpoint (files as streamed bodies, a shell as a WebSocket between them, a preview or a
+ * port forward as an upgraded connection the host joins to the guest's port). An API replica
  * and a VM host as separate processes on loopback ports, on one PostgreSQL database. Needs the
  * PostgreSQL server and the guest image of `npm run test:all` (AGENTVM_TEST_DATABASE_URL, AGENTVM_TEST_IMAGE_DIR).
  */
@@ -14,7 +15,8 @@ import path from 'node:path';
 import pg from 'pg';
 import { WebSocket } from 'ws';
 import { randomBase62 } from '../src/domain/ids.ts';
-import { freePort, killQemusUnder, seedSnapshots, until } from './helpers.ts';
+import { forwardPort } from '../src/cli/previews.ts';
+import { detached, freePort, killQemusUnder, seedSnapshots, until } from './helpers.ts';
 
 const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;
 const pgUrl = process.env.AGENTVM_TEST_DATABASE_URL;
@@ -73,7 +75,7 @@ describe('shells and files through an API replica', { skip }, () => {
     await rm(work, { recursive: true, force: true });
   });
 
-  test('a shell, an upload and a download through the replica; refusals come back as the host words them', { timeout: 10 * 60_000 }, async () => {
+  test('a shell, an upload, a download, a preview and a port forward through the replica; refusals come back as the host words them', { timeout: 10 * 60_000 }, async () => {
     await start('api', ['serve', '--role', 'api'], '/healthz');
     await start('host', ['host']);
     const base = `http://127.0.0.1:${procs.get('api')!.port}`;
@@ -127,6 +129,29 @@ describe('shells and files through an API replica', { skip }, () => {
     ws.send(Buffer.from('echo $((6*7)) $(id -un) $(stty size); exit 5\n'));
     assert.deepEqual(await closed, { code: 1000, reason: 'exit 5' });
     assert.match(out, /42 agent 27 91/);
+
+    // A preview and a port forward through the replica: it reaches the port through the VM's host.
+    const app = "require('node:http').createServer((q, s) => s.end('replica saw ' + q.url)).listen(8080)";
+    const putApp = await fetch(`${base}/v1/api/vms/${vmId}/files?path=app.js`, { method: 'PUT', headers: { authorization: `Bearer ${key}` }, body: app });
+    assert.equal(putApp.status, 201);
+    const starter = new WebSocket((await call(key, 'POST', `/v1/api/vms/${vmId}/shell`)).body.url);
+    const started = new Promise<{ code: number; reason: string }>((resolve) => starter.on('close', (code, reason) => resolve({ code, reason: reason.toString() })));
+    await new Promise((r, j) => (starter.once('open', r), starter.once('error', j)));
+    starter.send(Buffer.from(`${detached('node /persist/workspace/app.js >/tmp/app.log 2>&1')}; exit 0\n`));
+    assert.deepEqual(await started, { code: 1000, reason: 'exit 0' });
+    await until('the app listening, as the replica lists it', async () => (await call(key, 'GET', `/v1/api/vms/${vmId}/ports`)).body?.data?.some((p: { port: number }) => p.port === 8080), 240_000);
+    const preview = await fetch(`${base}/through-replica?a=1`, { headers: { authorization: `Bearer ${key}`, 'x-agentvm-vm': vmId, 'x-agentvm-port': '8080' } });
+    assert.equal(preview.status, 200);
+    assert.equal(await preview.text(), 'replica saw /through-replica?a=1');
+    const closedPort = await fetch(`${base}/`, { headers: { authorization: `Bearer ${key}`, 'x-agentvm-vm': vmId, 'x-agentvm-port': '9999' } });
+    assert.equal(closedPort.status, 502);
+    assert.equal((await closedPort.json()).error, 'port_closed');
+    const fwd = await forwardPort({ baseUrl: base, key, vmId, port: 8080, local: 0, bind: '127.0.0.1' });
+    try {
+      assert.equal(await (await fetch(`http://127.0.0.1:${fwd.port}/forwarded`)).text(), 'replica saw /forwarded');
+    } finally {
+      await fwd.close();
+    }
 
     // The VM stopped under an open shell: the replica closes the customer's socket with the host's reason.
     const again = new WebSocket((await call(key, 'POST', `/v1/api/vms/${vmId}/shell`)).body.url);
