@@ -133,7 +133,7 @@ if (!inOwnNetns()) {
     };
     /**
      * A VM of `body`, running. One more try when its QEMU was too slow to start (a machine under heavy
-     * load, seen as the driver's start-up timeout), said on stderr: that is the host's state, not this task's.
+     * load, seen as the driver's start-up timeouts), said on stderr: that is the host's state, not this task's.
      */
     const createRunning = async (body: object) => {
       for (let attempt = 1; ; attempt++) {
@@ -142,7 +142,7 @@ if (!inOwnNetns()) {
         try {
           return await running(created.body.vm_id);
         } catch (err) {
-          if (attempt > 1 || !/did not open its control socket in time/.test((err as Error).message)) throw err;
+          if (attempt > 1 || !/did not open its control socket in time|the guest agent did not answer within/.test((err as Error).message)) throw err;
           process.stderr.write(`coding task: ${(err as Error).message}; one more VM\n`);
           await api('DELETE', `/v1/api/vms/${created.body.vm_id}`);
         }
