@@ -132,7 +132,7 @@ describe('shells and files through an API replica', { skip }, () => {
 
     // A preview and a port forward through the replica: it reaches the port through the VM's host.
     const app = "require('node:http').createServer((q, s) => s.end('replica saw ' + q.url)).listen(8080)";
-    const putApp = await fetch(`${base}/v1/api/vms/${vmId}/files?path=app.js`, { method: 'PUT', headers: { authorization: `Bearer ${key}` }, body: app });
+    const putApp = await fetch(`${base}/v1/api/vms/${vmId}/files?path=app.js`, { method: 'PUT', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/octet-stream' }, body: app });
     assert.equal(putApp.status, 201);
     const starter = new WebSocket((await call(key, 'POST', `/v1/api/vms/${vmId}/shell`)).body.url);
     const started = new Promise<{ code: number; reason: string }>((resolve) => starter.on('close', (code, reason) => resolve({ code, reason: reason.toString() })));
