@@ -713,7 +713,8 @@ describe('web console with a real VM', { skip: noBrowser || (imageDir ? false : 
 
     // Ports: an app in the VM is listed with its link; Open sends a new tab to the preview with a new
     // token, which the server trades for a cookie of that host (Chromium resolves *.localhost itself).
-    const started = await server.host.driver!.exec(vmId, { argv: ['sh', '-c', detached(`node -e "require('http').createServer((q, s) => s.end('<h1>console preview ' + q.url + '</h1>')).listen(8080)"`)] }, 60_000);
+    const APP = "require('http').createServer((q, s) => s.end('<h1>console preview ' + q.url + '</h1>')).listen(8080);";
+    const started = await server.host.driver!.exec(vmId, { argv: ['sh', '-c', `cat > /tmp/app.js <<'APP_EOF'\n${APP}\nAPP_EOF\n${detached('node /tmp/app.js >/tmp/app.log 2>&1')}`] }, 60_000);
     assert.equal(started.exit_code, 0, started.stderr);
     await until('the app listening', async () => {
       const r = await fetch(`${server.url}/v1/api/vms/${vmId}/ports`, { headers: { authorization: `Bearer ${t.api_key}` } });
