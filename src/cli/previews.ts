@@ -89,7 +89,14 @@ export async function forwardPort(o: {
     conn.on('error', () => undefined);
     conn.pause();
     const ws = new WebSocket(url, { headers: { authorization: `Bearer ${o.key}` }, perMessageDeflate: false });
-    conn.once('close', () => ws.readyState === WebSocket.OPEN || ws.terminate());
+    // One report a connection: a refusal, or the failure to reach the API (not the cut that follows either).
+    let told = false;
+    const refuse = (said: string) => {
+      if (!told) o.refused?.(said);
+      told = true;
+      conn.destroy();
+    };
+    conn.once('close', () => ws.readyState === WebSocket.OPEN || ((told = true), ws.terminate()));
     ws.once('unexpected-response', (_req, res) => {
       let body = '';
       res.setEncoding('utf8');
@@ -102,14 +109,10 @@ export async function forwardPort(o: {
         } catch {
           // not our Error shape: the status says it
         }
-        o.refused?.(said);
-        conn.destroy();
+        refuse(said);
       });
     });
-    ws.once('error', (err) => {
-      if (ws.readyState !== WebSocket.OPEN) o.refused?.(`unreachable: ${err.message}`);
-      conn.destroy();
-    });
+    ws.on('error', (err) => (ws.readyState === WebSocket.OPEN ? conn.destroy() : refuse(`unreachable: ${err.message}`)));
     ws.once('open', () => joinStreams(createWebSocketStream(ws), conn));
   });
   await new Promise<void>((resolve, reject) => {
