@@ -145,7 +145,8 @@ export async function takeSnapshot(
   try {
     const cmdline = await readFile(`/proc/${m.pid}/cmdline`, 'utf8').catch(() => '');
     const ram = await mappedRam(cmdline, m.pid, o.vmDir);
-    const sf = { ...suspendFiles(work), socket: path.join(o.vmDir, 'branch.sock') };
+    // What QEMU (its own user) writes goes through its own directory: the stream's socket, its devices.
+    const sf = { ...suspendFiles(work), socket: path.join(o.vmDir, 'branch.sock'), devices: path.join(o.vmDir, 'branch.devices') };
     if (ram) {
       await link(ram.file, sf.base);
       // Over the VM's own base, its golden stream's head is kept beside it (suspend.ts prefixFor).
