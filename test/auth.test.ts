@@ -79,7 +79,7 @@ for (const backend of backends()) {
       for (const op of CUSTOMER_OPERATIONS.filter((o) => o.audience === 'customer' && !isWrite(o))) {
         const path = op.path.replace('{id}', vmId).replace('{name}', 'echo').replace('{run_id}', 'run_x').replace('{webhook_id}', 'wh_x') + (op.operationId === 'readVMFile' ? '?path=.' : '');
         const res = await t.request('GET', path, { key: read });
-        const missing = op.operationId === 'getTemplate' || op.path.startsWith('/v1/api/images/{id}') || op.path.includes('{run_id}') || op.path.includes('{webhook_id}');
+        const missing = op.operationId === 'getTemplate' || op.path.startsWith('/v1/api/images/{id}') || op.path.startsWith('/v1/api/snapshots/{id}') || op.path.includes('{run_id}') || op.path.includes('{webhook_id}');
         // A VM's files and ports and the base image need a VM host, which this app has none of: past the scope check, 503.
         const expected = missing ? 404 : ['readVMFile', 'getBaseImage', 'listVMPorts'].includes(op.operationId) ? 503 : 200;
         assert.equal(res.status, expected, `${op.operationId} ${res.text}`);

@@ -2,6 +2,7 @@ import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { backends, createTestApp, insertVm, type TestApp } from './helpers.ts';
 import { LedgerPaymentProvider } from '../src/domain/payments.ts';
+import { ERROR_STATUS } from '../src/http/errors.ts';
 
 for (const backend of backends()) {
   describe(`billing, credits, ledger and usage on ${backend.name}`, () => {
@@ -55,11 +56,11 @@ for (const backend of backends()) {
       assert.match(ref, /^ch_/);
       await assert.rejects(
         t.db.transaction((tx) => t.services.billing.chargeCard(tx, declined.tenantId, 1900, { description: 'x' })),
-        (err: any) => err.code === 'card_declined' && err.status === 402,
+        (err: any) => err.code === 'card_declined' && ERROR_STATUS[err.code as keyof typeof ERROR_STATUS] === 402,
       );
       await assert.rejects(
         t.db.transaction((tx) => t.services.billing.chargeCard(tx, none.tenantId, 1900, { description: 'x' })),
-        (err: any) => err.code === 'card_required' && err.status === 402,
+        (err: any) => err.code === 'card_required' && ERROR_STATUS[err.code as keyof typeof ERROR_STATUS] === 402,
       );
       const rows = await t.db.query<{ tenant_id: string; kind: string; amount_cents: number }>(
         'SELECT tenant_id, kind, amount_cents FROM ledger WHERE tenant_id = ANY($1)',
