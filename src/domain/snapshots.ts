@@ -263,6 +263,13 @@ export class SnapshotService {
   ): Promise<StoredResponse<BranchResult | { vm_ids: string[] }>> {
     const ids = Array.from({ length: order.count }, () => newId('vm'));
     await this.host!.prepare(snap.host_id, snap.snapshot_id, ids);
+    // Read before the transaction: the host reads with its own connection (one connection on PGlite:
+    // inside the transaction it would wait for it for ever).
+    const parentVm = branch?.parent_vm_id ?? (await vmStore.getForTenant(this.db, tenantId, snap.vm_id))?.vm_id ?? null;
+    const sealed = parentVm ? await this.host!.sealedSecrets(snap.host_id, parentVm, ids).catch(async (err) => {
+      await this.host!.discard(snap.host_id, null, ids).catch(() => undefined);
+      throw err;
+    }) : {};
     let result: StoredResponse<BranchResult | { vm_ids: string[] }>;
     try {
       result = await this.db.transaction((tx) =>
@@ -293,10 +300,8 @@ export class SnapshotService {
             }
           }
           // The persist disk's secrets are the VM's; brokered ones are sealed again for each new VM.
-          const parentVm = branch?.parent_vm_id ?? (await vmStore.getForTenant(tx, tenantId, snap.vm_id))?.vm_id;
           if (parentVm) {
             await vmStore.copySecretNames(tx, parentVm, placedIds);
-            const sealed = await this.host!.sealedSecrets(snap.host_id, parentVm, placedIds);
             for (const id of placedIds) if (Object.keys(sealed[id] ?? {}).length) await egressStore.putBrokered(tx, id, sealed[id]);
           }
           for (const id of placedIds) await recordVmChange(tx, null, id, now);
