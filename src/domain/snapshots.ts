@@ -106,7 +106,7 @@ export class SnapshotService {
   async list(tenantId: string, limit = 50, after?: string): Promise<{ data: Snapshot[]; has_more: boolean }> {
     const cursor = after ? await snapshotStore.getForTenant(this.db, tenantId, after) : null;
     if (after && !cursor) throw invalid('after', 'no snapshot of yours has this id');
-    const rows = await snapshotStore.listForTenant(this.db, tenantId, limit, cursor ?? undefined);
+    const rows = await snapshotStore.listForTenant(this.db, tenantId, limit, cursor?.snapshot_id);
     return { data: rows.slice(0, limit).map(presentSnapshot), has_more: rows.length > limit };
   }
 

@@ -97,13 +97,16 @@ export async function get(q: Queryable, snapshotId: string): Promise<SnapshotRow
   return row ? fix(row) : null;
 }
 
-/** A tenant's ready snapshots, newest first, one more than `limit` (has_more). */
-export async function listForTenant(q: Queryable, tenantId: string, limit: number, before?: { created_at: Date; snapshot_id: string }): Promise<SnapshotRow[]> {
+/**
+ * A tenant's ready snapshots, newest first, one more than `limit` (has_more), after the snapshot
+ * `afterId` when given (compared with its row as stored: a JavaScript Date would drop the microseconds).
+ */
+export async function listForTenant(q: Queryable, tenantId: string, limit: number, afterId?: string): Promise<SnapshotRow[]> {
   const rows = await q.query<SnapshotRow>(
     `SELECT * FROM snapshots WHERE tenant_id = $1 AND kind = 'snapshot' AND status = 'ready' AND deleted_at IS NULL
-       ${before ? 'AND (created_at, snapshot_id) < ($3, $4)' : ''}
+       ${afterId ? 'AND (created_at, snapshot_id) < (SELECT created_at, snapshot_id FROM snapshots WHERE snapshot_id = $3)' : ''}
      ORDER BY created_at DESC, snapshot_id DESC LIMIT $2`,
-    before ? [tenantId, limit + 1, before.created_at, before.snapshot_id] : [tenantId, limit + 1],
+    afterId ? [tenantId, limit + 1, afterId] : [tenantId, limit + 1],
   );
   return rows.map(fix);
 }
