@@ -236,6 +236,8 @@ test('CONNECT to an allowlisted pinned name is tunnelled; anything else is refus
   const allowed = log.data.find((e) => e.decision === 'allowed')!;
   assert.equal(allowed.host, 'allowed.test');
   assert.equal(allowed.port, upstreamPort);
+  // The log says why it was allowed: the allowlist's entry.
+  assert.equal(allowed.reason, 'allowlist allowed.test');
   await until(async () => (await egressStore.listLog(db, vmId, 50)).data.find((e) => e.decision === 'allowed')!.bytes_in > 0);
   // The bytes the tunnel carried, each way: the request inside it, and the answer the client got.
   const logged = (await egressStore.listLog(db, vmId, 50)).data.find((e) => e.decision === 'allowed')!;

@@ -51,7 +51,8 @@ export interface GatewayDeps {
 }
 
 /** Where a connection may go: an address, or why not. */
-type Target = { ok: true; address: string } | { ok: false; status: 403 | 502; reason: string };
+/** Where a connection goes, and why (the policy's reason, as the egress log keeps it), or why not. */
+type Target = { ok: true; address: string; reason: string } | { ok: false; status: 403 | 502; reason: string };
 
 /** One logged connection: its row, and the bytes it moved. */
 class Tally {
@@ -169,7 +170,8 @@ export class EgressGateway {
           ? { allowed: false, reason: "the operator's provider URL, reached only through /providers/<provider>/" }
           : decideName(policy, host);
     if (!decision.allowed) return { ok: false, status: 403, reason: decision.reason };
-    return this.resolve(host);
+    const t = await this.resolve(host);
+    return t.ok ? { ...t, reason: decision.reason } : t;
   }
 
   /**
@@ -178,7 +180,7 @@ export class EgressGateway {
    */
   private async resolve(host: string, trusted = false): Promise<Target> {
     const pinned = this.d.pins.get(host);
-    if (pinned) return { ok: true, address: pinned };
+    if (pinned) return { ok: true, address: pinned, reason: 'pinned' };
     let addresses: string[];
     if (net.isIP(host)) addresses = [host];
     else {
@@ -197,7 +199,7 @@ export class EgressGateway {
       if (why) return { ok: false, status: 403, reason: `resolves to ${address} (${why})` };
     }
     if (addresses.length === 0) return { ok: false, status: 502, reason: 'cannot resolve: no address' };
-    return { ok: true, address: addresses[0] };
+    return { ok: true, address: addresses[0], reason: trusted ? 'the operator\'s provider URL' : 'resolved' };
   }
 
   private logged(vmId: string, host: string, port: number, allowed: boolean, reason: string): Tally {
@@ -223,7 +225,7 @@ export class EgressGateway {
     const host = canonicalHost(m[1]);
     const port = Number(m[2]);
     const t = await this.target(vmId, host, await this.policyOf(vmId));
-    const tally = this.logged(vmId, host, port, t.ok, t.ok ? 'allowed' : t.reason);
+    const tally = this.logged(vmId, host, port, t.ok, t.reason);
     if (!t.ok) return (this.finish(tally), refuseSocket(client, t.status, refusalText(host, t)));
     const upstream = net.connect({ host: t.address, port, timeout: CONNECT_TIMEOUT_MS });
     this.track(upstream);
@@ -272,7 +274,7 @@ export class EgressGateway {
     const host = canonicalHost(url.hostname);
     const port = Number(url.port || 80);
     const t = await this.target(vmId, host, await this.policyOf(vmId));
-    const tally = this.logged(vmId, host, port, t.ok, t.ok ? 'allowed' : t.reason);
+    const tally = this.logged(vmId, host, port, t.ok, t.reason);
     if (!t.ok) return (this.finish(tally), refuse(res, t.status, refusalText(host, t)));
     this.forward(req, res, tally, { url, address: t.address, headers: forwardHeaders(req, url.host), checkReached: host });
   }
