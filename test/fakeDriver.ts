@@ -8,7 +8,7 @@
 import { EventEmitter } from 'node:events';
 import { netOfSlot, STANDBY_SLOTS } from '../src/vmm/commandLine.ts';
 import type { ActualState, ExitInfo, Resumed, SavedMachine, Started, StartedFrom, VmDriver, VmSpec } from '../src/vmm/driver.ts';
-import type { SuspendRecord } from '../src/vmm/suspend.ts';
+import type { SuspendRecord } from '../src/vmm/suspendRecord.ts';
 import type { HelloFacts } from '../src/wire/protocol.ts';
 
 interface FakeVm {

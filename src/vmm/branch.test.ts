@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { branchMarkOf, checkSnapshot, prepareFromSnapshot, recordPath, type SnapshotRecord } from './branch.ts';
-import { readRecord, suspendFiles } from './suspend.ts';
+import { readRecord, suspendFiles } from './suspendRecord.ts';
 
 const run = promisify(execFile);
 const qemuImg = (...args: string[]) => run('qemu-img', args);

@@ -33,7 +33,8 @@ import { pipeline } from 'node:stream/promises';
 import { promisify } from 'node:util';
 import { runQemuImg } from './disks.ts';
 import { isolating, sealedSource } from './isolation.ts';
-import { save, savePages, suspendFiles, type SuspendRecord } from './suspend.ts';
+import { save, savePages } from './suspend.ts';
+import { suspendFiles, type SuspendRecord } from './suspendRecord.ts';
 
 const FORMAT = 1;
 const DISKS = ['upper', 'persist'] as const;

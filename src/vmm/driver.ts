@@ -5,7 +5,7 @@
  */
 import type { HelloFacts } from '../wire/protocol.ts';
 import type { Image } from '../image/build.ts';
-import type { SuspendRecord } from './suspend.ts';
+import type { SuspendRecord } from './suspendRecord.ts';
 
 export interface VmSpec {
   vmId: string;

@@ -9,7 +9,7 @@ import { agentRequest, qmp, type JsonLineChannel } from './channel.ts';
 import { giveDir } from './isolation.ts';
 import { netOfSlot, ownDiskHotplugArgs } from './commandLine.ts';
 import { connectMachine, consoleTail, killMachine, machinePid, resumeIncoming, spawnMachine } from './machine.ts';
-import { hasRecord, suspendFiles } from './suspend.ts';
+import { hasRecord, suspendFiles } from './suspendRecord.ts';
 import { machineCommandLine, machineSpawn } from './machineStart.ts';
 import type { RunningVms } from './running.ts';
 import type { SnapshotFiles, VmSpec } from './driver.ts';

@@ -14,8 +14,9 @@
  * its disks instead). The record is removed before the guest runs on: the memory is then stale.
  */
 import { createHash } from 'node:crypto';
-import { closeSync, createReadStream, createWriteStream, existsSync, fsync, openSync, readSync, writeSync } from 'node:fs';
-import { chmod, link, open, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { closeSync, createReadStream, createWriteStream, fsync, openSync, readSync, writeSync } from 'node:fs';
+import { chmod, open, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { discard, linkBase, SUSPEND_FORMAT, writeRecord, type SuspendFiles, type SuspendRecord } from './suspendRecord.ts';
 import { changedRuns, encodeHead, PAGE, pageCount, PIECE_PAGES, pieces, ramMapping, readHead, readRuns, scratch, writeRuns, type PageFileHead } from './changedPages.ts';
 import { filterRamStream, zeroPagesOf } from './ramDiff.ts';
 import net from 'node:net';
@@ -24,124 +25,6 @@ import { pipeline } from 'node:stream/promises';
 import { Transform } from 'node:stream';
 import { setImmediate, setTimeout as sleep } from 'node:timers/promises';
 
-const FORMAT = 1;
-
-/** What a suspend saved, and what machine it can be loaded into. */
-export interface SuspendRecord {
-  format: number;
-  /** A page file (the pages the VM changed over `ram.base`, and its devices) or QEMU's whole migration stream (missing: a stream). */
-  kind?: 'pages' | 'stream';
-  bytes: number;
-  sha256: string;
-  /** The suspended machine's RAM was a named backend (it had started as a clone): a resume names it alike. */
-  named_ram: boolean;
-  image_id: string;
-  vcpus: number;
-  memory_mib: number;
-  /** What the guest said of itself when it was last started (a resume answers them without asking). */
-  facts: unknown;
-  /**
-   * The saved memory is a difference over `ram.base` (its size in bytes): the golden memory the VM's
-   * RAM was mapped from, linked beside it. A resume maps it as the RAM and loads the state over it.
-   */
-  base_bytes?: number;
-  /** Page records the difference left out (equal to the base), kept (they differ), and zero pages kept and left out. */
-  base_pages?: { dropped: number; kept: number; zero: number; zero_dropped: number };
-  /** A page file's changed pages and the runs they make. */
-  pages?: { changed: number; runs: number };
-  saved_at: string;
-  save_ms: number;
-}
-
-export interface SuspendFiles {
-  state: string;
-  record: string;
-  socket: string;
-  /** The memory a saved difference is over (see SuspendRecord.base_bytes); also what a VM resumed over it maps. */
-  base: string;
-  /** The header and RAM section of the golden stream `base` came with (a page file's stream starts with them). */
-  prefix: string;
-  /** Where QEMU writes its devices' state during a save. */
-  devices: string;
-}
-
-export function suspendFiles(dir: string): SuspendFiles {
-  return {
-    state: path.join(dir, 'suspend.state'),
-    record: path.join(dir, 'suspend.json'),
-    socket: path.join(dir, 'suspend.sock'),
-    base: path.join(dir, 'ram.base'),
-    prefix: path.join(dir, 'ram.prefix'),
-    devices: path.join(dir, 'suspend.devices'),
-  };
-}
-
-/** The record of a complete saved state, or null when there is none (or it is not one this code wrote). */
-export async function readRecord(f: SuspendFiles): Promise<SuspendRecord | null> {
-  try {
-    const r = JSON.parse(await readFile(f.record, 'utf8')) as SuspendRecord;
-    return r.format === FORMAT && typeof r.sha256 === 'string' && Number.isInteger(r.bytes) ? r : null;
-  } catch {
-    return null;
-  }
-}
-
-export function hasRecord(f: SuspendFiles): boolean {
-  return existsSync(f.record);
-}
-
-/**
- * Forgets the saved state: the record first (then nothing trusts the file), then the file; and the
- * base memory unless `keepBase` (a resumed VM's RAM is mapped from it, and its next suspend reuses it).
- */
-export async function discard(f: SuspendFiles, opts: { keepBase?: boolean } = {}): Promise<void> {
-  await rm(f.record, { force: true });
-  await syncDir(path.dirname(f.record));
-  await rm(f.state, { force: true });
-  await rm(f.socket, { force: true });
-  await rm(f.devices, { force: true });
-  if (!opts.keepBase) {
-    await rm(f.base, { force: true });
-    await rm(f.prefix, { force: true });
-  }
-}
-
-/**
- * Makes `f.base` the memory file `from` (a hard link: the golden memory stays as it was however its
- * snapshot changes later). Answers its size, or null when it cannot be linked (then no difference is saved).
- */
-export async function linkBase(f: SuspendFiles, from: string): Promise<number | null> {
-  try {
-    if (path.resolve(from) !== path.resolve(f.base)) {
-      // Whatever came with the base it replaces goes too.
-      await rm(f.prefix, { force: true });
-      await rm(`${f.base}.tmp`, { force: true });
-      await link(from, `${f.base}.tmp`);
-      await rename(`${f.base}.tmp`, f.base);
-    }
-    return (await stat(f.base)).size;
-  } catch {
-    await rm(`${f.base}.tmp`, { force: true });
-    return null;
-  }
-}
-
-async function syncDir(dir: string): Promise<void> {
-  const fd = await open(dir, 'r').catch(() => null);
-  if (!fd) return;
-  await fd.sync().catch(() => undefined);
-  await fd.close();
-}
-
-/** Writes the record (the saved state is complete and on disk before): from here a start trusts the state. */
-async function writeRecord(f: SuspendFiles, record: SuspendRecord): Promise<void> {
-  await writeFile(`${f.record}.tmp`, `${JSON.stringify(record, null, 2)}\n`, { mode: 0o600 });
-  const rfd = await open(`${f.record}.tmp`, 'r');
-  await rfd.sync();
-  await rfd.close();
-  await rename(`${f.record}.tmp`, f.record);
-  await syncDir(path.dirname(f.record));
-}
 
 /** Counts and hashes what passes through. */
 class Hasher extends Transform {
@@ -244,7 +127,7 @@ export async function save(
     await fd.sync();
     await fd.close();
     const record: SuspendRecord = {
-      format: FORMAT,
+      format: SUSPEND_FORMAT,
       kind: 'stream',
       bytes,
       sha256,
@@ -342,7 +225,7 @@ export async function savePages(
       closeSync(fd);
     }
     const record: SuspendRecord = {
-      format: FORMAT,
+      format: SUSPEND_FORMAT,
       kind: 'pages',
       bytes,
       sha256: hash.digest('hex'),
