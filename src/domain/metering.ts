@@ -1,5 +1,5 @@
 import type { Queryable } from '../store/db.ts';
-import * as vmStore from '../store/vms.ts';
+import * as hostVmStore from '../store/vmsOnHost.ts';
 import type { BillingService } from './billing.ts';
 import { TIERS, type TierId } from './plans.ts';
 
@@ -47,7 +47,7 @@ export async function meterVm(
     : 0;
   const ms = vm.unbilled_ms + Math.max(0, elapsed);
   const unbilled = opts.final ? 0 : Math.max(0, ms - reading.msCovered(drawn));
-  await vmStore.recordMetered(tx, vm.vm_id, Math.round(unbilled), opts.running ? now : null);
+  await hostVmStore.recordMetered(tx, vm.vm_id, Math.round(unbilled), opts.running ? now : null);
   const exhausted = drawn < reading.cents || (reading.cents > 0 && (await billing.creditBalance(tx, vm.tenant_id)) <= 0);
   return { drawn, exhausted };
 }

@@ -23,7 +23,7 @@ import type { Clock } from '../domain/clock.ts';
 import type { Logger } from '../log.ts';
 import { PeriodicJob } from '../jobs/periodic.ts';
 import type { QemuDriver } from '../vmm/qemu.ts';
-import * as vmStore from '../store/vms.ts';
+import * as hostVmStore from '../store/vmsOnHost.ts';
 import * as metricsStore from '../store/metrics.ts';
 
 /** Kernel clock ticks per second (USER_HZ): 100 on every Linux architecture QEMU runs on here. */
@@ -97,7 +97,7 @@ export class MetricsSampler extends PeriodicJob {
    * 2-core host for most of a second; a VM's first run that fell there took about 1 s, not 0.3.
    */
   protected async pass(): Promise<void> {
-    const rows = await vmStore.listStatesOnHost(this.o.db, this.o.hostId);
+    const rows = await hostVmStore.listStatesOnHost(this.o.db, this.o.hostId);
     const running = rows.filter((r) => r.status === 'running' && this.o.driver.isRunning(r.vm_id));
     const here = new Set(running.map((r) => r.vm_id));
     for (const vmId of this.last.keys()) if (!here.has(vmId)) this.last.delete(vmId);

@@ -3,7 +3,7 @@
  * changes and every interval, at most one pass at a time and one action in flight per VM; a VM that
  * cannot proceed yet is retried later, each time later, unless its customer asks something new.
  */
-import type * as vmStore from '../store/vms.ts';
+import type { VmState } from '../store/vmsOnHost.ts';
 import type { Logger } from '../log.ts';
 
 /** What one pass over a VM came to: its desired state reached, or something it must wait for first. */
@@ -16,14 +16,14 @@ export function retryDelayMs(attempts: number): number {
 }
 
 /** The part of a row a customer changes: a new request on a waiting VM is acted on at once. */
-const generation = (row: vmStore.VmState) => `${row.desired_state}:${row.restart_requested}:${row.reprovision_requested}`;
+const generation = (row: VmState) => `${row.desired_state}:${row.restart_requested}:${row.reprovision_requested}`;
 
 export interface LoopOptions {
   /** This host's VM rows as they stand. */
-  rows(): Promise<vmStore.VmState[]>;
-  needsWork(row: vmStore.VmState): boolean;
+  rows(): Promise<VmState[]>;
+  needsWork(row: VmState): boolean;
   /** One pass over one VM (the loop never runs two for one VM at once). */
-  converge(row: vmStore.VmState): Promise<Outcome>;
+  converge(row: VmState): Promise<Outcome>;
   log: Logger;
   intervalMs?: number;
 }
@@ -154,7 +154,7 @@ export class ReconcileLoop {
   }
 
   /** A VM that could not proceed is retried later, each time later (the 1 s loop picks it up when due). */
-  private recordOutcome(row: vmStore.VmState, outcome: Outcome): void {
+  private recordOutcome(row: VmState, outcome: Outcome): void {
     if (outcome.done) {
       this.waits.delete(row.vm_id);
       return;

@@ -12,6 +12,7 @@ import { meterVm } from '../domain/metering.ts';
 import { recordCreditsLow, recordVmChange } from '../domain/events.ts';
 import type { VmFeed } from '../feeds/feed.ts';
 import * as vmStore from '../store/vms.ts';
+import * as hostVmStore from '../store/vmsOnHost.ts';
 import * as runStore from '../store/runs.ts';
 import * as imageStore from '../store/images.ts';
 import * as templateStore from '../store/templates.ts';
@@ -46,7 +47,7 @@ export interface ReconcilerOptions {
 }
 
 /** What the customer asked of a VM: its desired state, or running from a fresh root (a restart or reprovision it asked for). */
-type Desired = vmStore.VmState['desired_state'] | 'fresh';
+type Desired = hostVmStore.VmState['desired_state'] | 'fresh';
 type Action = 'destroy' | 'stop' | 'markStopped' | 'suspend' | 'markSuspended' | 'failSuspend' | 'markRunning' | 'resume' | 'boot';
 
 /**
@@ -61,9 +62,9 @@ const POLICY: Record<Desired, Record<ActualState, Action>> = {
   fresh:     { running: 'boot',        suspended: 'boot',          stray: 'boot',        off: 'boot' },
 };
 
-const restartAsked = (row: vmStore.VmState) => row.restart_requested > row.restart_done;
-const reprovisionAsked = (row: vmStore.VmState) => row.reprovision_requested > row.reprovision_done;
-const desiredOf = (row: vmStore.VmState): Desired => (row.desired_state === 'running' && (restartAsked(row) || reprovisionAsked(row)) ? 'fresh' : row.desired_state);
+const restartAsked = (row: hostVmStore.VmState) => row.restart_requested > row.restart_done;
+const reprovisionAsked = (row: hostVmStore.VmState) => row.reprovision_requested > row.reprovision_done;
+const desiredOf = (row: hostVmStore.VmState): Desired => (row.desired_state === 'running' && (restartAsked(row) || reprovisionAsked(row)) ? 'fresh' : row.desired_state);
 
 /** The restart and reprovision requests a boot of this row serves (acknowledged whether it boots or fails). */
 const served = (row: VmRecord) => ({ restartDone: row.restart_requested, reprovisionDone: row.reprovision_requested });
@@ -78,7 +79,7 @@ export class Reconciler {
   constructor(private readonly o: ReconcilerOptions) {
     this.owner = `${o.hostId}:${process.pid}:${randomBase62(6)}`;
     this.loop = new ReconcileLoop({
-      rows: () => vmStore.listStatesOnHost(o.db, o.hostId),
+      rows: () => hostVmStore.listStatesOnHost(o.db, o.hostId),
       needsWork: (row) => this.needsWork(row),
       converge: (row) => this.converge(row),
       log: o.log,
@@ -91,7 +92,7 @@ export class Reconciler {
   }
 
   /** Whether a VM's row and what runs here disagree (the loop acts on those). */
-  needsWork(row: vmStore.VmState): boolean {
+  needsWork(row: hostVmStore.VmState): boolean {
     const up = this.o.driver.isRunning(row.vm_id);
     if (row.desired_state === 'deleted') return true;
     if (row.desired_state === 'stopped') return up || row.status !== 'stopped';
@@ -111,31 +112,31 @@ export class Reconciler {
   private readonly actions: Record<Action, (row: VmRecord) => Promise<Outcome>> = {
     destroy: (row) => this.destroy(row),
     stop: async (row) => {
-      await vmStore.setStatus(this.o.db, row.vm_id, 'stopping', PLATFORM_REASONS.has(row.status_reason ?? '') ? row.status_reason : null, ['stopped'], this.o.clock.now());
+      await hostVmStore.setStatus(this.o.db, row.vm_id, 'stopping', PLATFORM_REASONS.has(row.status_reason ?? '') ? row.status_reason : null, ['stopped'], this.o.clock.now());
       return this.actions.markStopped(row);
     },
     markStopped: async (row) => {
       await this.o.driver.halt(row.vm_id);
       await this.endMetering(row.vm_id);
       // A platform stop keeps its reason; a failed VM stays failed.
-      await this.transition(row.vm_id, (tx) => vmStore.markStopped(tx, row.vm_id, this.o.clock.now()));
+      await this.transition(row.vm_id, (tx) => hostVmStore.markStopped(tx, row.vm_id, this.o.clock.now()));
       return DONE;
     },
     suspend: (row) => this.suspend(row),
     markSuspended: async (row) => {
       await this.endMetering(row.vm_id);
-      await this.transition(row.vm_id, (tx) => vmStore.markSuspended(tx, row.vm_id, this.o.clock.now()));
+      await this.transition(row.vm_id, (tx) => hostVmStore.markSuspended(tx, row.vm_id, this.o.clock.now()));
       return DONE;
     },
     failSuspend: async (row) => {
       await this.endMetering(row.vm_id);
       const reason = 'the VM stopped while it was being suspended; its memory was not saved, its disks are kept';
-      await this.transition(row.vm_id, (tx) => vmStore.markSuspendFailed(tx, row.vm_id, 'failed', reason, this.o.clock.now()));
+      await this.transition(row.vm_id, (tx) => hostVmStore.markSuspendFailed(tx, row.vm_id, 'failed', reason, this.o.clock.now()));
       return DONE;
     },
     markRunning: async (row) => {
       const ipv4 = this.o.driver.facts(row.vm_id)?.ipv4 ?? null;
-      await this.transition(row.vm_id, (tx) => vmStore.markRunning(tx, row.vm_id, row.image_id, ipv4, this.o.clock.now()));
+      await this.transition(row.vm_id, (tx) => hostVmStore.markRunning(tx, row.vm_id, row.image_id, ipv4, this.o.clock.now()));
       return DONE;
     },
     resume: (row) => this.resume(row),
@@ -144,7 +145,7 @@ export class Reconciler {
 
   private async destroy(row: VmRecord): Promise<Outcome> {
     await this.o.driver.destroy(row.vm_id);
-    await vmStore.markDisksRemoved(this.o.db, row.vm_id, this.o.clock.now());
+    await hostVmStore.markDisksRemoved(this.o.db, row.vm_id, this.o.clock.now());
     // Its runs' records and output go with it.
     await runStore.deleteOfVm(this.o.db, row.vm_id);
     this.o.log.info({ vm_id: row.vm_id }, 'VM destroyed, disks removed');
@@ -157,7 +158,7 @@ export class Reconciler {
    */
   private async suspend(row: VmRecord): Promise<Outcome> {
     const { driver, clock } = this.o;
-    await vmStore.setStatus(this.o.db, row.vm_id, 'suspending', null, ['suspending'], clock.now());
+    await hostVmStore.setStatus(this.o.db, row.vm_id, 'suspending', null, ['suspending'], clock.now());
     const t0 = performance.now();
     try {
       const saved = await driver.suspend(row.vm_id, { imageId: row.image_id ?? '', vcpus: row.vcpus, memoryMib: row.memory_mib });
@@ -167,7 +168,7 @@ export class Reconciler {
       this.o.log.warn({ vm_id: row.vm_id, reason }, 'suspending a VM failed');
       if (driver.isRunning(row.vm_id)) {
         // The guest runs on as it was.
-        await this.transition(row.vm_id, (tx) => vmStore.markSuspendFailed(tx, row.vm_id, 'running', reason, clock.now()));
+        await this.transition(row.vm_id, (tx) => hostVmStore.markSuspendFailed(tx, row.vm_id, 'running', reason, clock.now()));
         return DONE;
       }
     }
@@ -189,7 +190,7 @@ export class Reconciler {
         return this.boot(row, `its saved memory could not be restored (${r.damage})`.slice(0, 400) + '; booted fresh from its disks');
       }
       await this.transition(row.vm_id, async (tx) => {
-        await vmStore.markRunning(tx, row.vm_id, image.id, r.up.ipv4, clock.now());
+        await hostVmStore.markRunning(tx, row.vm_id, image.id, r.up.ipv4, clock.now());
         // Not a boot (booted_at stays), but its idle clock starts again here: the time it was suspended is not idle time.
         await vmStore.touchActivity(tx, row.vm_id, clock.now());
       });
@@ -197,7 +198,7 @@ export class Reconciler {
     } catch (err) {
       // Kept for the next start (the saved state is whole; resuming failed for another reason).
       const reason = `resuming failed: ${(err as Error).message}`.slice(0, 500);
-      await this.transition(row.vm_id, (tx) => vmStore.markBootFailed(tx, row.vm_id, reason, served(row), clock.now()));
+      await this.transition(row.vm_id, (tx) => hostVmStore.markBootFailed(tx, row.vm_id, reason, served(row), clock.now()));
       this.o.log.warn({ vm_id: row.vm_id, reason }, 'resuming a VM failed');
     }
     return DONE;
@@ -216,14 +217,14 @@ export class Reconciler {
       const t1 = performance.now();
       await this.transition(row.vm_id, async (tx) => {
         if (up.netSlot !== undefined) await vmStore.setNetSlot(tx, row.vm_id, up.netSlot);
-        await vmStore.markBooted(tx, row.vm_id, served(row), clock.now());
-        await vmStore.markRunning(tx, row.vm_id, image.id, up.ipv4, clock.now(), lostMemory);
+        await hostVmStore.markBooted(tx, row.vm_id, served(row), clock.now());
+        await hostVmStore.markRunning(tx, row.vm_id, image.id, up.ipv4, clock.now(), lostMemory);
       });
       const took = { started_from: up.startedFrom, start_ms: Math.round(t1 - t0), marked_ms: Math.round(performance.now() - t1) };
       this.o.log.info({ vm_id: row.vm_id, image_id: image.id, reprovision, restart, ...took, ...driver.phases.get(row.vm_id) }, 'VM running');
     } catch (err) {
       const reason = `boot failed: ${(err as Error).message}`.slice(0, 500);
-      await this.transition(row.vm_id, (tx) => vmStore.markBootFailed(tx, row.vm_id, reason, served(row), clock.now()));
+      await this.transition(row.vm_id, (tx) => hostVmStore.markBootFailed(tx, row.vm_id, reason, served(row), clock.now()));
       await this.endMetering(row.vm_id);
       this.o.log.warn({ vm_id: row.vm_id, reason }, 'VM failed to boot');
     }
@@ -258,8 +259,8 @@ export class Reconciler {
   /** Takes over this host's VMs after a (re)start: leases of earlier processes of this host end, running QEMUs are adopted. */
   async start(): Promise<void> {
     const { db, hostId, driver, log } = this.o;
-    await vmStore.releaseLeasesOfHost(db, hostId);
-    const rows = await vmStore.listOnHost(db, hostId);
+    await hostVmStore.releaseLeasesOfHost(db, hostId);
+    const rows = await hostVmStore.listOnHost(db, hostId);
     const adopted = await driver.takeOver(rows.map((r) => r.vm_id));
     if (adopted) log.info({ adopted }, 're-adopted running VMs');
     if (this.loop.isStopped) return;
@@ -300,7 +301,7 @@ export class Reconciler {
   }
 
   private async claim(vmId: string): Promise<VmRecord | null> {
-    const row = await vmStore.claimLease(this.o.db, vmId, {
+    const row = await hostVmStore.claimLease(this.o.db, vmId, {
       hostId: this.o.hostId,
       owner: this.owner,
       expiresAt: new Date(this.o.clock.now().getTime() + (this.o.leaseMs ?? 60_000)),
@@ -309,7 +310,7 @@ export class Reconciler {
     return row ?? null;
   }
 
-  private async converge(seen: vmStore.VmState): Promise<Outcome> {
+  private async converge(seen: hostVmStore.VmState): Promise<Outcome> {
     const row = await this.claim(seen.vm_id);
     if (!row) return { done: false, waitingFor: 'a lease held by another process' };
     const renew = setInterval(() => void this.claim(row.vm_id).catch(() => undefined), (this.o.leaseMs ?? 60_000) / 3);
@@ -317,7 +318,7 @@ export class Reconciler {
       return await this.act(row);
     } finally {
       clearInterval(renew);
-      await vmStore.releaseLease(this.o.db, row.vm_id, this.owner);
+      await hostVmStore.releaseLease(this.o.db, row.vm_id, this.owner);
     }
   }
 
@@ -327,7 +328,7 @@ export class Reconciler {
     await this.endMetering(vmId);
     let failed = false;
     await this.transition(vmId, async (tx) => {
-      failed = await vmStore.recordCrash(tx, vmId, `the VM stopped unexpectedly: qemu ${reason}`, now);
+      failed = await hostVmStore.recordCrash(tx, vmId, `the VM stopped unexpectedly: qemu ${reason}`, now);
     });
     if (failed) this.o.log.warn({ vm_id: vmId, reason }, 'VM crashed');
   }
@@ -335,7 +336,7 @@ export class Reconciler {
   /** A status the host observed, written with its event (vm.running, vm.stopped, vm.failed) in one transaction. */
   private async transition(vmId: string, change: (tx: Queryable) => Promise<unknown>): Promise<void> {
     await this.o.db.transaction(async (tx) => {
-      const before = await vmStore.lock(tx, vmId);
+      const before = await hostVmStore.lock(tx, vmId);
       await change(tx);
       if (before) await recordVmChange(tx, before, vmId, this.o.clock.now());
     });
@@ -349,7 +350,7 @@ export class Reconciler {
   private async meterOne(vmId: string, running: boolean): Promise<void> {
     const { db, billing, clock } = this.o;
     await db.transaction(async (tx) => {
-      const vm = await vmStore.lock(tx, vmId);
+      const vm = await hostVmStore.lock(tx, vmId);
       if (!vm || !vm.tier || !vm.metered_until) return;
       const { exhausted, drawn } = await meterVm(tx, billing, vm, clock.now(), { running });
       if (exhausted) {
@@ -366,7 +367,7 @@ export class Reconciler {
 
   /** Draws what the running tier VMs of this host have used so far. */
   async meterAll(): Promise<void> {
-    const vmIds = await vmStore.listMeteredOnHost(this.o.db, this.o.hostId).catch(() => [] as string[]);
+    const vmIds = await hostVmStore.listMeteredOnHost(this.o.db, this.o.hostId).catch(() => [] as string[]);
     for (const vm_id of vmIds) {
       await this.meterOne(vm_id, this.o.driver.isRunning(vm_id)).catch((err) => this.o.log.error({ err, vm_id }, 'metering failed'));
     }

@@ -38,6 +38,7 @@ import { LocalSnapshots } from './branching.ts';
 import type { SnapshotHost } from '../domain/snapshots.ts';
 import * as hostStore from '../store/hosts.ts';
 import * as vmStore from '../store/vms.ts';
+import * as hostVmStore from '../store/vmsOnHost.ts';
 import { EgressGateway } from './egress/gateway.ts';
 import { HostCredentials } from './egress/credentials.ts';
 import type { SecretBox } from './egress/secretBox.ts';
@@ -323,7 +324,7 @@ export class LocalVmHost implements VmHost {
     if (!lastHeartbeat || now.getTime() - new Date(lastHeartbeat).getTime() <= config.hostStaleMs) return;
     const lost = await db.transaction(async (tx) => {
       await hostStore.recordLoss(tx, this.hostId, lastHeartbeat, now);
-      return vmStore.forgiveLostTime(tx, this.hostId, lastHeartbeat, now);
+      return hostVmStore.forgiveLostTime(tx, this.hostId, lastHeartbeat, now);
     });
     if (lost.length) log.info({ vms: lost.length, since: lastHeartbeat }, 'this host was lost; its VMs are not charged for that time');
   }
