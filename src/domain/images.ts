@@ -8,7 +8,7 @@ import type { Clock } from './clock.ts';
 import { DomainError, invalid, notFound } from './errors.ts';
 import { newId } from './ids.ts';
 import { slugify } from './templates.ts';
-import { checkedEgress } from './vms.ts';
+import { checkedEgress } from './vmOrder.ts';
 import { DockerfileError, filesOfSource, parseDockerfile, type ImageConfig } from './dockerfile.ts';
 import { requireQuota } from './limits.ts';
 import type { EgressPolicy } from './egress.ts';

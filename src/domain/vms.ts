@@ -1,8 +1,7 @@
 import type { Db } from '../store/db.ts';
 import type { Clock } from './clock.ts';
 import { DomainError, invalid, notFound } from './errors.ts';
-import { getHarness, DEFAULT_HARNESS } from '../harness/catalogue.ts';
-import { PLANS, TIERS, planPriceCents, type Cycle, type PlanId, type TierId } from './plans.ts';
+import { PLANS, TIERS, planPriceCents, type PlanId, type TierId } from './plans.ts';
 import type { Queryable } from '../store/db.ts';
 import type { HostService } from './hosts.ts';
 import type { TemplateService } from './templates.ts';
@@ -18,7 +17,7 @@ import * as hostStore from '../store/hosts.ts';
 import * as templateStore from '../store/templates.ts';
 import * as egressStore from '../store/egress.ts';
 import type { VmRow } from '../store/vms.ts';
-import { normalizePolicy, policyProblem, type EgressPolicy } from './egress.ts';
+import type { EgressPolicy } from './egress.ts';
 import { providerHosts } from '../harness/providers.ts';
 import { recordCreditsLow, recordVmChange, withMonthCosts } from './events.ts';
 import type { VmFeed } from '../feeds/feed.ts';
@@ -27,47 +26,7 @@ import { lockQuota } from '../store/limits.ts';
 import type { ImageService } from './images.ts';
 
 export type { VmRow } from '../store/vms.ts';
-
-export interface CreateVmInput {
-  plan?: PlanId;
-  cycle?: Cycle;
-  tier?: TierId;
-  harness?: string;
-  count?: number;
-  egress?: EgressPolicy;
-  /** The image the VM's root starts from: an id or a slug; `base` when absent. */
-  image?: string;
-  auto_stop_after_s?: number | null;
-  /** RFC 3339; must be in the future. */
-  expires_at?: string | null;
-  /** A preview request starts the VM when it is suspended (decisions section 16). */
-  auto_resume?: boolean;
-}
-
-/** Idle stop and expiry as a request gives them (a field left out keeps its value; null clears it). */
-export interface VmTimersInput {
-  auto_stop_after_s?: number | null;
-  expires_at?: string | null;
-  auto_resume?: boolean;
-}
-
-/** A create request resolved against the catalogue: what will be charged and how big each VM is. */
-export interface VmOrder {
-  plan: PlanId | null;
-  cycle: Cycle | null;
-  tier: TierId | null;
-  harness: string;
-  count: number;
-  vcpus: number;
-  memory_mib: number;
-  disk_gib: number;
-  /** The policy asked for; null for the harness's default. */
-  egress: EgressPolicy | null;
-  auto_stop_after_s: number | null;
-  expires_at: Date | null;
-  /** A preview request starts the VM when it is suspended. */
-  auto_resume?: boolean;
-}
+import { checkedEgress, checkedTimers, resolveOrder, type CreateVmInput, type VmOrder, type VmTimersInput } from './vmOrder.ts';
 
 export interface ForkResult {
   vm_id: string;
@@ -86,52 +45,6 @@ export interface CreateVmResult {
 }
 
 const RETRY_AFTER_SECONDS = '30';
-
-/** A policy from a request, checked (400 naming the entry) and normalised; null when none was given. */
-export function checkedEgress(policy: EgressPolicy | undefined): EgressPolicy | null {
-  if (!policy) return null;
-  const problem = policyProblem(policy);
-  if (problem) throw invalid(problem.field, problem.message);
-  return normalizePolicy(policy);
-}
-
-/** Checks idle stop and expiry against the clock (the schema has checked their form). */
-export function checkedTimers(input: VmTimersInput, now: Date): { auto_stop_after_s?: number | null; expires_at?: Date | null } {
-  const out: { auto_stop_after_s?: number | null; expires_at?: Date | null } = {};
-  if (input.auto_stop_after_s !== undefined) {
-    const s = input.auto_stop_after_s;
-    if (s !== null && (!Number.isInteger(s) || s < 60 || s > 604_800)) throw invalid('auto_stop_after_s', 'must be null or a whole number of seconds from 60 to 604800');
-    out.auto_stop_after_s = s;
-  }
-  if (input.expires_at !== undefined) {
-    if (input.expires_at === null) out.expires_at = null;
-    else {
-      const at = new Date(input.expires_at);
-      if (Number.isNaN(at.getTime())) throw invalid('expires_at', 'must be an RFC 3339 time');
-      if (at.getTime() <= now.getTime()) throw invalid('expires_at', 'must be in the future');
-      out.expires_at = at;
-    }
-  }
-  return out;
-}
-
-export function resolveOrder(input: CreateVmInput, now: Date = new Date()): VmOrder {
-  const count = input.count ?? 1;
-  const timers = checkedTimers(input, now);
-  const egress = checkedEgress(input.egress);
-  if (input.plan && input.tier) throw invalid('tier', 'give either a plan or a tier, not both');
-  if (input.cycle && input.tier) throw invalid('cycle', 'a billing cycle belongs to a flat plan, not to a tier');
-  if (count > 1 && input.tier !== 'spot') throw invalid('count', 'more than one VM at once (a swarm) needs tier "spot"');
-  const harness = input.harness ?? DEFAULT_HARNESS;
-  if (!getHarness(harness)) throw invalid('harness', `unknown harness "${harness}"`);
-  if (input.tier) {
-    const { vcpus, memory_mib, disk_gib } = TIERS[input.tier];
-    return { plan: null, cycle: null, tier: input.tier, harness, count, vcpus, memory_mib, disk_gib, egress, auto_stop_after_s: timers.auto_stop_after_s ?? null, expires_at: timers.expires_at ?? null, auto_resume: input.auto_resume === true };
-  }
-  const plan = input.plan ?? 'starter';
-  const { vcpus, memory_mib, disk_gib } = PLANS[plan];
-  return { plan, cycle: input.cycle ?? 'monthly', tier: null, harness, count, vcpus, memory_mib, disk_gib, egress, auto_stop_after_s: timers.auto_stop_after_s ?? null, expires_at: timers.expires_at ?? null, auto_resume: input.auto_resume === true };
-}
 
 export interface VmServiceOptions {
   /** Called after every change a reconciler should act on (the local one wakes at once). */
