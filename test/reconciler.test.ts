@@ -279,6 +279,8 @@ for (const backend of backends()) {
     test('a VM whose QEMU died is failed with the reason, and stays so until its customer starts it', async () => {
       const vmId = await create();
       driver.crash(vmId, 'exited with signal SIGKILL');
+      // The exit is recorded by its own handler, beside the passes: wait for the row, then for a pass after it.
+      await until('the crash recorded', async () => (await row(vmId)).status === 'failed', 10_000);
       await reconciler.settled(5000);
       const vm = await row(vmId);
       assert.equal(vm.status, 'failed');

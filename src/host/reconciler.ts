@@ -86,13 +86,24 @@ export class Reconciler {
       intervalMs: o.intervalMs,
     });
     o.driver.on('exit', (vmId: string, info: ExitInfo) => {
-      if (!info.expected) void this.recordCrash(vmId, info.reason).catch((err) => o.log.error({ err, vm_id: vmId }, 'recording a crash failed'));
-      this.kick();
+      if (info.expected) return this.kick();
+      // Until the crash is written, no pass takes the VM for one to boot (its row still says running).
+      this.crashing.add(vmId);
+      void this.recordCrash(vmId, info.reason)
+        .catch((err) => o.log.error({ err, vm_id: vmId }, 'recording a crash failed'))
+        .finally(() => {
+          this.crashing.delete(vmId);
+          this.kick();
+        });
     });
   }
 
+  /** VMs whose QEMU ended unasked, while their crash is being written. */
+  private readonly crashing = new Set<string>();
+
   /** Whether a VM's row and what runs here disagree (the loop acts on those). */
   needsWork(row: hostVmStore.VmState): boolean {
+    if (this.crashing.has(row.vm_id)) return false;
     const up = this.o.driver.isRunning(row.vm_id);
     if (row.desired_state === 'deleted') return true;
     if (row.desired_state === 'stopped') return up || row.status !== 'stopped';

@@ -152,11 +152,14 @@ export async function markBootFailed(
   );
 }
 
-/** Its QEMU ended unasked while the customer wanted it running: answers whether the VM now shows it failed. */
+/**
+ * Its QEMU ended unasked while the customer wanted it running: answers whether the VM now shows it
+ * failed. A VM already failed keeps the reason it has (a suspend that died under it says so itself).
+ */
 export async function recordCrash(q: Queryable, vmId: string, reason: string, now: Date): Promise<boolean> {
   const rows = await q.query(
     `UPDATE vms SET status = 'failed', status_reason = $2, updated_at = $3
-     WHERE vm_id = $1 AND desired_state = 'running' AND deleted_at IS NULL RETURNING vm_id`,
+     WHERE vm_id = $1 AND desired_state = 'running' AND status <> 'failed' AND deleted_at IS NULL RETURNING vm_id`,
     [vmId, reason, now],
   );
   return rows.length > 0;
