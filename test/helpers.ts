@@ -1,4 +1,4 @@
-import { copyFile, link, mkdir, readdir, readFile, readlink, realpath } from 'node:fs/promises';
+import { copyFile, mkdir, readdir, readFile, readlink, realpath } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -354,11 +354,25 @@ export async function seedSnapshots(dataDir: string): Promise<boolean> {
     for (const f of await readdir(path.join(from, key), { withFileTypes: true })) {
       if (!f.isFile()) continue;
       const [src, dst] = [path.join(from, key, f.name), path.join(to, f.name)];
-      if (f.name === 'mem') await link(src, dst).catch((err) => (err.code === 'EXDEV' ? copyFile(src, dst) : Promise.reject(err)));
+      // Each server a copy of its own, holes kept: a link shares the inode, and whatever one server does to
+      // its file (its owner, seen changed to a QEMU user's in the suite, then refused by every other server
+      // as not root's own) would reach the rest.
+      if (f.name === 'mem') await runCp(src, dst);
       else await copyFile(src, dst);
     }
   }
   return true;
+}
+
+/** `cp --sparse=always`: a golden memory file is mostly holes. */
+function runCp(src: string, dst: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('cp', ['--sparse=always', src, dst], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let err = '';
+    child.stderr!.on('data', (c: Buffer) => (err += c.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`cp ${src}: ${err.trim()}`))));
+  });
 }
 
 /** Pids of live QEMU processes whose command line names this directory. */
