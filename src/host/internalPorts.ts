@@ -12,9 +12,10 @@ import { checkedPort } from '../domain/previews.ts';
 import { joinStreams, type PortAccess } from '../domain/previewAccess.ts';
 import type { Logger } from '../log.ts';
 import { refuseUpgrade } from '../http/errors.ts';
-import { clientAddress, type FailureThrottle, throttledError } from '../throttle.ts';
+import type { FailureThrottle } from '../throttle.ts';
 import { HOST_CREDENTIAL_HEADER, PORT_UPGRADE } from './internalContract.ts';
 import type { InternalAuthority } from './internalAuth.ts';
+import { admitReplica } from './internalUpgrade.ts';
 
 const PATH = /^\/internal\/vms\/(vm_[A-Za-z0-9]+)\/ports\/([^/]+)\/connect$/;
 
@@ -30,17 +31,8 @@ export function serveInternalPorts(
     const requestId = `req_pc_${randomBytes(8).toString('hex')}`;
     socket.on('error', () => undefined);
     void (async () => {
-      const address = clientAddress({ incoming: req });
-      const wait = o.throttle.wait(address);
-      if (wait > 0) return refuseUpgrade(socket, throttledError(wait), requestId);
-      const token = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1];
-      if (!(await o.authority.replica(token))) {
-        if (token) o.throttle.fail(address);
-        return refuseUpgrade(socket, new DomainError('unauthorized', ''), requestId);
-      }
-      // Authenticated: every answer from here carries this host's credential.
-      const refuse = (err: DomainError) =>
-        refuseUpgrade(socket, new DomainError(err.code, err.message, err.hint, { ...err.headers, [HOST_CREDENTIAL_HEADER]: o.authority.credential }), requestId);
+      const refuse = await admitReplica(o, req, socket, requestId);
+      if (!refuse) return;
       try {
         const vmId = m[1];
         const port = checkedPort(m[2]);

@@ -16,7 +16,8 @@ import { bridgeShell, SHELL_CLOSE, type ShellSockets } from '../http/shellBridge
 import { HOST_CREDENTIAL_HEADER, SHELL_INTERNAL_CLOSE, SHELL_SPEC_HEADER, ShellSpecSchema } from './internalContract.ts';
 import type { z } from 'zod';
 import type { InternalAuthority } from './internalAuth.ts';
-import { clientAddress, type FailureThrottle, throttledError } from '../throttle.ts';
+import { admitReplica } from './internalUpgrade.ts';
+import type { FailureThrottle } from '../throttle.ts';
 
 type ShellSpec = z.output<typeof ShellSpecSchema>;
 const PATH = /^\/internal\/vms\/(vm_[A-Za-z0-9]+)\/shell$/;
@@ -42,17 +43,8 @@ export function serveInternalShellSockets(
     const requestId = `req_ws_${randomBytes(8).toString('hex')}`;
     socket.on('error', () => undefined);
     void (async () => {
-      const address = clientAddress({ incoming: req });
-      const wait = o.throttle.wait(address);
-      if (wait > 0) return refuseUpgrade(socket, throttledError(wait), requestId);
-      const token = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1];
-      if (!(await o.authority.replica(token))) {
-        if (token) o.throttle.fail(address);
-        return refuseUpgrade(socket, new DomainError('unauthorized', ''), requestId);
-      }
-      // From here the replica is authenticated: refusals carry this host's credential too.
-      const refuse = (err: DomainError) =>
-        refuseUpgrade(socket, new DomainError(err.code, err.message, err.hint, { ...err.headers, [HOST_CREDENTIAL_HEADER]: o.authority.credential }), requestId);
+      const refuse = await admitReplica(o, req, socket, requestId);
+      if (!refuse) return;
       const m = PATH.exec(new URL(req.url ?? '/', 'http://agentvm.invalid').pathname);
       if (!m) return refuse(new DomainError('not_found', 'no such path'));
       if (!(await o.authority.holdsVm(m[1]))) return refuse(new DomainError('not_found', 'no such VM on this host'));
