@@ -52,8 +52,7 @@ export class BillingService {
   /** Adds prepaid credits; answers the new balance, or null for an unknown tenant. */
   async addCredits(tenantId: string, amountCents: number): Promise<number | null> {
     return this.db.transaction(async (tx) => {
-      const tenant = await tx.query('SELECT 1 FROM tenants WHERE tenant_id = $1 FOR UPDATE', [tenantId]);
-      if (!tenant.length) return null;
+      if (!(await ledgerStore.lockTenant(tx, tenantId))) return null;
       await ledgerStore.recordCreditPurchase(tx, tenantId, amountCents, this.clock.now());
       return this.creditBalance(tx, tenantId);
     });
@@ -62,7 +61,7 @@ export class BillingService {
   /** Fails with card_required unless a card is on file. Call inside the transaction that will charge. */
   async requireCard(q: Queryable, tenantId: string): Promise<{ brand: string; last4: string }> {
     const [row] = await q.query<{ card_brand: string | null; card_last4: string | null }>(
-      'SELECT card_brand, card_last4 FROM tenants WHERE tenant_id = $1 FOR UPDATE',
+      'SELECT card_brand, card_last4 FROM tenants WHERE tenant_id = $1 FOR NO KEY UPDATE',
       [tenantId],
     );
     if (!row?.card_last4) {
@@ -84,7 +83,7 @@ export class BillingService {
 
   /** Fails with insufficient_credits unless the balance covers `neededCents`. */
   async requireCredits(q: Queryable, tenantId: string, neededCents: number): Promise<number> {
-    await q.query('SELECT 1 FROM tenants WHERE tenant_id = $1 FOR UPDATE', [tenantId]);
+    await ledgerStore.lockTenant(q, tenantId);
     const balance = await this.creditBalance(q, tenantId);
     if (balance < neededCents) {
       throw new DomainError(
@@ -103,7 +102,7 @@ export class BillingService {
 
   /** Draws up to `amountCents` from the balance, never below zero; answers what was drawn. */
   async drawCredits(q: Queryable, tenantId: string, amountCents: number, meta: ChargeMeta): Promise<number> {
-    await q.query('SELECT 1 FROM tenants WHERE tenant_id = $1 FOR UPDATE', [tenantId]);
+    await ledgerStore.lockTenant(q, tenantId);
     const drawn = Math.min(amountCents, Math.max(0, await this.creditBalance(q, tenantId)));
     if (drawn > 0) {
       await ledgerStore.recordCreditDraw(q, tenantId, drawn, meta, this.clock.now());

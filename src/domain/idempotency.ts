@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Queryable } from '../store/db.ts';
 import { DomainError } from './errors.ts';
+import { lockTenant } from '../store/ledger.ts';
 
 /** How long a key's first response is replayed. */
 export const IDEMPOTENCY_TTL_HOURS = 24;
@@ -34,7 +35,7 @@ export async function onceForKey<T>(
   // The tenant first, as every money step locks it: the key row's foreign key would otherwise take a
   // share lock on the tenant that two concurrent requests each hold while waiting for the other's
   // update lock (a deadlock PostgreSQL showed under the chaos test).
-  await tx.query('SELECT 1 FROM tenants WHERE tenant_id = $1 FOR UPDATE', [tenantId]);
+  await lockTenant(tx, tenantId);
   await tx.query(
     `DELETE FROM idempotency_keys WHERE tenant_id = $1 AND idem_key = $2
        AND created_at < now() - make_interval(hours => ${IDEMPOTENCY_TTL_HOURS})`,

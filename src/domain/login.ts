@@ -69,7 +69,7 @@ export class LoginService {
         });
       }
       await this.record(tx, key, 'code_sent', now);
-      const [tenant] = await tx.query<{ tenant_id: string }>('SELECT tenant_id FROM tenants WHERE lower(email) = lower($1) FOR UPDATE', [email]);
+      const [tenant] = await tx.query<{ tenant_id: string }>('SELECT tenant_id FROM tenants WHERE lower(email) = lower($1) FOR NO KEY UPDATE', [email]);
       // Earlier codes of the account stop working: only the newest can be used. (Done for an unknown email
       // too, on no rows, so that both take the same statements' time.)
       await tx.query('UPDATE login_codes SET used_at = $2 WHERE tenant_id = $1 AND used_at IS NULL', [tenant?.tenant_id ?? '', now]);

@@ -20,6 +20,7 @@ import { newId } from './ids.ts';
 import { onceForKey, requestHash, storedForKey, type StoredResponse } from './idempotency.ts';
 import { PLANS, TIERS, planPriceCents, type Cycle, type PlanId, type TierId } from './plans.ts';
 import { orderCharge, requireQuota } from './limits.ts';
+import { lockQuota } from '../store/limits.ts';
 import { recordEvent, recordVmChange } from './events.ts';
 import type { BillingService } from './billing.ts';
 import type { EgressPolicy } from './egress.ts';
@@ -151,6 +152,8 @@ export class SnapshotService {
     const snapshotId = newId('snap');
     const now = this.clock.now();
     const { vm, runs } = await this.db.transaction(async (tx) => {
+      // The quota lock before the VM's row, in the order a lifecycle call takes them.
+      if (kind === 'snapshot') await lockQuota(tx, tenantId);
       const vm = await vmStore.lockForTenant(tx, tenantId, vmId);
       if (!vm) throw notFound('VM');
       if (vm.status !== 'running' || vm.desired_state !== 'running') throw notRunning(vmId, vm.status);

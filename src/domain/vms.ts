@@ -12,6 +12,7 @@ import { newId } from './ids.ts';
 import type { BillingService } from './billing.ts';
 import { applyLifecycle, canSuspend, type LifecycleAction, isResting, type WaitTarget } from './vmState.ts';
 import * as vmStore from '../store/vms.ts';
+import * as ledgerStore from '../store/ledger.ts';
 import * as previewStore from '../store/previews.ts';
 import * as hostStore from '../store/hosts.ts';
 import * as templateStore from '../store/templates.ts';
@@ -323,6 +324,9 @@ export class VmService {
    */
   async destroy(tenantId: string, vmId: string): Promise<VmRow> {
     const row = await this.db.transaction(async (tx) => {
+      // The tenant before the VM: the final draw takes the tenant's money lock, which a metering step
+      // holds while it stops the tenant's other tier VMs (this one among them).
+      await ledgerStore.lockTenant(tx, tenantId);
       const vm = await vmStore.lockForTenant(tx, tenantId, vmId);
       if (!vm) throw notFound('VM');
       return this.destroyLocked(tx, vm, null);
@@ -349,8 +353,9 @@ export class VmService {
   async destroyExpired(limit = 100): Promise<string[]> {
     const now = this.clock.now();
     const destroyed: string[] = [];
-    for (const vmId of await vmStore.listExpired(this.db, now, limit)) {
+    for (const { vm_id: vmId, tenant_id } of await vmStore.listExpired(this.db, now, limit)) {
       const done = await this.db.transaction(async (tx) => {
+        await ledgerStore.lockTenant(tx, tenant_id);
         const vm = await vmStore.lockExpired(tx, vmId, now);
         if (!vm) return false;
         await this.destroyLocked(tx, vm, 'expired');

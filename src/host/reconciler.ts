@@ -14,6 +14,7 @@ import type { VmFeed } from '../feeds/feed.ts';
 import * as vmStore from '../store/vms.ts';
 import * as hostVmStore from '../store/vmsOnHost.ts';
 import * as runStore from '../store/runs.ts';
+import * as ledgerStore from '../store/ledger.ts';
 import * as imageStore from '../store/images.ts';
 import * as templateStore from '../store/templates.ts';
 import type { VmRecord } from '../store/vms.ts';
@@ -361,6 +362,10 @@ export class Reconciler {
   private async meterOne(vmId: string, running: boolean): Promise<void> {
     const { db, billing, clock } = this.o;
     await db.transaction(async (tx) => {
+      // The tenant's money lock before the VM's row: a draw may stop the tenant's other tier VMs.
+      const tenantId = await hostVmStore.tenantOf(tx, vmId);
+      if (!tenantId) return;
+      await ledgerStore.lockTenant(tx, tenantId);
       const vm = await hostVmStore.lock(tx, vmId);
       if (!vm || !vm.tier || !vm.metered_until) return;
       const { exhausted, drawn } = await meterVm(tx, billing, vm, clock.now(), { running });

@@ -14,6 +14,17 @@ export interface LedgerMeta {
   cycle?: string;
 }
 
+/**
+ * Takes the tenant's money lock (its row, until the transaction ends): every step that reads the
+ * balance and then draws or charges holds it. The lock order of the whole store is the tenant's row,
+ * then VM rows, then the event counter; a transaction that may draw or stop other VMs takes this
+ * first. NO KEY UPDATE, so an insert whose foreign key names the tenant (an event, a ledger row)
+ * never waits for it. Answers whether the tenant exists.
+ */
+export async function lockTenant(q: Queryable, tenantId: string): Promise<boolean> {
+  return (await q.query('SELECT 1 FROM tenants WHERE tenant_id = $1 FOR NO KEY UPDATE', [tenantId])).length > 0;
+}
+
 export async function creditBalance(q: Queryable, tenantId: string): Promise<number> {
   const [row] = await q.query<{ balance: number }>('SELECT coalesce(sum(credits_delta_cents), 0) AS balance FROM ledger WHERE tenant_id = $1', [
     tenantId,

@@ -233,12 +233,11 @@ export async function stopIdle(q: Queryable, now: Date): Promise<Array<{ vm_id: 
 }
 
 /** VMs whose expiry has come, not yet destroyed. */
-export async function listExpired(q: Queryable, now: Date, limit: number): Promise<string[]> {
-  const rows = await q.query<{ vm_id: string }>(
-    'SELECT vm_id FROM vms WHERE expires_at <= $1 AND deleted_at IS NULL ORDER BY expires_at LIMIT $2',
+export function listExpired(q: Queryable, now: Date, limit: number): Promise<{ vm_id: string; tenant_id: string }[]> {
+  return q.query<{ vm_id: string; tenant_id: string }>(
+    'SELECT vm_id, tenant_id FROM vms WHERE expires_at <= $1 AND deleted_at IS NULL ORDER BY expires_at LIMIT $2',
     [now, limit],
   );
-  return rows.map((r) => r.vm_id);
 }
 
 /** An expired VM locked for its destruction; undefined when another process has it or it is gone already. */

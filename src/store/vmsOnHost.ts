@@ -35,6 +35,12 @@ export function listStatesOnHost(q: Queryable, hostId: string): Promise<VmState[
 }
 
 /** A VM by id, locked for the rest of the transaction. */
+/** The tenant of a VM, read without a lock: what a transaction locks first (store/ledger.ts lockTenant). */
+export async function tenantOf(q: Queryable, vmId: string): Promise<string | undefined> {
+  const [vm] = await q.query<{ tenant_id: string }>('SELECT tenant_id FROM vms WHERE vm_id = $1', [vmId]);
+  return vm?.tenant_id;
+}
+
 export async function lock(q: Queryable, vmId: string): Promise<VmRecord | undefined> {
   const [vm] = await q.query<VmRecord>('SELECT * FROM vms WHERE vm_id = $1 FOR UPDATE', [vmId]);
   return vm;
