@@ -80,10 +80,10 @@ function messages(ex: Exchange, script: TurnScript) {
   const emit = (data: { type: string } & Record<string, unknown>) => sse.send(data, data.type);
   emit({ type: 'message_start', message: { ...message, content: [], stop_reason: null, usage: { ...message.usage, output_tokens: 1 } } });
   emit({ type: 'ping' });
-  if (turn.kind === 'call' && script.stallNextCall) {
-    const stalled = script.stallNextCall;
+  const stall = script.stallNextCall;
+  if (turn.kind === 'call' && stall && (!stall.userAgent || stall.userAgent.test(String(ex.seen.headers['user-agent'] ?? '')))) {
     script.stallNextCall = undefined;
-    stalled();
+    stall.stalled();
     return; // the stream stays open with nothing more to say, until its client goes
   }
   content.forEach((block, index) => {

@@ -37,8 +37,11 @@ export interface ProviderStandins {
   google: ProviderEndpoint;
   /** Every request any of the three saw, in arrival order. */
   seen: SeenRequest[];
-  /** Anthropic's next streamed answer that calls the tool stalls after its first events: resolves when it has. */
-  stallNextCall(): Promise<void>;
+  /**
+   * Anthropic's next streamed answer that calls the tool (to a client whose user-agent matches, when
+   * given) stalls after its first events: resolves when it has.
+   */
+  stallNextCall(userAgent?: RegExp): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -62,7 +65,7 @@ export async function startProviderStandins(opts: ProviderStandinOptions = {}): 
     openai: { url: openai.url, baseUrl: `${openai.url}/v1` },
     google: { url: google.url, baseUrl: google.url },
     seen,
-    stallNextCall: () => new Promise<void>((resolve) => (script.stallNextCall = resolve)),
+    stallNextCall: (userAgent) => new Promise<void>((stalled) => (script.stallNextCall = { stalled, userAgent })),
     close: async () => {
       await Promise.all([anthropic.close(), openai.close(), google.close()]);
     },

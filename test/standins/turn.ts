@@ -21,7 +21,7 @@ export interface TurnScript {
    * Armed by a test: the next streamed answer that calls the tool stops after its first events and
    * says nothing more (a model's stream cut off in the middle), and this is called; later answers are whole.
    */
-  stallNextCall?: () => void;
+  stallNextCall?: { stalled: () => void; userAgent?: RegExp };
 }
 
 /**
