@@ -739,6 +739,30 @@ describe('web console with a real VM', { skip: noBrowser || (imageDir ? false : 
     await page.locator('#ports tr', { hasText: '8080' }).getByRole('button', { name: 'Make private' }).waitFor();
     assert.equal(await page.locator('#ports tr', { hasText: '8080' }).getByRole('link', { name: /8080-/ }).getAttribute('href'), `http://${previewHost}/`);
 
+    // Branches and snapshots: a snapshot named with markup shows as text; a branch lands on the new
+    // VM's page (charged like a create); the snapshot deleted leaves the list.
+    await page.goto(`${server.url}/console/vms/${vmId}`);
+    await page.getByLabel('Snapshot name').fill(XSS_NAME);
+    await page.getByRole('button', { name: 'Take a snapshot' }).click();
+    await page.locator('.notice', { hasText: 'Snapshot taken' }).waitFor({ timeout: 120_000 });
+    const snapRow = page.locator('#snapshots tbody tr', { hasText: /snap_/ });
+    assert.equal(await snapRow.count(), 1);
+    assert.equal(await page.locator('#snapshots img').count(), 0, 'a snapshot name with markup is text');
+    await axeCheck(page, 'VM snapshots');
+    await page.getByLabel('New VMs').fill('1');
+    await page.getByRole('button', { name: 'Branch', exact: true }).click();
+    await page.locator('.notice', { hasText: 'Branched' }).waitFor({ timeout: 120_000 });
+    const branchId = /vms\/(vm_[A-Za-z0-9]+)/.exec(page.url())![1];
+    assert.notEqual(branchId, vmId);
+    const vmOf = async (id: string) => (await fetch(`${server.url}/v1/api/vms/${id}`, { headers: { authorization: `Bearer ${t.api_key}` } })).json();
+    const [branch, parent] = [await vmOf(branchId), await vmOf(vmId)];
+    assert.deepEqual([branch.plan, branch.tier], [parent.plan, parent.tier], 'a branch keeps the pricing of the VM it came from');
+    await fetch(`${server.url}/v1/api/vms/${branchId}`, { method: 'DELETE', headers: { authorization: `Bearer ${t.api_key}` } });
+    await page.goto(`${server.url}/console/vms/${vmId}`);
+    await page.locator('#snapshots').getByRole('button', { name: /^Delete the snapshot/ }).click();
+    await page.locator('.notice', { hasText: 'The snapshot was deleted' }).waitFor();
+    await page.locator('#snapshots .empty').waitFor();
+
     // The terminal: "Open terminal" gets a ticket from the shell operation, the page joins xterm.js to the socket.
     const rows = () => page.evaluate(() => [...document.querySelectorAll('#terminal-screen .xterm-rows > div')].map((r) => (r.textContent ?? '').replace(/\u00a0/g, ' ').trimEnd()));
     const lineAppears = async (line: string | RegExp, timeout = 30_000) => {

@@ -7341,6 +7341,8 @@ export interface operations {
                 after?: string;
                 /** @description Page size, 1–100 */
                 limit?: number;
+                /** @description Only the snapshots taken of this VM (it may since have been destroyed) */
+                vm_id?: string;
             };
             header?: never;
             path?: never;

@@ -105,10 +105,10 @@ export class SnapshotService {
     private readonly host: SnapshotHost | null,
   ) {}
 
-  async list(tenantId: string, limit = 50, after?: string): Promise<{ data: Snapshot[]; has_more: boolean }> {
+  async list(tenantId: string, limit = 50, after?: string, vmId?: string): Promise<{ data: Snapshot[]; has_more: boolean }> {
     const cursor = after ? await snapshotStore.getForTenant(this.db, tenantId, after) : null;
     if (after && !cursor) throw invalid('after', 'no snapshot of yours has this id');
-    const rows = await snapshotStore.listForTenant(this.db, tenantId, limit, cursor?.snapshot_id);
+    const rows = await snapshotStore.listForTenant(this.db, tenantId, limit, cursor?.snapshot_id, vmId);
     return { data: rows.slice(0, limit).map(presentSnapshot), has_more: rows.length > limit };
   }
 

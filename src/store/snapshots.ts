@@ -101,13 +101,13 @@ export async function get(q: Queryable, snapshotId: string): Promise<SnapshotRow
  * A tenant's ready snapshots, newest first, one more than `limit` (has_more), after the snapshot
  * `afterId` when given (compared with its row as stored: a JavaScript Date would drop the microseconds).
  */
-export async function listForTenant(q: Queryable, tenantId: string, limit: number, afterId?: string): Promise<SnapshotRow[]> {
-  const rows = await q.query<SnapshotRow>(
-    `SELECT * FROM snapshots WHERE tenant_id = $1 AND kind = 'snapshot' AND status = 'ready' AND deleted_at IS NULL
-       ${afterId ? 'AND (created_at, snapshot_id) < (SELECT created_at, snapshot_id FROM snapshots WHERE snapshot_id = $3)' : ''}
-     ORDER BY created_at DESC, snapshot_id DESC LIMIT $2`,
-    afterId ? [tenantId, limit + 1, afterId] : [tenantId, limit + 1],
-  );
+/** A page of a tenant's ready snapshots, newest first (of one VM, when `vmId` is given); one more than `limit` tells whether more follow. */
+export async function listForTenant(q: Queryable, tenantId: string, limit: number, afterId?: string, vmId?: string): Promise<SnapshotRow[]> {
+  const params: unknown[] = [tenantId, limit + 1];
+  const where = [`tenant_id = $1`, `kind = 'snapshot'`, `status = 'ready'`, `deleted_at IS NULL`];
+  if (afterId) where.push(`(created_at, snapshot_id) < (SELECT created_at, snapshot_id FROM snapshots WHERE snapshot_id = $${params.push(afterId)})`);
+  if (vmId) where.push(`vm_id = $${params.push(vmId)}`);
+  const rows = await q.query<SnapshotRow>(`SELECT * FROM snapshots WHERE ${where.join(' AND ')} ORDER BY created_at DESC, snapshot_id DESC LIMIT $2`, params);
   return rows.map(fix);
 }
 

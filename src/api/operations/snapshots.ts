@@ -55,6 +55,7 @@ const SnapshotParam = z.strictObject({ id: idParam('A snapshot id (`snap_…`)')
 const SnapshotListQuery = z.strictObject({
   after: z.string().max(100).optional().meta({ description: 'A snapshot id: the page after it (newest first)' }),
   limit: z.coerce.number().int().min(1).max(100).default(50).meta({ description: 'Page size, 1–100' }),
+  vm_id: z.string().max(100).optional().meta({ description: 'Only the snapshots taken of this VM (it may since have been destroyed)' }),
 });
 
 export const branchVM = defineOperation({
@@ -118,7 +119,7 @@ export const listSnapshots = defineOperation({
   query: SnapshotListQuery,
   success: { status: 200, schema: SnapshotList, description: 'A page of snapshots' },
   errors: [],
-  handler: async ({ services, principal, query }) => ({ body: await services.snapshots.list(principal.tenantId, query.limit, query.after) }),
+  handler: async ({ services, principal, query }) => ({ body: await services.snapshots.list(principal.tenantId, query.limit, query.after, query.vm_id) }),
 });
 
 export const getSnapshot = defineOperation({

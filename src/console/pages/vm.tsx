@@ -12,6 +12,7 @@ import { FilesSection, registerFiles } from './vm/files.tsx';
 import { LifetimeSection, registerLifetime } from './vm/lifetime.tsx';
 import { RunsSection } from './vm/runs.tsx';
 import { registerSecrets, SecretsSection } from './vm/secrets.tsx';
+import { registerSnapshots, SnapshotsSection } from './vm/snapshots.tsx';
 import type { VmAct, VmSection } from './vm/section.ts';
 import { registerTask, TaskSection } from './vm/task.tsx';
 import { registerTerminal, TerminalSection } from './vm/terminal.tsx';
@@ -25,6 +26,7 @@ const VM_SECTIONS: VmSection[] = [
   RunsSection,
   EgressSection,
   SecretsSection,
+  SnapshotsSection,
   CaptureSection,
   LifetimeSection,
 ];
@@ -71,6 +73,7 @@ export function registerVm(app: ConsoleApp, deps: ConsoleDeps) {
   registerPorts(app);
   registerEgress(app, act);
   registerSecrets(app, act);
+  registerSnapshots(app, act);
   registerCapture(app, act);
   registerLifetime(app, act);
 }
