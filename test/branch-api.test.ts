@@ -143,6 +143,16 @@ for (const backend of backends()) {
       const rest = await t.request('GET', `/v1/api/snapshots?after=${page.body.data[0].snapshot_id}`, { key });
       assert.deepEqual([...page.body.data, ...rest.body.data].map((s: { snapshot_id: string }) => s.snapshot_id).sort(), [first, second].sort());
       assert.equal(rest.body.has_more, false);
+      // One VM's: with the cursor too, and none for a VM with none.
+      const otherVm = await insertVm(t.db, tenantId, { status: 'running' });
+      const third = await insertSnapshot(tenantId, otherVm, { size: 1024 });
+      const ofVm = await t.request('GET', `/v1/api/snapshots?vm_id=${vmId}&limit=1`, { key });
+      const ofVmRest = await t.request('GET', `/v1/api/snapshots?vm_id=${vmId}&after=${ofVm.body.data[0].snapshot_id}`, { key });
+      assert.deepEqual([...ofVm.body.data, ...ofVmRest.body.data].map((s: { snapshot_id: string }) => s.snapshot_id).sort(), [first, second].sort());
+      assert.deepEqual((await t.request('GET', `/v1/api/snapshots?vm_id=${otherVm}`, { key })).body.data.map((s: { snapshot_id: string }) => s.snapshot_id), [third]);
+      assert.deepEqual((await t.request('GET', '/v1/api/snapshots?vm_id=vm_none', { key })).body, { data: [], has_more: false });
+      await t.request('DELETE', `/v1/api/snapshots/${third}`, { key });
+      await t.db.query('UPDATE vms SET deleted_at = now() WHERE vm_id = $1', [otherVm]);
       const got = await t.request('GET', `/v1/api/snapshots/${first}`, { key });
       assert.deepEqual(Object.keys(got.body).sort(), ['created_at', 'name', 'size_bytes', 'snapshot_id', 'vm_id']);
       assert.equal(got.body.size_bytes, 2 * 1024 ** 3);
