@@ -35,6 +35,8 @@ import { hostsBaseImage, trackBaseImage } from './image/manifest.ts';
 
 /** How long a stopping server lets requests in flight finish before it closes their connections. */
 const SHUTDOWN_GRACE_MS = 5000;
+/** How long an idle client connection is kept open. */
+const KEEP_ALIVE_MS = 65_000;
 
 export interface RunningServer {
   url: string;
@@ -257,6 +259,10 @@ export async function startServer(config: Config, log: Logger = createLogger(con
     await unlock();
     throw err;
   }
+  // Idle connections are kept a minute, not Node's 5 s: a client that reuses one the moment the server
+  // drops it sees "other side closed" on a request that never arrived (seen under load from undici).
+  (server as Server).keepAliveTimeout = KEEP_ALIVE_MS;
+  (server as Server).headersTimeout = KEEP_ALIVE_MS + 1000;
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
   const url = `${internalHttps ? 'https' : 'http'}://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;

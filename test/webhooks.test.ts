@@ -3,6 +3,7 @@
  * (a receiver on loopback, allowed as the operator would with AGENTVM_WEBHOOK_ALLOW_HOSTS), the
  * delivery log, no delivery to a private address, and deliveries that survive a kill -9 of the server.
  */
+import { Agent as HttpAgent, get as httpGet } from 'node:http';
 import { describe, test, before, after, beforeEach, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
@@ -248,6 +249,11 @@ describe('webhook deliveries survive a kill -9 of the server', () => {
         const res = await fetch(`${url}${p}`, { method, headers: { authorization: `Bearer ${key}`, ...(body ? { 'content-type': 'application/json' } : {}) }, body: body ? JSON.stringify(body) : undefined });
         return { status: res.status, body: await res.json() };
       };
+      // Idle connections are kept a minute (a client reusing one at Node's 5 s saw "other side closed").
+      const keepAlive = await new Promise<string | undefined>((resolve, reject) =>
+        httpGet(`${url}/healthz`, { agent: new HttpAgent({ keepAlive: true }) }, (res) => (res.resume(), resolve(String(res.headers['keep-alive'])))).on('error', reject),
+      );
+      assert.equal(keepAlive, 'timeout=65');
       const tenant = (await call('POST', '/v1/admin/tenants', ADMIN, { email: 'hooks@example.com' })).body;
       const hook = (await call('POST', '/v1/api/webhooks', tenant.api_key, { url: r.url, events: ['key.issued'] })).body;
       const keyIds: string[] = [];

@@ -25,7 +25,7 @@ export async function SnapshotsSection({ vm, session, api }: VmSectionContext) {
       cell: (s) => (
         <div class="button-row">
           <PostForm session={session} action={`${vmPath(vm.vm_id)}/snapshots/${encodeURIComponent(s.snapshot_id)}/start`} class="inline" hidden={{ idempotency_key: newCsrfValue() }}>
-            <Submit label="Start a VM from it" small ariaLabel={`Start a VM from ${s.name}`} />
+            <Submit label="Start a VM from it" small ariaLabel={`Start a VM from it: ${s.name}`} />
           </PostForm>
           <PostForm session={session} action={`${vmPath(vm.vm_id)}/snapshots/${encodeURIComponent(s.snapshot_id)}/delete`} class="inline">
             <Submit label="Delete" small variant="danger" ariaLabel={`Delete the snapshot ${s.name}`} />
