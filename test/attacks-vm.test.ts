@@ -19,7 +19,7 @@ import { startServer, type RunningServer } from '../src/server.ts';
 import { createLogger } from '../src/log.ts';
 import { HARNESS_USER } from '../src/wire/protocol.ts';
 import { apiClient, detached, killQemusUnder, seedSnapshots, until, type ApiCall } from './helpers.ts';
-import { inOwnNetns, netnsUnavailable, testInOwnNetns } from './netns.ts';
+import { inOwnNetns, netnsUnavailable, inOwnNetnsRun } from './netns.ts';
 
 const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;
 const skip = !imageDir
@@ -64,7 +64,7 @@ async function statusField(pid: number, name: string): Promise<string> {
 }
 
 if (!inOwnNetns()) {
-  testInOwnNetns('attacks from inside a VM on its host, inside a network namespace of its own', import.meta.url, { skip, minutes: 29 });
+  test('attacks from inside a VM on its host, inside a network namespace of its own', { skip, timeout: 30 * 60_000 }, inOwnNetnsRun(import.meta.url, 29));
 } else {
   describe('a VM cannot reach into its host', () => {
     let dataDir: string;

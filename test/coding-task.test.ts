@@ -24,7 +24,7 @@ import { startServer, type RunningServer } from '../src/server.ts';
 import { createLogger } from '../src/log.ts';
 import { HARNESS_HOME, HARNESS_USER, WORKSPACE } from '../src/wire/protocol.ts';
 import { apiClient, killQemusUnder, seedSnapshots, until, type ApiCall } from './helpers.ts';
-import { inOwnNetns, netnsUnavailable, testInOwnNetns } from './netns.ts';
+import { inOwnNetns, netnsUnavailable, inOwnNetnsRun } from './netns.ts';
 import { startProviderStandins, type ProviderStandins } from './standins/providers.ts';
 import { startRegistryStandins, type RegistryStandins } from './standins/registries.ts';
 
@@ -67,7 +67,7 @@ const TASK = [
 ];
 
 if (!inOwnNetns()) {
-  testInOwnNetns('a coding task end to end in real VMs, inside a network namespace of its own', import.meta.url, { skip, minutes: 39 });
+  test('a coding task end to end in real VMs, inside a network namespace of its own', { skip, timeout: 40 * 60_000 }, inOwnNetnsRun(import.meta.url, 39));
 } else {
   describe('a workstation VM does a coding task with packages from Debian and npm', () => {
     let dataDir: string;

@@ -16,7 +16,7 @@ import { startServer, type RunningServer } from '../src/server.ts';
 import { createLogger } from '../src/log.ts';
 import { HARNESS_USER } from '../src/wire/protocol.ts';
 import { detached, killQemusUnder, seedSnapshots, until } from './helpers.ts';
-import { inOwnNetns, netnsUnavailable, testInOwnNetns } from './netns.ts';
+import { inOwnNetns, netnsUnavailable, inOwnNetnsRun } from './netns.ts';
 import { startProviderStandins, STANDIN_PROOF_PATH, type ProviderStandins } from './standins/providers.ts';
 import { readFile } from 'node:fs/promises';
 
@@ -24,7 +24,7 @@ const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;
 const skip = imageDir ? netnsUnavailable() ?? false : 'set AGENTVM_TEST_IMAGE_DIR to a built image dir (npm run test:all does)';
 
 if (!inOwnNetns()) {
-  testInOwnNetns('egress from real VMs, inside a network namespace of its own', import.meta.url, { skip, minutes: 29 });
+  test('egress from real VMs, inside a network namespace of its own', { skip, timeout: 30 * 60_000 }, inOwnNetnsRun(import.meta.url, 29));
 } else {
   describe('a VM reaches only what its policy allows, through its gateway', () => {
     let dataDir: string;

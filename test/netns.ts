@@ -3,7 +3,6 @@
  * (`unshare -n`), so that a mistake in the gateway cannot send a packet off this machine: the test
  * file runs itself again inside one, and its providers and test hosts are stand-ins on loopback.
  */
-import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess, type StdioOptions } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -46,16 +45,17 @@ export function runInOwnNetns(fileUrl: string, timeoutMs: number): Promise<{ cod
 }
 
 /**
- * The outer test of a file that runs itself again in its own namespace: the inner run's output on
- * stderr, and its failures (the runner's "failing tests" part, the end of it) in the assertion's
- * message too, so that a report that keeps only the failures still says why.
+ * The body of the outer test of a file that runs itself again in its own namespace (the test is
+ * declared in that file, so the runner counts it there): the inner run's output on stderr, and its
+ * failures (the runner's "failing tests" part, the start of it) in the assertion's message too, so
+ * that a report that keeps only the failures still says why.
  */
-export function testInOwnNetns(name: string, fileUrl: string, opts: { skip: string | false; minutes: number }): void {
-  test(name, { skip: opts.skip, timeout: (opts.minutes + 1) * 60_000 }, async () => {
-    const { code, output, passed } = await runInOwnNetns(fileUrl, opts.minutes * 60_000);
+export function inOwnNetnsRun(fileUrl: string, minutes: number): () => Promise<void> {
+  return async () => {
+    const { code, output, passed } = await runInOwnNetns(fileUrl, minutes * 60_000);
     process.stderr.write(output);
     const failures = output.slice(Math.max(0, output.lastIndexOf('✖ failing tests:'))).slice(0, 6000);
     assert.equal(code, 0, `the tests inside the namespace failed (their whole output is above):\n${failures}`);
     assert.ok(passed > 0, 'no test ran inside the namespace');
-  });
+  };
 }
