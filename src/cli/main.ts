@@ -125,7 +125,7 @@ export async function main(argv: string[]): Promise<void> {
     .description("place no new VMs on this host (its VMs keep running; --data-dir names the host); --undo places VMs here again")
     .option('--undo', 'take new VMs again')
     .action(async (opts: { undo?: boolean }) => {
-      const { drainHost } = await import('../host/vmHost.ts');
+      const { drainHost } = await import('../host/hostRecord.ts');
       const hostId = await drainHost(await loadConfig({ dataDir: host.opts<{ dataDir: string }>().dataDir }), !opts.undo);
       process.stdout.write(`${hostId} ${opts.undo ? 'takes new VMs again' : 'is draining: no new VMs go there'}\n`);
     });

@@ -8,7 +8,6 @@ import type { TemplateService } from './templates.ts';
 import { onceForKey, requestHash, type StoredResponse } from './idempotency.ts';
 import { meterVm } from './metering.ts';
 import * as metricsStore from '../store/metrics.ts';
-import { newId } from './ids.ts';
 import type { BillingService } from './billing.ts';
 import { applyLifecycle, canSuspend, type LifecycleAction, isResting, type WaitTarget } from './vmState.ts';
 import * as vmStore from '../store/vms.ts';
@@ -19,7 +18,6 @@ import * as templateStore from '../store/templates.ts';
 import * as egressStore from '../store/egress.ts';
 import type { VmRow } from '../store/vms.ts';
 import type { EgressPolicy } from './egress.ts';
-import { providerHosts } from '../harness/providers.ts';
 import { recordCreditsLow, recordVmChange, withMonthCosts } from './events.ts';
 import type { VmFeed } from '../feeds/feed.ts';
 import { lifecycleCharge, orderCharge, requireQuota, vmCompute } from './limits.ts';
@@ -28,6 +26,7 @@ import type { ImageService } from './images.ts';
 
 export type { VmRow } from '../store/vms.ts';
 import { checkedEgress, checkedTimers, resolveOrder, type CreateVmInput, type VmOrder, type VmTimersInput } from './vmOrder.ts';
+import { placeVms, type PlacedImage, type SnapshotStart } from './vmPlacement.ts';
 
 export interface ForkResult {
   vm_id: string;
@@ -44,8 +43,6 @@ export interface CreateVmResult {
   tier?: TierId;
   vm_ids?: string[];
 }
-
-const RETRY_AFTER_SECONDS = '30';
 
 export interface VmServiceOptions {
   /** Called after every change a reconciler should act on (the local one wakes at once). */
@@ -86,11 +83,6 @@ export class VmService {
     private readonly templates: TemplateService,
     private readonly opts: VmServiceOptions,
   ) {}
-
-  /** A new VM's policy when its request gives none: its harness's providers' public API hosts. */
-  defaultEgress(harness: string): EgressPolicy {
-    return { mode: 'allowlist', allow: providerHosts(harness) };
-  }
 
   /** Replaces a VM's egress policy; the gateway applies it to the VM's next connection, running or not. */
   async setEgress(tenantId: string, vmId: string, policy: EgressPolicy): Promise<VmRow> {
@@ -262,60 +254,11 @@ export class VmService {
   }
 
   /**
-   * Places and inserts `order.count` VMs (status provisioning); answers their ids. VMs of an image go
-   * to the host that holds its layers.
+   * Places and inserts `order.count` VMs (vmPlacement.ts); answers their ids. VMs of an image go to
+   * the host that holds its layers; VMs started from a snapshot come `from` it.
    */
-  async insertVms(
-    tx: Queryable,
-    tenantId: string,
-    order: VmOrder,
-    templateId: string | null,
-    image: { image_id: string | null; host_id: string | null } | null = null,
-    /** VMs started from a snapshot: their ids (made ahead), the snapshot, and the guest image its memory ran on. */
-    from: { ids: string[]; snapshotId: string; imageId: string | null } | null = null,
-  ): Promise<string[]> {
-    const need = { vcpus: order.vcpus, memory_mib: order.memory_mib, disk_gib: order.disk_gib };
-    const placed = await this.hosts.place(tx, need, order.count, order.tier !== 'spot', image?.host_id ?? undefined);
-    if (!placed) {
-      throw new DomainError('unavailable', `no VM host has room for this VM right now${image ? ` (VMs of image ${image.image_id} run on the host that built it)` : ''}`, 'try again later', {
-        'Retry-After': RETRY_AFTER_SECONDS,
-      });
-    }
-    const now = this.clock.now();
-    if (placed.preempt.length) await vmStore.preempt(tx, placed.preempt, now);
-    const slots = await vmStore.freeNetSlots(tx, placed.host.host_id, order.count);
-    if (slots.length < order.count) {
-      throw new DomainError('unavailable', 'the VM host has no free network for this VM', 'try again later', { 'Retry-After': RETRY_AFTER_SECONDS });
-    }
-    const ids: string[] = [];
-    for (let i = 0; i < order.count; i++) {
-      const vmId = from?.ids[i] ?? newId('vm');
-      await vmStore.insert(tx, {
-        vm_id: vmId,
-        tenant_id: tenantId,
-        host_id: placed.host.host_id,
-        plan: order.plan,
-        cycle: order.cycle,
-        tier: order.tier,
-        harness: order.harness,
-        template_id: templateId,
-        vcpus: order.vcpus,
-        memory_mib: order.memory_mib,
-        disk_gib: order.disk_gib,
-        image_id: from ? from.imageId : placed.host.image_id,
-        root_image_id: image?.image_id ?? null,
-        snapshot_id: from?.snapshotId ?? null,
-        net_slot: slots[i],
-        egress: order.egress ?? this.defaultEgress(order.harness),
-        auto_stop_after_s: order.auto_stop_after_s,
-        expires_at: order.expires_at,
-        // Rows of one request get distinct, ordered timestamps so "newest first" is stable.
-        created_at: new Date(now.getTime() + i),
-      });
-      ids.push(vmId);
-      if (order.auto_resume) await previewStore.setAutoResume(tx, tenantId, vmId, true);
-    }
-    return ids;
+  insertVms(tx: Queryable, tenantId: string, order: VmOrder, templateId: string | null, image: PlacedImage | null = null, from: SnapshotStart | null = null): Promise<string[]> {
+    return placeVms(tx, this.hosts, this.clock, tenantId, order, templateId, image, from);
   }
 
   /**

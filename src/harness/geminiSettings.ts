@@ -19,7 +19,7 @@ export function geminiSystemSettings(authType: GeminiAuthType): object {
   };
 }
 
-/** Path in the image → contents: what build.ts writes beside the gemini program. */
+/** Path in the image → contents: what the image build (src/image/harnesses.ts) writes beside the gemini program. */
 export function geminiSettingsFiles(): Record<string, string> {
   return {
     [GEMINI_SYSTEM_SETTINGS_PATH]: `${JSON.stringify(geminiSystemSettings('gemini-api-key'), null, 2)}\n`,

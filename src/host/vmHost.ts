@@ -1,13 +1,13 @@
 /**
- * The VM host inside `agentvm serve` and `agentvm host`: its identity and capacity row, the guest
- * image (built on the first start when missing), the QEMU driver, the reconciler and captures.
+ * The VM host inside `agentvm serve` and `agentvm host`: its registration (its id and capacity:
+ * hostRecord.ts), the guest image (built on the first start when missing), the QEMU driver, the
+ * reconciler and captures.
  *
  * It is built complete before the server listens (nothing slow happens in the constructor), and
  * `start()` does the slow part in the background: re-adopting the VMs an earlier process left
  * running, loading or building the image, making the first snapshot. `probe()` says what is still
  * in progress, for /readyz.
  */
-import { readFile, writeFile, statfs } from 'node:fs/promises';
 import { isolating, openDataDirToMachines, QEMU_UID_BASE } from '../vmm/isolation.ts';
 import os from 'node:os';
 import path from 'node:path';
@@ -23,8 +23,8 @@ import { ImageBuilder } from './imageBuilder.ts';
 import type { VmExecutor } from '../domain/runs.ts';
 import type { GuestAccess } from '../domain/guestAccess.ts';
 import { LocalGuestAccess } from './guestAccess.ts';
+import { capacity } from './hostRecord.ts';
 import type { Logger } from '../log.ts';
-import { newId } from '../domain/ids.ts';
 import { buildImage, currentImageId, loadImage, type Image } from '../image/build.ts';
 import type { DriverProbe } from '../vmm/probe.ts';
 import { QemuDriver, type MachineOptions } from '../vmm/qemu.ts';
@@ -78,44 +78,6 @@ export interface VmHost {
 
 /** The Debian packages a VM host needs, and how to get them: what /readyz says when they are missing. */
 export const INSTALL_HINT = 'as root: `bash scripts/install-debs.sh` (installs qemu-system-x86, qemu-utils and the image tools)';
-
-export async function readHostId(dataDir: string): Promise<string> {
-  const file = path.join(dataDir, 'host-id');
-  const saved = (await readFile(file, 'utf8').catch(() => '')).trim();
-  if (saved) return saved;
-  const id = newId('host');
-  await writeFile(file, `${id}\n`);
-  return id;
-}
-
-/**
- * What this host offers. Defaults: 4 vCPUs per core (agents mostly wait), the machine's memory less
- * 1 GiB for itself, and 4× the data dir's free space in disk (persist disks are sparse).
- */
-async function capacity(config: Config) {
-  const fs = await statfs(config.dataDir);
-  const freeGib = Math.floor((fs.bavail * fs.bsize) / 2 ** 30);
-  return {
-    vcpus_total: config.hostVcpus ?? os.cpus().length * 4,
-    memory_mib_total: config.hostMemoryMib ?? Math.max(1024, Math.floor(os.totalmem() / 2 ** 20) - 1024),
-    disk_gib_total: config.hostDiskGib ?? freeGib * 4,
-  };
-}
-
-/** Marks this data dir's host as draining (or not): placement skips it; its VMs stay. Needs DATABASE_URL. */
-export async function drainHost(config: Config, draining: boolean): Promise<string> {
-  if (!config.databaseUrl) throw new Error('draining a host needs DATABASE_URL (the PostgreSQL server the hosts share)');
-  const id = (await readFile(path.join(config.dataDir, 'host-id'), 'utf8').catch(() => '')).trim();
-  if (!id) throw new Error(`no host has run with the data dir ${config.dataDir}`);
-  const { openDb } = await import('../store/db.ts');
-  const db = await openDb({ databaseUrl: config.databaseUrl });
-  try {
-    if (!(await hostStore.setDraining(db, id, draining))) throw new Error(`host ${id} is not registered in this database`);
-  } finally {
-    await db.close();
-  }
-  return id;
-}
 
 export interface LocalVmHostDeps {
   config: Config;
