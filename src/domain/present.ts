@@ -1,4 +1,4 @@
-import type { VmRow } from './vms.ts';
+import type { VmRow } from '../store/vms.ts';
 import type { TemplateRow } from './templates.ts';
 import type { KeyRecord as KeyRow } from './keys.ts';
 import { getHarness } from '../harness/catalogue.ts';
