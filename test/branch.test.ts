@@ -9,21 +9,17 @@
  */
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { open, readdir, rm, stat } from 'node:fs/promises';
-import { mkdtemp } from 'node:fs/promises';
-import { Writable } from 'node:stream';
-import os from 'node:os';
+import { open, readdir, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { loadConfig } from '../src/config.ts';
-import { startServer, type RunningServer } from '../src/server.ts';
-import { createLogger } from '../src/log.ts';
-import { apiClient, detached, killQemusUnder, seedSnapshots, until, type ApiCall } from './helpers.ts';
+import type { RunningServer } from '../src/server.ts';
+import { detached, until, type ApiCall } from './helpers.ts';
+import { startVmTestServer, type VmTestServer } from './vmServer.ts';
 
 const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;
 const skip = imageDir ? false : 'set AGENTVM_TEST_IMAGE_DIR to a built image dir (npm run test:all does)';
-const ADMIN = 'avm_admin_test_token_branch_0123456789abcd';
 
 describe('branching a running VM on real microVMs', { skip }, () => {
+  let t: VmTestServer;
   let dataDir: string;
   let server: RunningServer;
   let api: ApiCall;
@@ -46,27 +42,14 @@ describe('branching a running VM on real microVMs', { skip }, () => {
     server.services.db.query<{ kind: string; amount_cents: number; description: string }>('SELECT kind, amount_cents, description FROM ledger WHERE vm_id = $1', [vmId]);
 
   before(async () => {
-    dataDir = await mkdtemp(path.join(os.tmpdir(), 'agentvm-branch-'));
-    process.env.AGENTVM_ADMIN_TOKEN = ADMIN;
-    await seedSnapshots(dataDir);
-    const config = { ...loadConfig({ host: '127.0.0.1', port: 0, dataDir }), imageDir: imageDir!, meterIntervalMs: 1000 };
-    delete process.env.AGENTVM_ADMIN_TOKEN;
-    server = await startServer(config, createLogger('warn', new Writable({ write: (_c, _e, cb) => cb() })));
-    await server.host.imageReady;
-    await server.host.prewarmed;
-    const admin = apiClient(server.url, ADMIN);
-    const tenant = (await admin('POST', '/v1/admin/tenants', { email: 'branch@example.com' })).body;
-    await admin('PUT', `/v1/admin/tenants/${tenant.tenant_id}/card`, { brand: 'visa', last4: '4242' });
-    await admin('POST', `/v1/admin/tenants/${tenant.tenant_id}/credits`, { amount_cents: 10_000 });
-    api = apiClient(server.url, tenant.api_key);
+    t = await startVmTestServer('branch', { credits: 10_000, config: { meterIntervalMs: 1000 }, prewarmed: true });
+    ({ server, dataDir, api } = t);
     parent = (await api('POST', '/v1/api/vms', { tier: 'spot', harness: 'ticker' })).body.vm_id;
     await untilStatus(parent, 'running');
   });
 
   after(async () => {
-    await server?.close({ stopVms: true });
-    await killQemusUnder(dataDir);
-    await rm(dataDir, { recursive: true, force: true });
+    await t?.close();
   });
 
   test('a VM branched into two in the middle of a run: memory and processes in both, an identity of their own, the run stays', { timeout: 15 * 60_000 }, async () => {

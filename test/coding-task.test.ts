@@ -14,16 +14,12 @@
  */
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtemp, rm } from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
-import { Writable } from 'node:stream';
 import { createParser } from 'eventsource-parser';
-import { loadConfig } from '../src/config.ts';
-import { startServer, type RunningServer } from '../src/server.ts';
-import { createLogger } from '../src/log.ts';
+import type { RunningServer } from '../src/server.ts';
 import { HARNESS_HOME, HARNESS_USER, WORKSPACE } from '../src/wire/protocol.ts';
-import { apiClient, killQemusUnder, seedSnapshots, until, type ApiCall } from './helpers.ts';
+import { until, type ApiCall } from './helpers.ts';
+import { startVmTestServer, type VmTestServer } from './vmServer.ts';
 import { inOwnNetns, netnsUnavailable, inOwnNetnsRun } from './netns.ts';
 import { startProviderStandins, type ProviderStandins } from './standins/providers.ts';
 import { startRegistryStandins, type RegistryStandins } from './standins/registries.ts';
@@ -70,7 +66,7 @@ if (!inOwnNetns()) {
   test('a coding task end to end in real VMs, inside a network namespace of its own', { skip, timeout: 40 * 60_000 }, inOwnNetnsRun(import.meta.url, 39));
 } else {
   describe('a workstation VM does a coding task with packages from Debian and npm', () => {
-    let dataDir: string;
+    let t: VmTestServer;
     let server: RunningServer;
     let api: ApiCall;
     let key: string;
@@ -79,39 +75,19 @@ if (!inOwnNetns()) {
     const ANTHROPIC_KEY = 'sk-ant-api03-codingtask-5a4b3c2d1e';
 
     before(async () => {
-      dataDir = await mkdtemp(path.join(os.tmpdir(), 'agentvm-coding-'));
       providers = await startProviderStandins({ keys: { anthropic: ANTHROPIC_KEY }, commands: TASK, finalText: 'The tests pass and the fix is committed.' });
-      registries = await startRegistryStandins(path.join(dataDir, 'registries'), { deb: DEB, npm: NPM, git: REPO });
       process.env.AGENTVM_PROVIDER_ANTHROPIC_URL = providers.anthropic.url.replace('127.0.0.1', 'anthropic.test');
       process.env.AGENTVM_EGRESS_HOSTS = ['anthropic.test', 'deb.debian.org', 'security.debian.org', 'registry.npmjs.org', 'github.com'].map((h) => `${h}=127.0.0.1`).join(',');
-      process.env.AGENTVM_ADMIN_TOKEN = 'avm_admin_test_token_0123456789abcdefghijkl';
-      const config = { ...loadConfig({ host: '127.0.0.1', port: 0, dataDir }), imageDir: imageDir! };
-      delete process.env.AGENTVM_ADMIN_TOKEN;
-      await seedSnapshots(dataDir);
-      const sink = new Writable({
-        write: (c, _e, cb) => {
-          if (/"level":(50|60)/.test(c.toString())) process.stderr.write(c);
-          cb();
-        },
-      });
-      server = await startServer(config, createLogger('info', sink));
-      await server.host.imageReady;
-      const admin = apiClient(server.url, config.adminToken!);
-      const tenant = await admin('POST', '/v1/admin/tenants', { email: 'coding@example.com' });
-      await admin('PUT', `/v1/admin/tenants/${tenant.body.tenant_id}/card`, { brand: 'visa', last4: '4242' });
-      key = tenant.body.api_key;
-      api = apiClient(server.url, key);
-      await server.host.prewarmed;
+      t = await startVmTestServer('coding', { email: 'coding@example.com', prewarmed: true });
+      ({ server, api } = t);
+      key = t.tenant.api_key;
+      registries = await startRegistryStandins(path.join(t.dataDir, 'registries'), { deb: DEB, npm: NPM, git: REPO });
     });
 
     after(async () => {
-      await server?.close({ stopVms: true });
-      if (dataDir) {
-        await killQemusUnder(dataDir);
-        await rm(dataDir, { recursive: true, force: true });
-      }
-      await providers?.close();
       await registries?.close();
+      await t?.close();
+      await providers?.close();
     });
 
     /** The VM once running; a VM that failed ends the test at once rather than at the wait's end. */

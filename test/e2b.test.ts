@@ -9,21 +9,16 @@
  */
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtemp, rm } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
-import { Writable } from 'node:stream';
 import { Sandbox, CommandExitError } from 'e2b';
-import { loadConfig } from '../src/config.ts';
-import { startServer, type RunningServer } from '../src/server.ts';
-import { createLogger } from '../src/log.ts';
-import { apiClient, killQemusUnder, seedSnapshots, until } from './helpers.ts';
+import type { RunningServer } from '../src/server.ts';
+import { apiClient, until } from './helpers.ts';
+import { startVmTestServer, type VmTestServer } from './vmServer.ts';
 
 const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;
 const skip = imageDir ? false : 'set AGENTVM_TEST_IMAGE_DIR to a built image dir (npm run test:all does)';
 
 describe("E2B's SDK against agentvm", { skip }, () => {
-  let dataDir: string;
+  let t: VmTestServer;
   let server: RunningServer;
   let sandbox: Sandbox;
   let e2bKey: string;
@@ -50,23 +45,9 @@ describe("E2B's SDK against agentvm", { skip }, () => {
   };
 
   before(async () => {
-    dataDir = await mkdtemp(path.join(os.tmpdir(), 'agentvm-e2b-'));
-    process.env.AGENTVM_ADMIN_TOKEN = 'avm_admin_test_token_0123456789abcdefghijkl';
-    const config = { ...loadConfig({ host: '127.0.0.1', port: 0, dataDir }), imageDir: imageDir! };
-    delete process.env.AGENTVM_ADMIN_TOKEN;
-    const sink = new Writable({
-      write: (c, _e, cb) => {
-        if (/"level":(50|60)/.test(c.toString())) process.stderr.write(c);
-        cb();
-      },
-    });
-    await seedSnapshots(dataDir);
-    server = await startServer(config, createLogger('info', sink));
-    await server.host.imageReady;
-    const admin = apiClient(server.url, config.adminToken!);
-    const tenant = await admin('POST', '/v1/admin/tenants', { email: 'e2b@example.com' });
-    await admin('PUT', `/v1/admin/tenants/${tenant.body.tenant_id}/card`, { brand: 'visa', last4: '4242' });
-    const api = apiClient(server.url, tenant.body.api_key);
+    t = await startVmTestServer('e2b');
+    server = t.server;
+    const { admin, api } = t;
     const issued = await api('POST', '/v1/api/keys', { label: 'e2b', scope: 'readwrite', format: 'e2b' });
     assert.equal(issued.status, 201, JSON.stringify(issued.body));
     e2bKey = issued.body.key;
@@ -88,9 +69,7 @@ describe("E2B's SDK against agentvm", { skip }, () => {
       if (saved[k] === undefined) delete process.env[k];
       else process.env[k] = saved[k];
     }
-    await server?.close({ stopVms: true });
-    await killQemusUnder(dataDir);
-    await rm(dataDir, { recursive: true, force: true });
+    await t?.close();
   });
 
   test('an e2b-format key: e2b_ and 40 hex digits, an ordinary key of its scope', async () => {

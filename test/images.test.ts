@@ -6,15 +6,10 @@
  */
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtemp, rm } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
-import { Writable } from 'node:stream';
 import { createParser } from 'eventsource-parser';
-import { loadConfig } from '../src/config.ts';
-import { startServer, type RunningServer } from '../src/server.ts';
-import { createLogger } from '../src/log.ts';
-import { apiClient, killQemusUnder, seedSnapshots, until, type ApiCall } from './helpers.ts';
+import type { RunningServer } from '../src/server.ts';
+import { apiClient, until, type ApiCall } from './helpers.ts';
+import { startVmTestServer, type VmTestServer } from './vmServer.ts';
 
 const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;
 const skip = imageDir ? false : 'set AGENTVM_TEST_IMAGE_DIR to a built image dir (npm run test:all does)';
@@ -35,39 +30,23 @@ USER nobody
 `;
 
 describe('images of your own, built from a Dockerfile', { skip }, () => {
-  let dataDir: string;
+  let t: VmTestServer;
   let server: RunningServer;
   let api: ApiCall;
   let stranger: ApiCall;
   let key: string;
 
   before(async () => {
-    dataDir = await mkdtemp(path.join(os.tmpdir(), 'agentvm-images-'));
-    process.env.AGENTVM_ADMIN_TOKEN = 'avm_admin_test_token_0123456789abcdefghijkl';
-    const config = { ...loadConfig({ host: '127.0.0.1', port: 0, dataDir }), imageDir: imageDir! };
-    delete process.env.AGENTVM_ADMIN_TOKEN;
-    const sink = new Writable({
-      write: (c, _e, cb) => {
-        if (/"level":(50|60)/.test(c.toString())) process.stderr.write(c);
-        cb();
-      },
-    });
-    await seedSnapshots(dataDir);
-    server = await startServer(config, createLogger('info', sink));
-    await server.host.imageReady;
-    const admin = apiClient(server.url, config.adminToken!);
-    const tenant = await admin('POST', '/v1/admin/tenants', { email: 'images@example.com' });
-    await admin('PUT', `/v1/admin/tenants/${tenant.body.tenant_id}/card`, { brand: 'visa', last4: '4242' });
-    key = tenant.body.api_key;
+    t = await startVmTestServer('images', { prewarmed: true });
+    server = t.server;
+    const { admin } = t;
+    key = t.tenant.api_key;
     api = apiClient(server.url, key);
     stranger = apiClient(server.url, (await admin('POST', '/v1/admin/tenants', { email: 'other@example.com' })).body.api_key);
-    await server.host.prewarmed;
   });
 
   after(async () => {
-    await server?.close({ stopVms: true });
-    await killQemusUnder(dataDir);
-    await rm(dataDir, { recursive: true, force: true });
+    await t?.close();
   });
 
   /** The build's log as its event stream gives it, and the image it ends with. */

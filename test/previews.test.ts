@@ -11,17 +11,12 @@
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
-import { mkdtemp, rm } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
-import { Writable } from 'node:stream';
 import { createHash, randomBytes } from 'node:crypto';
 import { WebSocket } from 'ws';
-import { loadConfig } from '../src/config.ts';
-import { startServer, type RunningServer } from '../src/server.ts';
-import { createLogger } from '../src/log.ts';
+import type { RunningServer } from '../src/server.ts';
 import { forwardPort } from '../src/cli/previews.ts';
-import { apiClient, detached, killQemusUnder, seedSnapshots, until, type ApiCall } from './helpers.ts';
+import { apiClient, detached, until, type ApiCall } from './helpers.ts';
+import { startVmTestServer, type VmTestServer } from './vmServer.ts';
 
 const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;
 const skip = imageDir ? false : 'set AGENTVM_TEST_IMAGE_DIR to a built image dir (npm run test:all does)';
@@ -96,7 +91,7 @@ interface Answer {
 }
 
 describe('preview URLs of a real microVM', { skip }, () => {
-  let dataDir: string;
+  let t: VmTestServer;
   let server: RunningServer;
   let api: ApiCall;
   let key: string;
@@ -126,24 +121,10 @@ describe('preview URLs of a real microVM', { skip }, () => {
     (await exec(['sh', '-c', 'touch /tmp/seen.jsonl; cat /tmp/seen.jsonl'])).stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l));
 
   before(async () => {
-    dataDir = await mkdtemp(path.join(os.tmpdir(), 'agentvm-previews-'));
-    process.env.AGENTVM_ADMIN_TOKEN = 'avm_admin_test_token_0123456789abcdefghijkl';
-    const config = { ...loadConfig({ host: '127.0.0.1', port: 0, dataDir }), imageDir: imageDir! };
-    delete process.env.AGENTVM_ADMIN_TOKEN;
-    const sink = new Writable({
-      write: (c, _e, cb) => {
-        if (/"level":(50|60)/.test(c.toString())) process.stderr.write(c);
-        cb();
-      },
-    });
-    await seedSnapshots(dataDir);
-    server = await startServer(config, createLogger('info', sink));
-    await server.host.imageReady;
-    const admin = apiClient(server.url, config.adminToken!);
-    const tenant = await admin('POST', '/v1/admin/tenants', { email: 'previews@example.com' });
-    await admin('PUT', `/v1/admin/tenants/${tenant.body.tenant_id}/card`, { brand: 'visa', last4: '4242' });
-    key = tenant.body.api_key;
-    otherKey = (await admin('POST', '/v1/admin/tenants', { email: 'stranger@example.com' })).body.api_key;
+    t = await startVmTestServer('previews');
+    server = t.server;
+    key = t.tenant.api_key;
+    otherKey = (await t.admin('POST', '/v1/admin/tenants', { email: 'stranger@example.com' })).body.api_key;
     api = apiClient(server.url, key);
     const created = await api('POST', '/v1/api/vms', { harness: 'opencode', egress: { mode: 'none', allow: [] } });
     assert.equal(created.status, 201, JSON.stringify(created.body));
@@ -161,9 +142,7 @@ describe('preview URLs of a real microVM', { skip }, () => {
   });
 
   after(async () => {
-    await server?.close({ stopVms: true });
-    await killQemusUnder(dataDir);
-    await rm(dataDir, { recursive: true, force: true });
+    await t?.close();
   });
 
   test('listVMPorts: what listens in the guest, its process, public flag and URL', async () => {

@@ -13,13 +13,11 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import type { ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtemp, open, readFile, rm, stat } from 'node:fs/promises';
-import { Writable } from 'node:stream';
 import os from 'node:os';
 import path from 'node:path';
-import { loadConfig } from '../src/config.ts';
-import { startServer, type RunningServer } from '../src/server.ts';
-import { createLogger } from '../src/log.ts';
-import { apiClient, detached, endServer, killQemusUnder, qemuPidsUnder, seedSnapshots, spawnServer, until, type ApiCall } from './helpers.ts';
+import type { RunningServer } from '../src/server.ts';
+import { apiClient, detached, endServer, killQemusUnder, qemuPidsUnder, spawnServer, until, type ApiCall } from './helpers.ts';
+import { startVmTestServer, type VmTestServer } from './vmServer.ts';
 
 const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;
 const skip = imageDir ? false : 'set AGENTVM_TEST_IMAGE_DIR to a built image dir (npm run test:all does)';
@@ -27,11 +25,11 @@ const ADMIN = 'avm_admin_test_token_suspend_0123456789abc';
 
 
 describe('suspend with memory on real microVMs', { skip }, () => {
+  let t: VmTestServer;
   let dataDir: string;
   let server: RunningServer;
   let admin: ApiCall;
   let api: ApiCall;
-  let tenantId: string;
 
   const vmDir = (vmId: string) => path.join(dataDir, 'vms', vmId);
   const sh = async (vmId: string, script: string, timeoutMs = 20_000) => {
@@ -52,27 +50,13 @@ describe('suspend with memory on real microVMs', { skip }, () => {
     (await server.services.db.query<{ metered_until: Date | null }>('SELECT metered_until FROM vms WHERE vm_id = $1', [vmId]))[0].metered_until;
 
   before(async () => {
-    dataDir = await mkdtemp(path.join(os.tmpdir(), 'agentvm-suspend-'));
-    process.env.AGENTVM_ADMIN_TOKEN = ADMIN;
-    await seedSnapshots(dataDir);
-    const config = { ...loadConfig({ host: '127.0.0.1', port: 0, dataDir }), imageDir: imageDir!, meterIntervalMs: 1000 };
-    delete process.env.AGENTVM_ADMIN_TOKEN;
-    server = await startServer(config, createLogger('warn', new Writable({ write: (_c, _e, cb) => cb() })));
-    await server.host.imageReady;
     // The starter shape's golden VM: the first VM resumes it (its RAM that memory, copy-on-write).
-    await server.host.prewarmed;
-    admin = apiClient(server.url, ADMIN);
-    const tenant = (await admin('POST', '/v1/admin/tenants', { email: 'suspend@example.com' })).body;
-    tenantId = tenant.tenant_id;
-    await admin('PUT', `/v1/admin/tenants/${tenantId}/card`, { brand: 'visa', last4: '4242' });
-    await admin('POST', `/v1/admin/tenants/${tenantId}/credits`, { amount_cents: 10_000 });
-    api = apiClient(server.url, tenant.api_key);
+    t = await startVmTestServer('suspend', { credits: 10_000, config: { meterIntervalMs: 1000 }, prewarmed: true });
+    ({ server, dataDir, admin, api } = t);
   });
 
   after(async () => {
-    await server?.close({ stopVms: true });
-    await killQemusUnder(dataDir);
-    await rm(dataDir, { recursive: true, force: true });
+    await t?.close();
   });
 
   test('suspended in the middle of a run: no QEMU, no credits drawn; started, the run goes on and ends whole', { timeout: 10 * 60_000 }, async () => {
@@ -364,27 +348,18 @@ describe('a suspend outlives a kill -9 of its server', { skip }, () => {
 // A VM booted cold (no golden snapshot) has RAM of its own, not a file's: its suspend saves QEMU's
 // whole migration stream instead of changed pages, and it resumes from that.
 describe('suspend of a VM booted cold', { skip }, () => {
+  let t: VmTestServer;
   let dataDir: string;
   let server: RunningServer;
   let api: ApiCall;
 
   before(async () => {
-    dataDir = await mkdtemp(path.join(os.tmpdir(), 'agentvm-suspend-cold-'));
-    process.env.AGENTVM_ADMIN_TOKEN = ADMIN;
-    const config = { ...loadConfig({ host: '127.0.0.1', port: 0, dataDir }), imageDir: imageDir!, snapshots: false, standbyVms: 0 };
-    delete process.env.AGENTVM_ADMIN_TOKEN;
-    server = await startServer(config, createLogger('warn', new Writable({ write: (_c, _e, cb) => cb() })));
-    await server.host.imageReady;
-    const admin = apiClient(server.url, ADMIN);
-    const tenant = (await admin('POST', '/v1/admin/tenants', { email: 'suspend-cold@example.com' })).body;
-    await admin('PUT', `/v1/admin/tenants/${tenant.tenant_id}/card`, { brand: 'visa', last4: '4242' });
-    api = apiClient(server.url, tenant.api_key);
+    t = await startVmTestServer('suspend-cold', { config: { snapshots: false, standbyVms: 0 }, seed: false });
+    ({ server, dataDir, api } = t);
   });
 
   after(async () => {
-    await server?.close({ stopVms: true });
-    await killQemusUnder(dataDir);
-    await rm(dataDir, { recursive: true, force: true });
+    await t?.close();
   });
 
   test('saved as a stream, resumed with its memory', { timeout: 10 * 60_000 }, async () => {
