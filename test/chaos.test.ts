@@ -72,6 +72,8 @@ class Chaos {
   readonly vms = new Map<string, KnownVm>();
   /** Lifecycle calls whose answer was lost: issued again after the restart, so the desired state is known. */
   readonly lostLifecycle: Array<{ vmId: string; op: LifecycleOp }> = [];
+  /** VMs a destroy was sent for: another operation at the same time may come after it, and find no VM. */
+  readonly destroySent = new Set<string>();
   readonly templates: string[] = [];
   readonly serverErrors: string[] = [];
   readonly listenMs: number[] = [];
@@ -203,13 +205,14 @@ class Chaos {
   }
 
   async lifecycle(vmId: string, op: LifecycleOp, retryOfLost = false): Promise<void> {
+    if (op === 'destroy') this.destroySent.add(vmId);
     const res = op === 'destroy' ? await this.call('DELETE', `/v1/api/vms/${vmId}`) : await this.call('POST', `/v1/api/vms/${vmId}/${op}`);
     if (!res) {
       this.lostLifecycle.push({ vmId, op });
       return;
     }
     const vm = this.vms.get(vmId)!;
-    if (res.status === 404 && vm.desired === 'deleted') return;
+    if (res.status === 404 && (vm.desired === 'deleted' || (op !== 'destroy' && this.destroySent.has(vmId)))) return;
     // A destroy whose answer a kill cut may have been committed before the kill: its retry finds no VM.
     if (res.status === 404 && retryOfLost && op === 'destroy') {
       vm.desired = 'deleted';
