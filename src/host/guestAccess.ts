@@ -70,18 +70,41 @@ export class StreamShell implements GuestShell {
   }
 }
 
-/** A download's bytes as a web stream: the guest gets credit as the reader takes chunks. */
-export function streamBody(stream: MuxStream): ReadableStream<Uint8Array> {
+/** How long a download whose bytes have all come waits for the guest's end before the stream is let go. */
+const LATE_END_MS = 30_000;
+
+/**
+ * A download's bytes as a web stream: the guest gets credit as the reader takes chunks. With
+ * `expect.size` (the Content-Length answered; set once the guest has said it) the body ends once that many bytes have gone, without waiting for the
+ * guest's end: a response left open after its last byte holds its connection, and a client that sent
+ * its next request on it (as undici does once the length is reached) lost that request when the VM
+ * stopped under the open response. The guest's end, when it comes, lets the stream go.
+ */
+export function streamBody(stream: MuxStream, expect: { size?: number } = {}): ReadableStream<Uint8Array> {
   const queue: Buffer[] = [];
   let ended = false;
   let fault: StreamFault | null = null;
   let wake: (() => void) | null = null;
+  let sent = 0;
+  let closed = false;
   stream.on('data', (b: Buffer) => (queue.push(b), wake?.()));
-  stream.on('end', () => ((ended = true), wake?.()));
+  stream.on('end', () => {
+    ended = true;
+    if (closed) stream.release();
+    wake?.();
+  });
   stream.on('abort', (f: StreamFault) => ((fault = f), wake?.()));
+  const closeAtSize = (controller: ReadableStreamDefaultController<Uint8Array>) => {
+    closed = true;
+    controller.close();
+    if (ended) stream.release();
+    else setTimeout(() => !ended && !fault && stream.abort({ error: 'cancelled', message: 'the guest did not end the download' }), LATE_END_MS).unref();
+  };
   return new ReadableStream<Uint8Array>(
     {
       async pull(controller) {
+        const size = expect.size;
+        if (size === 0 && !closed) return closeAtSize(controller);
         while (!queue.length && !ended && !fault) await new Promise<void>((r) => (wake = r));
         wake = null;
         if (queue.length) {
@@ -89,10 +112,13 @@ export function streamBody(stream: MuxStream): ReadableStream<Uint8Array> {
           // socket read: no copy, and no new buffer for the collector to chase).
           let n = 0;
           for (const b of queue.splice(0)) {
-            controller.enqueue(new Uint8Array(b.buffer, b.byteOffset, b.byteLength));
+            const part = size === undefined ? b : b.subarray(0, Math.max(0, size - sent));
+            if (part.length) controller.enqueue(new Uint8Array(part.buffer, part.byteOffset, part.byteLength));
+            sent += part.length;
             n += b.length;
           }
           stream.consumed(n);
+          if (size !== undefined && sent >= size) closeAtSize(controller);
         } else if (fault) {
           controller.error(faultError(fault));
         } else {
@@ -101,7 +127,7 @@ export function streamBody(stream: MuxStream): ReadableStream<Uint8Array> {
         }
       },
       cancel() {
-        stream.abort({ error: 'cancelled', message: 'the reader went away' });
+        if (!closed) stream.abort({ error: 'cancelled', message: 'the reader went away' });
       },
     },
     { highWaterMark: 0 },
@@ -177,12 +203,14 @@ export class LocalGuestAccess implements GuestAccess {
 
   async readFile(vmId: string, path: string): Promise<GuestRead> {
     const stream = await this.stream(vmId, FILE_STREAM_WINDOW);
-    const body = streamBody(stream);
+    const expect: { size?: number } = {};
+    const body = streamBody(stream, expect);
     const r = await this.open<FileReadResult>(vmId, stream, 'file_read', { path, window: stream.window });
     if (r.kind === 'dir') {
       stream.release();
       return r;
     }
+    expect.size = r.size;
     return { kind: 'file', path: r.path, size: r.size, body };
   }
 
