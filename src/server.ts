@@ -260,8 +260,9 @@ export async function startServer(config: Config, log: Logger = createLogger(con
     await unlock();
     throw err;
   }
-  // Idle connections are kept a minute, not Node's 5 s: a client that reuses one the moment the server
-  // drops it sees "other side closed" on a request that never arrived (seen under load from undici).
+  // Idle connections are kept a minute, not Node's 5 s: a keep-alive client (undici's pool, an SDK) that
+  // reuses one the moment the server drops it loses that request ("other side closed"); the longer
+  // the time, the rarer the moment.
   (server as Server).keepAliveTimeout = KEEP_ALIVE_MS;
   (server as Server).headersTimeout = KEEP_ALIVE_MS + 1000;
   const address = server.address();

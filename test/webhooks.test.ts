@@ -249,7 +249,7 @@ describe('webhook deliveries survive a kill -9 of the server', () => {
         const res = await fetch(`${url}${p}`, { method, headers: { authorization: `Bearer ${key}`, ...(body ? { 'content-type': 'application/json' } : {}) }, body: body ? JSON.stringify(body) : undefined });
         return { status: res.status, body: await res.json() };
       };
-      // Idle connections are kept a minute (a client reusing one at Node's 5 s saw "other side closed").
+      // Idle connections are kept a minute, not Node's 5 s (a keep-alive client reusing one as it is dropped loses its request).
       const keepAlive = await new Promise<string | undefined>((resolve, reject) =>
         httpGet(`${url}/healthz`, { agent: new HttpAgent({ keepAlive: true }) }, (res) => (res.resume(), resolve(String(res.headers['keep-alive'])))).on('error', reject),
       );
