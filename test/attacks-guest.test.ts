@@ -21,7 +21,9 @@ import { loadConfig } from '../src/config.ts';
 import { startServer, type RunningServer } from '../src/server.ts';
 import { createLogger } from '../src/log.ts';
 import * as channel from '../src/vmm/channel.ts';
-import { FRAME, frameHeader, StreamMux, type MuxStream } from '../src/wire/streams.ts';
+import { FRAME, frameHeader } from '../src/wire/frames.ts';
+import type { MuxStream } from '../src/wire/muxStream.ts';
+import { StreamMux } from '../src/wire/streams.ts';
 import { apiClient, killQemusUnder, rawRun, until, type ApiCall } from './helpers.ts';
 
 const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;

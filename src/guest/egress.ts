@@ -12,7 +12,8 @@
 import net from 'node:net';
 import { dataPort } from './dataPort.ts';
 import { EGRESS_GATEWAY_PORT } from '../wire/protocol.ts';
-import { MAX_WINDOW, MIN_WINDOW, STREAM_WINDOW, type MuxStream } from '../wire/streams.ts';
+import { MAX_WINDOW, MIN_WINDOW, STREAM_WINDOW } from '../wire/frames.ts';
+import type { MuxStream } from '../wire/muxStream.ts';
 
 /** Connections waiting for the host's word, by number. */
 const waiting = new Map<number, net.Socket>();

@@ -27,7 +27,8 @@ import {
   type FileWriteArgs,
   type GuestFaultCode,
 } from '../wire/protocol.ts';
-import { DIRECT_BLOCK, framePayload, MAX_DATA_FRAME, MAX_WINDOW, MIN_WINDOW, type MuxStream } from '../wire/streams.ts';
+import { DIRECT_BLOCK, framePayload, MAX_DATA_FRAME, MAX_WINDOW, MIN_WINDOW } from '../wire/frames.ts';
+import type { MuxStream } from '../wire/muxStream.ts';
 
 /**
  * A file is read a block at a time, four whole frames (1 MiB), payloads read in place, and past the

@@ -10,7 +10,7 @@ import { promises as fsp } from 'node:fs';
 import { dataPort } from './dataPort.ts';
 import { splice } from './egress.ts';
 import { EGRESS_GATEWAY_PORT } from '../wire/protocol.ts';
-import { MAX_WINDOW, MIN_WINDOW, STREAM_WINDOW } from '../wire/streams.ts';
+import { MAX_WINDOW, MIN_WINDOW, STREAM_WINDOW } from '../wire/frames.ts';
 
 /** Ports a preview may reach: 1024–65535, and 80 and 443. */
 export function previewablePort(port: number): boolean {

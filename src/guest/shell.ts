@@ -13,7 +13,8 @@ import tty from 'node:tty';
 import PTY_PERL from './pty.pl';
 import { HARNESS_HOME, HARNESS_USER, WORKSPACE, type ShellOpenArgs } from '../wire/protocol.ts';
 import { dataPort } from './dataPort.ts';
-import { STREAM_WINDOW, type MuxStream } from '../wire/streams.ts';
+import { STREAM_WINDOW } from '../wire/frames.ts';
+import type { MuxStream } from '../wire/muxStream.ts';
 
 const SHELL = '/bin/bash';
 /** How long the processes of a closed shell get after SIGHUP before SIGKILL. */

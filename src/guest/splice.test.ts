@@ -2,7 +2,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { createHash, randomBytes } from 'node:crypto';
-import { STREAM_WINDOW, StreamMux } from '../wire/streams.ts';
+import { STREAM_WINDOW } from '../wire/frames.ts';
+import { StreamMux } from '../wire/streams.ts';
 import { splice } from './egress.ts';
 
 /**

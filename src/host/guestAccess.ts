@@ -6,7 +6,8 @@
 import { DomainError, invalid } from '../domain/errors.ts';
 import { tooLarge, type GuestAccess, type GuestRead, type GuestShell, type ShellEnd, type ShellOptions, type WriteOptions } from '../domain/guestAccess.ts';
 import { decodeFault, type FileReadResult } from '../wire/protocol.ts';
-import { faultError, FILE_STREAM_WINDOW, type MuxStream, type StreamFault } from '../wire/streams.ts';
+import { faultError, FILE_STREAM_WINDOW, type StreamFault } from '../wire/frames.ts';
+import type { MuxStream } from '../wire/muxStream.ts';
 import type { QemuDriver } from '../vmm/qemu.ts';
 
 /** How long the guest may take to open a shell or a file (a shell's start is a process or two under emulation). */

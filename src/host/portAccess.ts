@@ -7,7 +7,8 @@
 import { Duplex } from 'node:stream';
 import { DomainError } from '../domain/errors.ts';
 import type { ListeningPort, PortAccess } from '../domain/previewAccess.ts';
-import { faultError, type MuxStream, type StreamFault } from '../wire/streams.ts';
+import { faultError, type StreamFault } from '../wire/frames.ts';
+import type { MuxStream } from '../wire/muxStream.ts';
 import type { QemuDriver } from '../vmm/qemu.ts';
 import { guestError } from './guestAccess.ts';
 

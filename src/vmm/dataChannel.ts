@@ -4,14 +4,16 @@
  * QEMU died) cuts every stream with a reason a customer can read.
  *
  * Nothing the guest sends is held beyond what a stream's window allows: a stream whose guest sends
- * past its window is cut (streams.ts), a frame longer than the protocol's is the end of the port's
+ * past its window is cut (muxStream.ts), a frame longer than the protocol's is the end of the port's
  * streams; either is reported as `violation` (a message for the log).
  */
 import { EventEmitter } from 'node:events';
 import { randomInt } from 'node:crypto';
 import net from 'node:net';
 import { randomBytes } from 'node:crypto';
-import { StreamMux, syncMarker, type MuxStream, type StreamFault } from '../wire/streams.ts';
+import type { StreamFault } from '../wire/frames.ts';
+import type { MuxStream } from '../wire/muxStream.ts';
+import { StreamMux, syncMarker } from '../wire/streams.ts';
 
 export const VM_GONE: StreamFault = { error: 'vm_not_running', message: 'the VM stopped' };
 

@@ -9,7 +9,8 @@
 import { Duplex } from 'node:stream';
 import { agentRequest, type JsonLineChannel } from './channel.ts';
 import type { DataChannel } from './dataChannel.ts';
-import { FILE_STREAM_WINDOW, type MuxStream } from '../wire/streams.ts';
+import { FILE_STREAM_WINDOW } from '../wire/frames.ts';
+import type { MuxStream } from '../wire/muxStream.ts';
 
 /** Where a VM's gateway connections go (src/host/egress/gateway.ts). */
 export interface GatewayPort {

@@ -310,7 +310,7 @@ export interface ShellOpenArgs {
 export interface FileReadArgs {
   stream: number;
   path: string;
-  /** The stream's window (streams.ts); STREAM_WINDOW when absent. */
+  /** The stream's window (frames.ts); STREAM_WINDOW when absent. */
   window?: number;
 }
 
@@ -332,7 +332,7 @@ export interface FileWriteArgs {
   stream: number;
   path: string;
   max_bytes: number;
-  /** The stream's window (streams.ts); STREAM_WINDOW when absent. */
+  /** The stream's window (frames.ts); STREAM_WINDOW when absent. */
   window?: number;
 }
 

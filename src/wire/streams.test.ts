@@ -1,7 +1,9 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { DIRECT_BLOCK, framePayload, STREAM_WINDOW, StreamMux, type MuxStream } from './streams.ts';
+import { DIRECT_BLOCK, framePayload, STREAM_WINDOW } from './frames.ts';
+import type { MuxStream } from './muxStream.ts';
+import { StreamMux } from './streams.ts';
 import { filesPath } from './protocol.ts';
 
 /** Two muxes joined back to back; what one sends reaches the other cut into pieces of `cut` bytes, later. */
