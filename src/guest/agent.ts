@@ -1,13 +1,13 @@
 /**
  * The guest agent: one resident process inside every VM (PID 1 is a Perl loop in init.sh that reaps orphans).
- * It answers the host on the virtio-serial port named AGENT_PORT_NAME. The assume program it starts
- * (assume.pl, on a port of its own) makes the bare boot a particular VM: identity, root layer,
- * persist disk; the agent learns of it from ASSUMED_FILE.
+ * It answers the host on the virtio-serial port named AGENT_PORT_NAME (agentPort.ts). The assume
+ * program it starts (assume.pl, on a port of its own) makes the bare boot a particular VM: identity,
+ * root layer, persist disk; the agent learns of it from ASSUMED_FILE.
  * Only Node built-ins here: this file is bundled alone into the guest image.
  */
 import { asImageAsks } from './imageConfig.ts';
 import { execFile, spawn } from 'node:child_process';
-import { promises as fsp, constants as fsConstants, openSync, read, readFileSync, statfsSync, statSync, write, type StatsFs } from 'node:fs';
+import { promises as fsp, constants as fsConstants, readFileSync, statfsSync, statSync, type StatsFs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -16,9 +16,11 @@ import { ASSUME_PERL } from './assume.ts';
 import { GuestRuns } from './runs.ts';
 import { openShell } from './shell.ts';
 import { readFile as readVmFile, writeFile as writeVmFile } from './files.ts';
-import { dataPort, dataSync, rawSink, rawSinkDone, rawSource } from './dataPort.ts';
+import { dataPort, dataSync, findPort, rawSink, rawSinkDone, rawSource } from './dataPort.ts';
 import { egressAttach, egressRefuse, startEgressListener, type EgressAttachArgs } from './egress.ts';
 import { listPorts, portConnect, type PortConnectArgs } from './ports.ts';
+import { AgentPort } from './agentPort.ts';
+import { exec } from './exec.ts';
 import {
   AGENT_PORT_NAME,
   AGENT_PROTOCOL_VERSION,
@@ -37,9 +39,7 @@ import {
   factsFromAssumed,
   parseKeyValues,
   type AgentRequest,
-  type AgentResponse,
   type ExecArgs,
-  type ExecResult,
   type HelloFacts,
   type ShellOpenArgs,
   type FileReadArgs,
@@ -142,39 +142,8 @@ async function harnessSpawning(extraEnv: Record<string, string> | undefined) {
   return asImageAsks({ cwd: WORKSPACE, env, uid: HARNESS_USER.uid, gid: HARNESS_USER.gid }, { ...(extraEnv ?? {}), ...readSecrets() });
 }
 
-/**
- * Everything the agent sends goes out one line after another, each whole: writes to the port from
- * Node's thread pool could otherwise overtake one another or stop part way.
- */
-let port: number | null = null;
-const outbox: Buffer[] = [];
-let writing = false;
-
-function send(msg: object): void {
-  if (port === null) return;
-  outbox.push(Buffer.from(`${JSON.stringify(msg)}\n`));
-  if (!writing) pump();
-}
-
-function pump(): void {
-  const buf = outbox.shift();
-  if (!buf || port === null) {
-    writing = false;
-    return;
-  }
-  writing = true;
-  const fd = port;
-  const writeFrom = (offset: number) =>
-    write(fd, buf, offset, buf.length - offset, null, (err, n) => {
-      if (err?.code === 'EAGAIN') return setTimeout(() => writeFrom(offset), 10);
-      if (err) log(`writing to the port: ${err.message}`);
-      else if (offset + n < buf.length) return writeFrom(offset + n);
-      pump();
-    });
-  writeFrom(0);
-}
-
-const runs = new GuestRuns(send, log);
+const agentPort = new AgentPort(log);
+const runs = new GuestRuns(agentPort.send, log);
 
 /** A shell's environment beyond its terminal's: the host's variables (proxy, brokered placeholders) and the VM's secrets, as a run's. */
 async function shellEnvironment(hostEnv: Record<string, string> | undefined): Promise<Record<string, string>> {
@@ -226,69 +195,6 @@ async function hello(): Promise<HelloFacts> {
     assumed: assumed !== null,
     instance_id: assumed?.instance_id ?? null,
   };
-}
-
-/** Runs argv directly (never through a shell) in its own process group, with a deadline and capped output. */
-function exec(args: ExecArgs): Promise<ExecResult> {
-  if (!Array.isArray(args.argv) || args.argv.length === 0 || !args.argv.every((a) => typeof a === 'string')) {
-    return Promise.reject(new Error('argv must be a non-empty array of strings'));
-  }
-  const max = args.max_output_bytes ?? 4 * 1024 * 1024;
-  const started = Date.now();
-  return new Promise((resolve) => {
-    const child = spawn(args.argv[0], args.argv.slice(1), {
-      cwd: args.cwd ?? '/',
-      env: args.env ?? { PATH: '/usr/local/bin:/usr/bin:/bin', HOME: '/root' },
-      uid: args.uid,
-      gid: args.gid,
-      detached: true,
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
-    const streams = { stdout: [] as Buffer[], stderr: [] as Buffer[] };
-    const kept = { stdout: 0, stderr: 0 };
-    const dropped = { stdout: 0, stderr: 0 };
-    for (const name of ['stdout', 'stderr'] as const) {
-      child[name].on('data', (chunk: Buffer) => {
-        const room = max - kept[name];
-        if (room > 0) {
-          const part = chunk.length > room ? chunk.subarray(0, room) : chunk;
-          streams[name].push(part);
-          kept[name] += part.length;
-        }
-        dropped[name] += Math.max(0, chunk.length - Math.max(room, 0));
-      });
-    }
-    let timedOut = false;
-    const killGroup = () => {
-      try {
-        if (child.pid) process.kill(-child.pid, 'SIGKILL');
-      } catch {
-        // the group is gone already
-      }
-    };
-    const timer = args.timeout_ms ? setTimeout(() => ((timedOut = true), killGroup()), args.timeout_ms) : undefined;
-    child.stdin.on('error', () => undefined);
-    child.stdin.end(args.stdin ?? '');
-    const finish = (code: number | null, signal: string | null) => {
-      clearTimeout(timer);
-      killGroup(); // nothing the task started outlives it
-      resolve({
-        exit_code: code,
-        signal,
-        stdout: Buffer.concat(streams.stdout).toString('utf8'),
-        stderr: Buffer.concat(streams.stderr).toString('utf8'),
-        stdout_truncated_bytes: dropped.stdout,
-        stderr_truncated_bytes: dropped.stderr,
-        timed_out: timedOut,
-        duration_ms: Date.now() - started,
-      });
-    };
-    child.on('error', (err) => {
-      streams.stderr.push(Buffer.from(`${err.message}\n`));
-      finish(127, null);
-    });
-    child.on('close', (code, signal) => finish(code, signal));
-  });
 }
 
 async function handle(req: AgentRequest): Promise<unknown> {
@@ -396,62 +302,6 @@ async function handle(req: AgentRequest): Promise<unknown> {
   }
 }
 
-async function findPort(): Promise<string> {
-  for (;;) {
-    for (const entry of await fsp.readdir('/sys/class/virtio-ports').catch(() => [] as string[])) {
-      const name = await fsp.readFile(`/sys/class/virtio-ports/${entry}/name`, 'utf8').catch(() => '');
-      if (name.trim() === AGENT_PORT_NAME) return path.join('/dev', entry);
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-/**
- * Serves the port forever on one descriptor. A virtio port is opened once (a second open is EBUSY);
- * while no host is connected, reads return 0 bytes, so the loop waits a little and reads again.
- */
-function serve(device: string): Promise<never> {
-  const fd = openSync(device, 'r+');
-  port = fd;
-  const buf = Buffer.alloc(64 * 1024);
-  let buffered = '';
-  let idle = 0;
-  const onLine = (line: string) => {
-    let req: AgentRequest;
-    try {
-      req = JSON.parse(line) as AgentRequest;
-    } catch {
-      return;
-    }
-    if (typeof req?.id !== 'number') return;
-    handle(req).then(
-      (result) => send({ id: req.id, ok: true, result } satisfies AgentResponse),
-      (err: Error) => send({ id: req.id, ok: false, error: err.message } satisfies AgentResponse),
-    );
-  };
-  return new Promise((_, reject) => {
-    const readMore = () =>
-      read(fd, buf, 0, buf.length, null, (err, n) => {
-        if (err && err.code !== 'EAGAIN') return reject(err);
-        if (!n) {
-          // No host on the other end: look again soon, then less often (an idle guest stays idle).
-          idle = Math.min(idle ? idle * 2 : 10, 250);
-          return setTimeout(readMore, idle);
-        }
-        idle = 0;
-        buffered += buf.toString('utf8', 0, n);
-        let nl: number;
-        while ((nl = buffered.indexOf('\n')) >= 0) {
-          const line = buffered.slice(0, nl);
-          buffered = buffered.slice(nl + 1);
-          if (line.trim()) onLine(line);
-        }
-        readMore();
-      });
-    readMore();
-  });
-}
-
 async function main(): Promise<void> {
   harnesses = installedHarnesses();
   await writeStaticFacts();
@@ -459,10 +309,10 @@ async function main(): Promise<void> {
   void dataPort();
   // The egress gateway's port, carried to the host on the data port (egress.ts): listening from the
   // boot on, so a snapshot's clones have it from their first instant.
-  startEgressListener(send, log);
-  const device = await findPort();
+  startEgressListener(agentPort.send, log);
+  const device = await findPort(AGENT_PORT_NAME);
   log(`ready on ${device}`);
-  await serve(device);
+  await agentPort.serve(device, handle);
 }
 
 main().catch((err) => {

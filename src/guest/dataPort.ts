@@ -12,7 +12,8 @@ import path from 'node:path';
 import { DATA_PORT_NAME } from '../wire/protocol.ts';
 import { StreamMux, syncMarker } from '../wire/streams.ts';
 
-async function findPort(name: string): Promise<string> {
+/** The device of the virtio port named `name`, once it is there. */
+export async function findPort(name: string): Promise<string> {
   for (;;) {
     for (const entry of await fsp.readdir('/sys/class/virtio-ports').catch(() => [] as string[])) {
       const n = await fsp.readFile(`/sys/class/virtio-ports/${entry}/name`, 'utf8').catch(() => '');
