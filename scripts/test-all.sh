@@ -78,7 +78,7 @@ export AGENTVM_TEST_SNAPSHOT_DIR="$golden"
 export AGENTVM_TEST_DATABASE_URL="postgres://postgres@127.0.0.1:$port/postgres"
 echo "PostgreSQL $("$pgbin/postgres" --version | awk '{print $3}') for the tests on 127.0.0.1:$port"
 # Two files that boot VMs at a time (scripts/test-vm-slot.mjs): on two cores a VM file alone leaves
-# a core mostly idle once the files without VMs are done; two at once took the run from 33 to 26 min.
+# a core mostly idle once the files without VMs are done; two at once took the run from 33 to 21-26 min.
 export AGENTVM_TEST_VM_SLOTS="${AGENTVM_TEST_VM_SLOTS:-2}"
 status=0
 AGENTVM_TEST_TIMES="$times/files.jsonl" npm test || status=$?
