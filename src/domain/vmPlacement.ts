@@ -48,7 +48,9 @@ export async function placeVms(
   const need = { vcpus: order.vcpus, memory_mib: order.memory_mib, disk_gib: order.disk_gib };
   const placed = await hosts.place(tx, need, order.count, order.tier !== 'spot', image?.host_id ?? undefined);
   if (!placed) {
-    throw new DomainError('unavailable', `no VM host has room for this VM right now${image ? ` (VMs of image ${image.image_id} run on the host that built it)` : ''}`, 'try again later', {
+    const where = from ? ' (VMs from a snapshot start on the host that took it)' : image?.host_id ? ` (VMs of image ${image.image_id} run on the host that built it)` : '';
+    const what = order.count > 1 ? `these ${order.count} VMs` : 'this VM';
+    throw new DomainError('unavailable', `no VM host has room for ${what} right now${where}`, 'try again later, or with fewer VMs', {
       'Retry-After': RETRY_AFTER_SECONDS,
     });
   }
