@@ -26,18 +26,9 @@ describe('branching a running VM on real microVMs', { skip }, () => {
   let parent: string;
   let children: string[] = [];
 
-  const sh = async (vmId: string, script: string, timeoutMs = 30_000) => {
-    const r = await server.host.driver!.exec(vmId, { argv: ['sh', '-c', script] }, timeoutMs);
-    assert.equal(r.exit_code, 0, `${vmId}: ${script}: ${r.stderr}`);
-    return r.stdout.trim();
-  };
+  const sh = (vmId: string, script: string, timeoutMs?: number) => t.sh(vmId, script, timeoutMs);
   const vm = async (vmId: string) => (await api('GET', `/v1/api/vms/${vmId}`)).body;
-  const untilStatus = (vmId: string, status: string, ms = 5 * 60_000) =>
-    until(`${vmId} ${status}`, async () => {
-      const v = await vm(vmId);
-      if (v.status === 'failed' && status !== 'failed') throw new Error(`failed: ${v.status_reason}`);
-      return v.status === status ? v : undefined;
-    }, ms);
+  const untilStatus = (vmId: string, status: string, ms?: number) => t.untilStatus(vmId, status, ms);
   const ledger = async (vmId: string) =>
     server.services.db.query<{ kind: string; amount_cents: number; description: string }>('SELECT kind, amount_cents, description FROM ledger WHERE vm_id = $1', [vmId]);
 

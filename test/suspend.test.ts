@@ -32,18 +32,9 @@ describe('suspend with memory on real microVMs', { skip }, () => {
   let api: ApiCall;
 
   const vmDir = (vmId: string) => path.join(dataDir, 'vms', vmId);
-  const sh = async (vmId: string, script: string, timeoutMs = 20_000) => {
-    const r = await server.host.driver!.exec(vmId, { argv: ['sh', '-c', script] }, timeoutMs);
-    assert.equal(r.exit_code, 0, `${script}: ${r.stderr}`);
-    return r.stdout.trim();
-  };
+  const sh = (vmId: string, script: string, timeoutMs?: number) => t.sh(vmId, script, timeoutMs);
   const vm = async (vmId: string) => (await api('GET', `/v1/api/vms/${vmId}`)).body;
-  const untilStatus = (vmId: string, status: string, ms = 5 * 60_000) =>
-    until(`${vmId} ${status}`, async () => {
-      const v = await vm(vmId);
-      if (v.status === 'failed' && status !== 'failed') throw new Error(`failed: ${v.status_reason}`);
-      return v.status === status ? v : undefined;
-    }, ms);
+  const untilStatus = (vmId: string, status: string, ms?: number) => t.untilStatus(vmId, status, ms);
   const drawnFor = async (vmId: string) =>
     (await server.services.db.query<{ cents: number }>(`SELECT coalesce(sum(amount_cents), 0)::int AS cents FROM ledger WHERE vm_id = $1 AND kind = 'credit_draw'`, [vmId]))[0].cents;
   const meteredUntil = async (vmId: string) =>

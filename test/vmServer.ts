@@ -11,7 +11,8 @@ import { Writable } from 'node:stream';
 import { loadConfig, type Config } from '../src/config.ts';
 import { startServer, type RunningServer } from '../src/server.ts';
 import { createLogger } from '../src/log.ts';
-import { apiClient, killQemusUnder, seedSnapshots, type ApiCall } from './helpers.ts';
+import assert from 'node:assert/strict';
+import { apiClient, killQemusUnder, seedSnapshots, until, type ApiCall } from './helpers.ts';
 
 export const TEST_ADMIN_TOKEN = 'avm_admin_test_token_0123456789abcdefghijkl';
 
@@ -23,6 +24,10 @@ export interface VmTestServer {
   tenant: { tenant_id: string; api_key: string };
   /** The tenant's API, with its key. */
   api: ApiCall;
+  /** A shell line as root in a VM; it must exit 0. Answers its stdout, trimmed. */
+  sh(vmId: string, script: string, timeoutMs?: number): Promise<string>;
+  /** The VM once its status is `status`; a VM that failed (when not waited for) ends the wait at once. */
+  untilStatus(vmId: string, status: string, ms?: number): Promise<any>;
   close(): Promise<void>;
 }
 
@@ -65,7 +70,19 @@ export async function startVmTestServer(
     await admin('PUT', `/v1/admin/tenants/${tenant.tenant_id}/card`, { brand: 'visa', last4: '4242' });
     if (opts.credits) await admin('POST', `/v1/admin/tenants/${tenant.tenant_id}/credits`, { amount_cents: opts.credits });
     if (opts.prewarmed) await server.host.prewarmed;
-    return { dataDir, config, server, admin, tenant, api: apiClient(server.url, tenant.api_key), close };
+    const api = apiClient(server.url, tenant.api_key);
+    const sh = async (vmId: string, script: string, timeoutMs = 30_000) => {
+      const r = await server.host.driver!.exec(vmId, { argv: ['sh', '-c', script] }, timeoutMs);
+      assert.equal(r.exit_code, 0, `${vmId}: ${script}: ${r.stderr}`);
+      return r.stdout.trim();
+    };
+    const untilStatus = (vmId: string, status: string, ms = 5 * 60_000) =>
+      until(`${vmId} ${status}`, async () => {
+        const v = (await api('GET', `/v1/api/vms/${vmId}`)).body;
+        if (v.status === 'failed' && status !== 'failed') throw new Error(`failed: ${v.status_reason}`);
+        return v.status === status ? v : undefined;
+      }, ms);
+    return { dataDir, config, server, admin, tenant, api, sh, untilStatus, close };
   } catch (err) {
     await close();
     throw err;
