@@ -8,7 +8,18 @@ import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { backends, createTestApp, type TestApp } from './helpers.ts';
 import * as imageStore from '../src/store/images.ts';
-import { newId } from '../src/domain/ids.ts';
+import { newId, sha256Hex } from '../src/domain/ids.ts';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { ImageBuilder } from '../src/host/imageBuilder.ts';
+import { QemuDriver } from '../src/vmm/qemu.ts';
+import { BASE_CONFIG } from '../src/domain/images.ts';
+import { configAfter } from '../src/domain/dockerfile.ts';
+import { createLogger } from '../src/log.ts';
+import type { Image } from '../src/image/build.ts';
 
 for (const backend of backends()) {
   describe(`image builds on several hosts, on ${backend.name}`, () => {
@@ -64,6 +75,40 @@ for (const backend of backends()) {
       assert.equal((await status(fromBase)).status, 'building');
       assert.equal((await status(fromBase)).host_id, 'host_b');
       assert.ok(await imageStore.markReady(t.db, fromBase, ready, new Date(), 'host_b'));
+    });
+
+    test('a build queued at any moment of the host\'s loop is taken: right after another ends, while the host tidies its layers', async () => {
+      // Builds of `FROM base` whose one layer (the image's config) is cached: no VM is needed, each takes milliseconds.
+      const dir = await mkdtemp(path.join(os.tmpdir(), 'agentvm-builder-'));
+      const guest = { id: 'img_guest' } as Image;
+      const layer = path.join(dir, 'layers', 'config.qcow2');
+      await promisify(execFile)('mkdir', ['-p', path.dirname(layer)]);
+      await promisify(execFile)('qemu-img', ['create', '-q', '-f', 'qcow2', layer, '1M']);
+      const configKey = sha256Hex(`base:${guest.id}\nCONFIG ${JSON.stringify(configAfter(BASE_CONFIG, []))}`);
+      await imageStore.saveLayer(t.db, 'host_c', configKey, layer, 1, new Date());
+      await t.services.hosts.register({ host_id: 'host_c', name: 'host_c', accel: 'tcg', vcpus_total: 2, memory_mib_total: 4096, disk_gib_total: 40, internal_url: null, image_id: guest.id });
+      const driver = new QemuDriver({ vmsDir: path.join(dir, 'vms'), blankDir: path.join(dir, 'blank'), snapshots: null, qemu: 'qemu-system-x86_64', accel: 'tcg', gateway: null, bootTimeoutMs: 1000 });
+      const builder = new ImageBuilder({
+        db: t.db, clock: t.services.clock, driver, gateway: null, hostId: 'host_c', layersDir: path.dirname(layer), buildDir: path.join(dir, 'builds'),
+        feed: t.services.imageFeed, log: createLogger('error'), image: () => guest,
+      });
+      try {
+        await builder.start();
+        for (let i = 0; i < 8; i++) {
+          const id = await queue();
+          builder.kick(); // as the host does when the feed says a build was queued
+          const deadline = Date.now() + 15_000;
+          let row = await status(id);
+          while (row.status !== 'ready' && Date.now() < deadline) {
+            await new Promise((r) => setImmediate(r));
+            row = await status(id);
+          }
+          assert.equal(row.status, 'ready', `build ${i + 1} of 8: ${row.status} ${row.status_reason ?? ''}`);
+        }
+      } finally {
+        await builder.close();
+        await rm(dir, { recursive: true, force: true });
+      }
     });
   });
 }

@@ -117,15 +117,17 @@ export class ImageBuilder {
     this.kick();
   }
 
-  /** A build may be queued: take queued builds one at a time until none is left. */
+  /**
+   * A build may be queued: take queued builds one at a time until none is left. A kick while the loop
+   * runs (a build, or the layer collection after the last) makes it look again before it ends, and a
+   * kick between its last look and its end starts it anew: a queued build is never left waiting.
+   */
   kick(): void {
     if (this.closed || !this.swept || !this.o.image()) return;
-    if (this.running) {
-      this.again = true;
-      return;
-    }
+    this.again = true;
+    if (this.running) return;
     this.running = (async () => {
-      do {
+      while (this.again && !this.closed) {
         this.again = false;
         for (;;) {
           if (this.closed) return;
@@ -134,12 +136,15 @@ export class ImageBuilder {
           if (!row) break;
           await this.build(row).catch((err) => this.o.log.error({ err, image_id: row.image_id }, 'image build failed'));
         }
-      } while (this.again);
-      // Between builds, never beside one: layers nothing needs any more go.
-      await this.collect();
+        // Between builds, never beside one: layers nothing needs any more go.
+        await this.collect();
+      }
     })()
       .catch((err) => this.o.log.error({ err }, 'taking queued image builds failed'))
-      .finally(() => (this.running = null));
+      .finally(() => {
+        this.running = null;
+        if (this.again) this.kick();
+      });
   }
 
   async close(): Promise<void> {
