@@ -17,6 +17,7 @@ import path from 'node:path';
 import { ImageBuilder } from '../src/host/imageBuilder.ts';
 import { QemuDriver } from '../src/vmm/qemu.ts';
 import { BASE_CONFIG } from '../src/domain/images.ts';
+import { ImageFeed } from '../src/feeds/feed.ts';
 import { configAfter } from '../src/domain/dockerfile.ts';
 import { createLogger } from '../src/log.ts';
 import type { Image } from '../src/image/build.ts';
@@ -88,9 +89,10 @@ for (const backend of backends()) {
       await imageStore.saveLayer(t.db, 'host_c', configKey, layer, 1, new Date());
       await t.services.hosts.register({ host_id: 'host_c', name: 'host_c', accel: 'tcg', vcpus_total: 2, memory_mib_total: 4096, disk_gib_total: 40, internal_url: null, image_id: guest.id });
       const driver = new QemuDriver({ vmsDir: path.join(dir, 'vms'), blankDir: path.join(dir, 'blank'), snapshots: null, qemu: 'qemu-system-x86_64', accel: 'tcg', gateway: null, bootTimeoutMs: 1000 });
+      const feed = new ImageFeed(t.db);
       const builder = new ImageBuilder({
         db: t.db, clock: t.services.clock, driver, gateway: null, hostId: 'host_c', layersDir: path.dirname(layer), buildDir: path.join(dir, 'builds'),
-        feed: t.services.imageFeed, log: createLogger('error'), image: () => guest,
+        feed, log: createLogger('error'), image: () => guest,
       });
       try {
         await builder.start();
@@ -107,6 +109,7 @@ for (const backend of backends()) {
         }
       } finally {
         await builder.close();
+        await feed.close();
         await rm(dir, { recursive: true, force: true });
       }
     });
