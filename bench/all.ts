@@ -27,6 +27,7 @@ const BENCHES = [
   { id: 'egress', file: 'egress.bench.ts', what: 'the egress gateway: added latency and MiB/s from inside a VM vs the host' },
   { id: 'webhooks', file: 'webhooks.bench.ts', what: 'event → first webhook attempt; whoami with 1,000 deliveries queued to a dead receiver' },
   { id: 'files', file: 'files.bench.ts', what: "shells and files: 100 MiB in and out vs the bare data port; keystroke echo vs an agent ping" },
+  { id: 'e2b', file: 'e2b.bench.ts', what: "E2B's SDK: Sandbox.create → first command vs create → running → run; commands.run vs POST /run" },
   { id: 'previews', file: 'previews.bench.ts', what: 'preview URLs: a page and an SSE event vs the same in the guest; 50 MiB vs the bare data port; a wake vs a start' },
 ];
 const only = process.argv.slice(2);

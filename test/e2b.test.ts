@@ -12,6 +12,7 @@ import assert from 'node:assert/strict';
 import { Sandbox, CommandExitError } from 'e2b';
 import type { RunningServer } from '../src/server.ts';
 import { apiClient, until } from './helpers.ts';
+import { GuestProcess } from '../src/e2b/guestProcess.ts';
 import { startVmTestServer, type VmTestServer } from './vmServer.ts';
 
 const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;
@@ -104,6 +105,34 @@ describe("E2B's SDK against agentvm", { skip }, () => {
     });
     assert.equal((await sandbox.commands.run('pwd', { cwd: '/tmp' })).stdout, '/tmp\n');
     assert.equal((await sandbox.commands.run('pwd; readlink -f .')).stdout, '/home/user\n/persist/workspace\n');
+    const root = await sandbox.commands.run('id -un; echo "$HOME $GREETING"; echo "$HTTPS_PROXY" | grep -c .', { user: 'root' });
+    assert.equal(root.stdout, 'root\n/root hi there\n1\n', 'root, with the environment a process of the user has (the egress proxy too)');
+    await assert.rejects(sandbox.commands.run('true', { cwd: '/no/such/dir' }), (err: unknown) => {
+      assert.ok(err instanceof CommandExitError, String(err));
+      assert.equal(err.exitCode, 1);
+      assert.match(err.stderr, /cwd \/no\/such\/dir: No such file or directory/);
+      return true;
+    });
+  });
+
+  test("a guest older than protocol 7 (a VM of an earlier image): the same process through a login shell and the Perl framer", async () => {
+    const vmId = (await t.api('GET', '/v1/api/vms')).body.data[0].vm_id;
+    // The shell a guest of an earlier protocol opens when asked for a process: a login shell, not framed.
+    const shell = await server.host.guest!.openShell(vmId, { cols: 80, rows: 24, env: {} });
+    assert.equal(shell.framed, false);
+    const proc = new GuestProcess(shell, { argv: ['/bin/sh', '-c', 'read line; echo "got $line"; echo "$OWN" >&2; exit 4'], env: { OWN: 'mine' }, cwd: '/tmp', root: false, stdin: true, pty: null });
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    proc.on('stdout', (b: Buffer) => out.push(b));
+    proc.on('stderr', (b: Buffer) => err.push(b));
+    const ended = new Promise<{ exitCode: number }>((resolve) => proc.once('end', resolve));
+    await proc.start();
+    assert.ok(proc.pid > 0);
+    await proc.sendStdin(Buffer.from('a line\n'));
+    await proc.closeStdin();
+    assert.equal((await ended).exitCode, 4);
+    assert.equal(Buffer.concat(out).toString(), 'got a line\n');
+    assert.equal(Buffer.concat(err).toString(), 'mine\n');
   });
 
   test('a background command: stdin, list, kill', async () => {

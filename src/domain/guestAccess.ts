@@ -8,7 +8,7 @@ import type { Clock } from './clock.ts';
 import type { Db } from '../store/db.ts';
 import { DomainError, invalid } from './errors.ts';
 import type { VmService, VmRow } from './vms.ts';
-import { filesPath, type DirEntry } from '../wire/protocol.ts';
+import { filesPath, type DirEntry, type ProcessOpen } from '../wire/protocol.ts';
 import { shellEnvironment } from '../harness/invoke.ts';
 import * as ticketStore from '../store/shellTickets.ts';
 import { shellLeaseId, StreamLease, takeStreamLease } from './limits.ts';
@@ -33,12 +33,16 @@ export interface GuestShell {
   /** Hangs up: every process of the shell's session ends. */
   close(): void;
   readonly ended: Promise<ShellEnd>;
+  /** The guest started ShellOptions.process itself: the stream carries its frames, not a terminal. */
+  readonly framed?: boolean;
 }
 
 export interface ShellOptions {
   cols: number;
   rows: number;
   env: Record<string, string>;
+  /** A program in place of the login shell, where the guest can (protocol.ts ProcessOpen). */
+  process?: ProcessOpen;
 }
 
 export type GuestRead =

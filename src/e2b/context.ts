@@ -3,6 +3,7 @@
  */
 import { Code, ConnectError, createContextKey, type HandlerContext } from '@connectrpc/connect';
 import type { GuestShell } from '../domain/guestAccess.ts';
+import type { ProcessOpen } from '../wire/protocol.ts';
 
 export interface SandboxContext {
   vmId: string;
@@ -11,8 +12,8 @@ export interface SandboxContext {
   user: string;
   /** The sandbox's envs (E2B's `envVars` at create), under each process's own. */
   envVars: Record<string, string>;
-  /** A terminal in the guest, with the run environment of the VM's harness. */
-  openShell(size: { cols: number; rows: number }): Promise<GuestShell>;
+  /** A terminal in the guest, with the run environment of the VM's harness; or `process` in its place, where the guest can. */
+  openShell(size: { cols: number; rows: number }, process?: ProcessOpen): Promise<GuestShell>;
 }
 
 export const SANDBOX = createContextKey<SandboxContext | null>(null, { description: 'the E2B sandbox of the request' });

@@ -1,18 +1,21 @@
 /**
- * A process in a guest for E2B's process service, on the guest agent's terminal (a shell stream of the
- * VM's data port): the host types one line into the login shell that turns the terminal raw and starts
- * a small Perl program (perl-base is in every Debian root), sends it the program, and from then on the
- * terminal carries frames both ways. The program forks the command with pipes for stdin, stdout and
- * stderr (so they stay apart, byte for byte) in a process group of its own, and frames what the pipes
- * give: `P` the pid, `O` stdout, `E` stderr, `X` the wait status. The host frames `D` stdin bytes,
- * `C` the end of stdin and `K` a signal for the group. A frame is its letter, 8 hex digits of length,
- * and the bytes (a `K` frame has the signal's number in place of a length, and no bytes).
+ * A process in a guest for E2B's process service, on a stream of the VM's data port. A guest of
+ * protocol 7 on starts the program itself (guest/process.ts) and the stream carries its frames from
+ * the start. An older guest gets a terminal with a login shell: the host types one line that turns the
+ * terminal raw and starts a small Perl program (perl-base is in every Debian root), sends it the
+ * program, and from then on the terminal carries the same frames both ways. Either forks the command
+ * with pipes for stdin, stdout and stderr (so they stay apart, byte for byte) in a process group of
+ * its own, and frames what the pipes give: `P` the pid, `O` stdout, `E` stderr, `X` the wait status.
+ * The host frames `D` stdin bytes, `C` the end of stdin and `K` a signal for the group. A frame is its
+ * letter, 8 hex digits of length, and the bytes (a `K` frame has the signal's number in place of a
+ * length, and no bytes).
  *
  * A PTY process (E2B's `pty.create`) is the terminal itself: the line starts the command in it, and
  * the bytes pass as they are.
  */
 import { EventEmitter } from 'node:events';
 import type { GuestShell } from '../domain/guestAccess.ts';
+import type { ProcessOpen } from '../wire/protocol.ts';
 
 /** Marks where the program's frames (or a PTY's own bytes) start; the echo of the typed line never holds it. */
 const START = Buffer.from('\x1eAVMSTART');
@@ -22,13 +25,19 @@ export interface ProcessSpec {
   argv: string[];
   env: Record<string, string>;
   cwd: string | null;
-  /** Runs through passwordless sudo as root. */
+  /** As root (the guest starts it so; an older guest through passwordless sudo). */
   root: boolean;
   stdin: boolean;
   pty: { cols: number; rows: number } | null;
 }
 
 export type ProcessExit = { exitCode: number; signal: string | null; error: string | null };
+
+/** What the guest's agent is asked to start itself, where it can (a plain process, never a PTY's). */
+export function processOpen(spec: ProcessSpec): ProcessOpen | undefined {
+  if (spec.pty) return undefined;
+  return { argv: spec.argv, env: spec.env, cwd: spec.cwd, root: spec.root, stdin: spec.stdin };
+}
 
 const hex = (s: string) => Buffer.from(s, 'utf8').toString('hex');
 const perlString = (s: string) => `pack('H*','${hex(s)}')`;
@@ -117,6 +126,8 @@ export class GuestProcess extends EventEmitter {
     readonly spec: ProcessSpec,
   ) {
     super();
+    // The guest started the program itself (protocol 7 on): its frames come first, nothing is typed.
+    this.started = shell.framed === true;
     let resolveReady!: () => void;
     let rejectReady!: (e: Error) => void;
     this.ready = new Promise((res, rej) => ((resolveReady = res), (rejectReady = rej)));
@@ -136,6 +147,7 @@ export class GuestProcess extends EventEmitter {
   /** Types the boot line (and, for a plain process, its program); resolves once the guest has the pid. */
   async start(): Promise<void> {
     const s = this.spec;
+    if (this.shell.framed) return this.ready;
     if (s.pty) {
       const env = Object.entries(s.env).map(([k, v]) => shellQuote(`${k}=${v}`)).join(' ');
       const cd = s.cwd ? `cd ${shellQuote(s.cwd)} && ` : 'cd /home/user 2>/dev/null; ';

@@ -7,7 +7,7 @@
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from '@connectrpc/connect';
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { Process, type ProcessEventSchema, type ProcessSelector, Signal } from './gen/process_pb.ts';
-import { GuestProcess, type ProcessExit, type ProcessSpec } from './guestProcess.ts';
+import { GuestProcess, processOpen, type ProcessExit, type ProcessSpec } from './guestProcess.ts';
 import { sandboxOf, type SandboxContext } from './context.ts';
 
 type Event = MessageInitShape<typeof ProcessEventSchema>;
@@ -110,7 +110,7 @@ export function processService(): ServiceImpl<typeof Process> {
         stdin: req.stdin ?? true,
         pty: req.pty ? { cols: req.pty.size?.cols || 80, rows: req.pty.size?.rows || 24 } : null,
       };
-      const shell = await sb.openShell(spec.pty ?? { cols: 80, rows: 24 });
+      const shell = await sb.openShell(spec.pty ?? { cols: 80, rows: 24 }, processOpen(spec));
       const proc = new GuestProcess(shell, spec);
       try {
         await proc.start();

@@ -112,7 +112,7 @@ export function sandboxPlane(services: Services, guest: GuestAccess | null, log:
       tenantId: vm.tenant_id,
       user,
       envVars,
-      openShell: (size) => guest.openShell(vm.vm_id, { ...size, env: shellEnvironment(vm.harness, vm.brokered_secret_names) }),
+      openShell: (size, process) => guest.openShell(vm.vm_id, { ...size, env: shellEnvironment(vm.harness, vm.brokered_secret_names), process }),
     };
   }
 

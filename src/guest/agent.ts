@@ -15,6 +15,7 @@ import { scrubTree } from './scrub.ts';
 import { ASSUME_PERL } from './assume.ts';
 import { GuestRuns } from './runs.ts';
 import { openShell } from './shell.ts';
+import { openProcess } from './process.ts';
 import { readFile as readVmFile, writeFile as writeVmFile } from './files.ts';
 import { dataPort, dataSync, findPort, rawSink, rawSinkDone, rawSource } from './dataPort.ts';
 import { egressAttach, egressRefuse, startEgressListener, type EgressAttachArgs } from './egress.ts';
@@ -258,8 +259,11 @@ async function handle(req: AgentRequest): Promise<unknown> {
       return runs.cancel((req.args as { run_id: string }).run_id);
     case 'secrets':
       return setSecrets(req.args as SecretsArgs);
-    case 'shell_open':
-      return openShell(req.args as ShellOpenArgs, await shellEnvironment((req.args as ShellOpenArgs)?.env));
+    case 'shell_open': {
+      const args = req.args as ShellOpenArgs;
+      const env = await shellEnvironment(args?.env);
+      return args?.process ? openProcess(args, env) : openShell(args, env);
+    }
     case 'file_read':
       return readVmFile(req.args as FileReadArgs);
     case 'file_write':

@@ -38,6 +38,7 @@ export class StreamShell implements GuestShell {
   readonly ended: Promise<ShellEnd>;
   private sink: ((chunk: Buffer, done: () => void) => void) | null = null;
   private early: Buffer[] = [];
+  framed = false;
 
   constructor(private readonly stream: MuxStream) {
     stream.on('data', (chunk: Buffer) => {
@@ -198,7 +199,10 @@ export class LocalGuestAccess implements GuestAccess {
   async openShell(vmId: string, opts: ShellOptions): Promise<GuestShell> {
     const stream = await this.stream(vmId);
     const shell = new StreamShell(stream);
-    await this.open(vmId, stream, 'shell_open', { cols: opts.cols, rows: opts.rows, env: opts.env });
+    // A program in place of the shell, where the guest's agent can start one (protocol 7 on).
+    const process = opts.process && (this.driver.facts(vmId)?.protocol ?? 0) >= 7 ? opts.process : undefined;
+    const r = await this.open<{ framed?: boolean }>(vmId, stream, 'shell_open', { cols: opts.cols, rows: opts.rows, env: opts.env, ...(process ? { process } : {}) });
+    shell.framed = process !== undefined && r?.framed === true;
     return shell;
   }
 

@@ -14,7 +14,7 @@ export const ROOT_SERIAL = 'root';
  */
 export const UPPER_MODEL = 'agentvm-root';
 export const PERSIST_MODEL = 'agentvm-persist';
-export const AGENT_PROTOCOL_VERSION = 6;
+export const AGENT_PROTOCOL_VERSION = 7;
 /**
  * From this protocol on, the assume program stays after its answer, blocked on its port, and sets a
  * resumed VM's clock from a line `sec=… nsec=…` (answered `clock=ok`, `end`); before it, the agent's
@@ -304,6 +304,28 @@ export interface ShellOpenArgs {
   rows: number;
   /** Variables beyond the terminal's own: the egress proxy and brokered placeholders, as runs have. */
   env: Record<string, string>;
+  /**
+   * Not a login shell but this program, started by the agent with pipes for stdin, stdout and stderr
+   * and framed on the stream (guest/process.ts; protocol 7 on). Older agents ignore it.
+   */
+  process?: ProcessOpen;
+}
+
+/**
+ * A program on a stream, its output framed: `P` its pid, `O` stdout, `E` stderr, `X` its wait status,
+ * each a letter, 8 hex digits of length and the bytes; the host sends `D` stdin bytes, `C` the end of
+ * stdin and `K` a signal for its process group (the number in place of a length, no bytes).
+ */
+export interface ProcessOpen {
+  argv: string[];
+  /** Over the shell's environment. */
+  env: Record<string, string>;
+  /** Where it starts; null: /home/user when there is one, else the shell's directory. */
+  cwd: string | null;
+  /** As root (else as the shell's user). */
+  root: boolean;
+  /** Keeps its stdin open for `D` frames (else it reads an empty stdin). */
+  stdin: boolean;
 }
 
 /** `file_read`: a directory's entries in the answer, or a file's size in the answer and its bytes on `stream`. */
