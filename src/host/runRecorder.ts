@@ -57,7 +57,12 @@ interface RunTrack {
   noted: Record<RunStream, boolean>;
   /** Characters in `heard`. */
   heardChars: number;
+  /** When the guest last said something of the run (or was asked). */
+  heardAt: number;
 }
+
+/** A running run the guest says nothing of for this long is asked for (run_sync) on the next sweep. */
+const QUIET_RESYNC_MS = 30_000;
 
 /** The guest's note at the end of a stream that passed its cap. */
 const NOTE = /^\n\[agentvm: output truncated: \d+ more bytes were not kept\]\n$/;
@@ -169,8 +174,9 @@ export class RunRecorder {
   private async dispatch(run: RunWork): Promise<boolean> {
     const track = this.track(run.run_id, run.vm_id, run.last_seq, run.max_output_bytes);
     const args: RunStartArgs = { run_id: run.run_id, argv: run.argv, env: run.env, timeout_ms: run.timeout_ms, max_output_bytes: run.max_output_bytes };
+    let answer: { started?: boolean } | undefined;
     try {
-      await this.o.driver.request(run.vm_id, 'run_start', args, 30_000);
+      answer = await this.o.driver.request<{ started?: boolean }>(run.vm_id, 'run_start', args, 30_000);
     } catch (err) {
       this.tracks.delete(run.run_id);
       // The guest is not answering: the next look decides (the VM may be stopping).
@@ -184,13 +190,25 @@ export class RunRecorder {
       return false;
     }
     void this.o.feed.publish({ run_id: run.run_id }).catch(() => undefined);
+    // The guest had it already (a process before this one sent the start and died before marking it
+    // running): what it printed, and its end, went to that process. Asked for now.
+    if (answer?.started === false) track.resync = true;
     this.flush(track);
     return true;
   }
 
   /** Follows a running run this process is not yet following: what the guest has comes first. */
   private follow(run: RunWork): void {
-    if (this.tracks.has(run.run_id)) return;
+    const known = this.tracks.get(run.run_id);
+    if (known) {
+      // Silent a while: the guest is asked what it has (a notification lost on the way costs no more than this).
+      if (!known.busy && Date.now() - known.heardAt > QUIET_RESYNC_MS) {
+        known.heardAt = Date.now();
+        known.resync = true;
+        this.flush(known);
+      }
+      return;
+    }
     const track = this.track(run.run_id, run.vm_id, run.last_seq, run.max_output_bytes);
     track.resync = true;
     this.flush(track);
@@ -213,6 +231,7 @@ export class RunRecorder {
         cut: { stdout: 0, stderr: 0 },
         noted: { stdout: false, stderr: false },
         heardChars: 0,
+        heardAt: Date.now(),
       };
       this.tracks.set(runId, t);
     }
@@ -226,6 +245,7 @@ export class RunRecorder {
       if (msg.event === 'run_output' || msg.event === 'run_end') this.kick(vmId);
       return;
     }
+    t.heardAt = Date.now();
     if (msg.event === 'run_output') {
       const e = msg as unknown as RunOutputEvent;
       if (!Number.isInteger(e.seq) || (e.stream !== 'stdout' && e.stream !== 'stderr') || typeof e.text !== 'string') return;
@@ -370,15 +390,7 @@ export class RunRecorder {
   private async lose(run: { run_id: string; vm_id: string }, reason: string): Promise<void> {
     this.tracks.delete(run.run_id);
     const now = this.o.clock.now();
-    const ended = await this.finish(run.run_id, {
-      status: 'lost',
-      exit_code: null,
-      timed_out: false,
-      duration_ms: null,
-      first_output_ms: null,
-      status_reason: reason,
-      finished_at: now,
-    });
+    const ended = await this.finish(run.run_id, { status: 'lost', exit_code: null, timed_out: false, duration_ms: null, first_output_ms: null, status_reason: reason, finished_at: now });
     if (ended) {
       this.o.log.info({ run_id: run.run_id, vm_id: run.vm_id, reason }, 'run lost');
       await this.o.feed.publish({ run_id: run.run_id, finished: true });
