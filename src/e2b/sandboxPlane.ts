@@ -144,8 +144,9 @@ export function sandboxPlane(services: Services, guest: GuestAccess | null, log:
 
   return {
     async prepare(tenantId, vmId) {
-      const sb = await contextOf(tenantId, vmId, 'user', {});
-      const r = await collect(sb, ['sh', '-c', `[ -e ${E2B_HOME} ] || sudo -n ln -s ${WORKSPACE} ${E2B_HOME}`]);
+      // As root: the guest starts it so (an older guest through sudo, which costs a PAM session under emulation).
+      const sb = await contextOf(tenantId, vmId, 'root', {});
+      const r = await collect(sb, ['sh', '-c', `[ -e ${E2B_HOME} ] || ln -s ${WORKSPACE} ${E2B_HOME}`]);
       if (r.exitCode !== 0) log.warn({ vm_id: vmId, err: r.stderr.trim() }, `e2b sandbox: ${E2B_HOME} could not be made`);
     },
     handle(req, res) {
