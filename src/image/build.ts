@@ -14,7 +14,7 @@ import { EGRESS_GATEWAY_URL, GUEST_AWK } from '../wire/protocol.ts';
 import { buildHarnesses, buildNpm, harnessesKey, npmKey } from './harnesses.ts';
 import { buildInitramfs, buildKernel, GUEST_MODULES, resolveKernelPackage, type KernelPackage } from './kernel.ts';
 import { BUILDER_VERSION, done, runTool, sha256, type Progress } from './step.ts';
-import { configureWorkstation, DPKG_QUERY_ARGS, NPM_PACKAGE, parseDpkgQuery, proxyFiles, ROOT_PACKAGES, workstationInputs, type PackageVersion } from './workstation.ts';
+import { configureWorkstation, DPKG_QUERY_ARGS, loginFiles, NPM_PACKAGE, parseDpkgQuery, proxyFiles, ROOT_PACKAGES, workstationInputs, type PackageVersion } from './workstation.ts';
 
 /** Debian 13: its Node 20 runs gemini-cli, which Debian 12's Node 18 cannot. */
 const SUITE = 'trixie';
@@ -117,7 +117,7 @@ function rootfsBaseKey(i: Inputs): string {
 }
 
 function imageIdOf(i: Inputs): string {
-  return sha256(String(BUILDER_VERSION), harnessesKey(), npmKey(), i.kernel.name, i.kernel.version, rootfsBaseKey(i), i.agentBundle, i.initScript, ...i.diagnostics, GUEST_MODULES.join(','), ROOTFS_SIZE, `${IDENTITY_DIR}:${IDENTITY_FILES.join(',')}`, GUEST_AWK, JSON.stringify(proxyFiles(EGRESS_GATEWAY_URL))).slice(0, 20);
+  return sha256(String(BUILDER_VERSION), harnessesKey(), npmKey(), i.kernel.name, i.kernel.version, rootfsBaseKey(i), i.agentBundle, i.initScript, ...i.diagnostics, GUEST_MODULES.join(','), ROOTFS_SIZE, `${IDENTITY_DIR}:${IDENTITY_FILES.join(',')}`, GUEST_AWK, JSON.stringify([...proxyFiles(EGRESS_GATEWAY_URL), ...loginFiles()])).slice(0, 20);
 }
 
 /** The id the current inputs make, whether or not it is built. */
@@ -235,7 +235,7 @@ async function build(imageDir: string, i: Inputs, id: string, progress: Progress
   await mkdir(path.join(staging, 'persist'), { recursive: true });
   await writeFile(path.join(staging, 'opt/agentvm/agent.mjs'), i.agentBundle);
   await writeFile(path.join(staging, 'etc/agentvm-image'), `${id}\n`);
-  for (const f of proxyFiles(EGRESS_GATEWAY_URL)) {
+  for (const f of [...proxyFiles(EGRESS_GATEWAY_URL), ...loginFiles()]) {
     await writeFile(path.join(staging, f.path), f.text);
     await chmod(path.join(staging, f.path), f.mode);
   }

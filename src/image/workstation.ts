@@ -78,6 +78,57 @@ export function proxyFiles(gatewayUrl: string): Array<{ path: string; text: stri
   ];
 }
 
+/**
+ * /etc/profile for login shells (E2B's SDK runs every command as `bash -l -c`; the console's shells are
+ * logins): Debian's, but with no program started by the profile itself. Debian's runs `id -u` and
+ * `run-parts` for each login, which under emulation cost about 100 ms of a 215 ms `bash -l -c true`.
+ * bash knows its uid (EUID); sh (dash) asks `id`; profile.d's scripts are found by a glob.
+ */
+export const LOGIN_PROFILE = `# /etc/profile: for login shells (sh, bash). agentvm's (the image builder wrote it): Debian's,
+# without a program started for each login.
+_avm_uid=\${EUID:-\$(id -u)}
+if [ "\$_avm_uid" -eq 0 ]; then
+  PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+else
+  PATH="/usr/local/bin:/usr/bin:/bin:/usr/local/games:/usr/games"
+fi
+export PATH
+
+if [ "\${PS1-}" ]; then
+  if [ "\${BASH-}" ] && [ "\$BASH" != "/bin/sh" ]; then
+    if [ -f /etc/bash.bashrc ]; then
+      . /etc/bash.bashrc
+    fi
+  else
+    if [ "\$_avm_uid" -eq 0 ]; then
+      PS1='# '
+    else
+      PS1='\$ '
+    fi
+  fi
+fi
+unset _avm_uid
+
+for i in /etc/profile.d/*.sh; do
+  if [ -r "\$i" ]; then
+    . "\$i"
+  fi
+done
+unset i
+`;
+
+/**
+ * Files of the image's last stage beside the proxy's: the login profile, and apt told to keep a changed
+ * configuration file (as that profile, a conffile of base-files) without asking, as an unattended
+ * upgrade or an image build's `RUN apt-get upgrade` must.
+ */
+export function loginFiles(): Array<{ path: string; text: string; mode: number }> {
+  return [
+    { path: 'etc/profile', text: LOGIN_PROFILE, mode: 0o644 },
+    { path: 'etc/apt/apt.conf.d/81agentvm-conffiles', text: '// agentvm: keep changed configuration files without asking (the image builder wrote this).\nDpkg::Options { "--force-confdef"; "--force-confold"; };\n', mode: 0o644 },
+  ];
+}
+
 /** The text of everything this module writes into a root: part of the root's cache key. */
 export function workstationInputs(user: string, suite: string): string {
   return [ROOT_PACKAGES.join(','), DPKG_EXCLUDES, SUDOERS(user), APT_SOURCES(suite), TRIM.join(',')].join('\0');
