@@ -91,6 +91,14 @@ describe("E2B's SDK against agentvm", { skip }, () => {
     assert.equal(await sandbox.isRunning(), true);
   });
 
+  test("a sandbox's ports are public, as E2B's allowPublicTraffic (its default) makes them", async () => {
+    const vms = (await t.api('GET', '/v1/api/vms')).body.data;
+    const target = (vmId: string) => ({ vm_id: vmId, tenant_id: t.tenant.tenant_id, status: 'running', desired_state: 'running', auto_resume: false });
+    const none = { bearer: null, token: null };
+    assert.equal(await server.services.previews.allowed(target(vms[0].vm_id), 8000, none), true);
+    assert.equal(await server.services.previews.allPortsPublic(vms[0].vm_id), true);
+  });
+
   test('commands.run: stdout and stderr apart, the exit code, the sandbox envs and the command envs', async () => {
     const ok = await sandbox.commands.run('echo "$GREETING"; echo "$OWN" >&2', { envs: { OWN: 'mine' } });
     assert.equal(ok.exitCode, 0);
@@ -164,8 +172,14 @@ describe("E2B's SDK against agentvm", { skip }, () => {
     assert.equal(await sandbox.files.read('e2b-dir/sub/b.txt'), 'first file');
     await sandbox.files.remove('e2b-dir');
     assert.equal(await sandbox.files.exists('e2b-dir'), false);
+    await sandbox.files.remove('e2b-dir', {}); // gone already: E2B's remove of nothing is no error
     await sandbox.files.write('/tmp/e2b-outside.txt', 'not on the persist disk');
     assert.equal(await sandbox.files.read('/tmp/e2b-outside.txt'), 'not on the persist disk');
+    // Where only root may write, as E2B's envd: root writes, the user gets the file and the directories made.
+    await sandbox.files.write('/e2b-top/sub/f.txt', 'at the top');
+    assert.equal((await sandbox.commands.run('stat -c %U /e2b-top /e2b-top/sub /e2b-top/sub/f.txt; cat /e2b-top/sub/f.txt')).stdout, 'agent\nagent\nagent\nat the top');
+    await sandbox.commands.run('ln -s f.txt /e2b-top/sub/link.txt');
+    assert.equal((await sandbox.files.getInfo('/e2b-top/sub/link.txt')).symlinkTarget, '/e2b-top/sub/f.txt', 'a relative link, answered whole');
     await assert.rejects(sandbox.files.read('no-such-file.txt'), /not exist|not found/i);
   });
 
@@ -215,6 +229,43 @@ describe("E2B's SDK against agentvm", { skip }, () => {
     assert.equal(move.status, 400, JSON.stringify(move.body));
     assert.equal(move.body.code, 'invalid_argument');
     assert.equal(await sandbox.files.read(marker), 'stays', 'the malformed message moved nothing');
+  });
+
+  test("snapshots and forks: createSnapshot, listSnapshots by sandbox and by name, Sandbox.create from one (its files and a process's memory), fork, deleteSnapshot", async () => {
+    await sandbox.files.write('/home/user/snap.txt', 'kept in the snapshot');
+    await sandbox.commands.run('sleep 3600', { background: true });
+    const snap = await sandbox.createSnapshot({ name: 'e2b-snap' });
+    assert.match(snap.snapshotId, /^snap_/);
+    assert.deepEqual(snap.names, ['e2b-snap']);
+    assert.ok((await sandbox.listSnapshots().nextItems()).some((s) => s.snapshotId === snap.snapshotId));
+    assert.deepEqual((await Sandbox.listSnapshots({ name: 'e2b-snap' }).nextItems()).map((s) => s.snapshotId), [snap.snapshotId]);
+    assert.deepEqual(await Sandbox.listSnapshots({ name: 'no-such-snapshot' }).nextItems(), []);
+    const child = await Sandbox.create(snap.snapshotId, { requestTimeoutMs: 600_000 });
+    try {
+      assert.notEqual(child.sandboxId, sandbox.sandboxId);
+      assert.equal(await child.files.read('/home/user/snap.txt'), 'kept in the snapshot');
+      assert.equal((await child.commands.run('pgrep -xc sleep')).stdout, '1\n', 'the background process came along in memory');
+      await child.files.write('/home/user/snap.txt', 'changed in the child');
+      assert.equal(await sandbox.files.read('/home/user/snap.txt'), 'kept in the snapshot', 'the sandboxes are apart');
+    } finally {
+      await child.kill();
+    }
+    // A fork: a snapshot of its own, started once, gone after.
+    const forks = await sandbox.fork({ requestTimeoutMs: 600_000 });
+    assert.equal(forks.length, 1);
+    const fork = forks[0];
+    assert.ok(fork instanceof Sandbox, String(fork));
+    try {
+      assert.equal(await fork.files.read('/home/user/snap.txt'), 'kept in the snapshot');
+      assert.ok(await sandbox.isRunning(), 'the forked sandbox runs on');
+    } finally {
+      await fork.kill();
+    }
+    assert.deepEqual((await sandbox.listSnapshots().nextItems()).map((s) => s.snapshotId), [snap.snapshotId], "the fork's own snapshot is gone");
+    assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), true);
+    assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), false);
+    assert.equal((await call('DELETE', '/e2b/templates/base', { key: e2bKey })).status, 404, 'only snapshots are deleted as templates');
+    await assert.rejects(Sandbox.create('snap_NoSuchSnapshot'), /not found/);
   });
 
   test('setTimeout moves the end; kill destroys the sandbox (and its VM)', async () => {

@@ -845,7 +845,7 @@ export interface paths {
         get?: never;
         /**
          * Make a VM's port public or private (extension)
-         * @description A public port answers its preview URL without a credential; ports are private by default. Nothing need listen on it yet.
+         * @description A public port answers its preview URL without a credential; ports are private by default. Nothing need listen on it yet. A sandbox made through E2B's API has every port public (its allowPublicTraffic); making one private ends that rule: the ports listening then stay public one by one.
          */
         put: operations["setVMPort"];
         post?: never;

@@ -126,7 +126,7 @@ export class PreviewService {
 
   /** Whether a request with these credentials may reach `port` of the VM. */
   async allowed(t: store.PreviewTarget, port: number, creds: PreviewCredentials): Promise<boolean> {
-    if ((await store.publicPorts(this.db, t.vm_id)).includes(port)) return true;
+    if (await store.isPublic(this.db, t.vm_id, port)) return true;
     if (creds.bearer) {
       const p = await this.keys.authenticate(creds.bearer);
       if (p && p.tenantId === t.tenant_id) return true;
@@ -140,7 +140,7 @@ export class PreviewService {
    * looked at; a preview token, or an API key, that fails counts against it (an app's own Bearer does not).
    */
   async admit(t: store.PreviewTarget, port: number, creds: PreviewCredentials, throttle: FailureThrottle, address: string | null): Promise<void> {
-    if ((await store.publicPorts(this.db, t.vm_id)).includes(port)) return;
+    if (await store.isPublic(this.db, t.vm_id, port)) return;
     throttle.check(address);
     if (await this.allowed(t, port, creds)) return;
     if (creds.token !== null || creds.bearer?.startsWith(API_KEY_PREFIX)) throttle.fail(address);
@@ -192,18 +192,33 @@ export class PreviewService {
     const vm = await this.vms.get(tenantId, vmId);
     if (vm.status !== 'running') throw new DomainError('vm_not_running', `VM ${vmId} is ${vm.status}`, 'start the VM and wait until it is running');
     if (!this.ports) throw new DomainError('unavailable', 'the ports of a VM are listed by the server that hosts it', 'try again later', { 'Retry-After': '30' });
-    const [listening, pub] = await Promise.all([this.ports.list(vmId), store.publicPorts(this.db, vmId)]);
-    return listening.map((l) => ({ port: l.port, process: l.process, public: pub.includes(l.port), url: this.url(vmId, l.port) }));
+    const [listening, pub, all] = await Promise.all([this.ports.list(vmId), store.publicPorts(this.db, vmId), store.allPublic(this.db, vmId)]);
+    return listening.map((l) => ({ port: l.port, process: l.process, public: all || pub.includes(l.port), url: this.url(vmId, l.port) }));
   }
 
   /** `setVMPort`: a port public (no credential needed) or private again. */
   async setPublic(tenantId: string, vmId: string, portText: string | number, on: boolean): Promise<PortInfo> {
     await this.vms.get(tenantId, vmId);
     const port = checkedPort(portText);
+    // A port made private on a VM whose every port was public (an E2B sandbox's): the others stay public one by one.
+    if (!on && (await store.allPublic(this.db, vmId))) {
+      const listening = this.ports ? await this.ports.list(vmId).catch(() => []) : [];
+      for (const l of listening) if (l.port !== port) await store.setPublic(this.db, vmId, l.port, true, this.clock.now());
+      await store.setAllPublic(this.db, vmId, false);
+    }
     await store.setPublic(this.db, vmId, port, on, this.clock.now());
     let process: string | null = null;
     if (this.ports) process = (await this.ports.list(vmId).catch(() => [])).find((l) => l.port === port)?.process ?? null;
     return { port, process, public: on, url: this.url(vmId, port) };
+  }
+
+  /** Every port of the VM public, or not (an E2B sandbox's allowPublicTraffic, decisions section 17). */
+  setAllPortsPublic(vmId: string, on: boolean): Promise<void> {
+    return store.setAllPublic(this.db, vmId, on);
+  }
+
+  allPortsPublic(vmId: string): Promise<boolean> {
+    return store.allPublic(this.db, vmId);
   }
 
   /** `rotatePreviewToken`: a new token; the old one no longer works. */

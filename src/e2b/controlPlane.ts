@@ -15,6 +15,7 @@ import { previewLabel } from '../domain/previews.ts';
 import type { Logger } from '../log.ts';
 import * as store from './store.ts';
 import { forgetProcesses } from './processService.ts';
+import { isSnapshotId, snapshotRoutes } from './snapshots.ts';
 
 /** The envd version agentvm answers: the SDK features it gates on that version are the ones served here. */
 export const ENVD_VERSION = '0.5.7';
@@ -149,9 +150,10 @@ export function controlPlane(services: Services, log: Logger, prepare: (tenantId
     const autoPause = body.autoPause === true;
     const autoResume = typeof body.autoResume === 'object' && body.autoResume !== null && (body.autoResume as { enabled?: unknown }).enabled === true;
 
-    // templateID: a harness of the catalogue, `base` (the workstation), or an image of the tenant's (id or slug).
+    // templateID: a harness of the catalogue, `base` (the workstation), a snapshot of the tenant's, or an image of the tenant's (id or slug).
     const harness = getHarness(templateID) ? templateID : undefined;
-    const image = harness || templateID === 'base' ? undefined : templateID;
+    const snapshot = isSnapshotId(templateID) ? templateID : undefined;
+    const image = harness || snapshot || templateID === 'base' ? undefined : templateID;
     // Money as a create with no plan or tier (section 17): a card means starter/monthly, else on-demand credits.
     const billing = await services.billing.get(principal.tenantId);
     const money = billing?.card_on_file ? { plan: 'starter' as const, cycle: 'monthly' as const } : { tier: 'ondemand' as const };
@@ -159,18 +161,20 @@ export function controlPlane(services: Services, log: Logger, prepare: (tenantId
     const end = new Date(now.getTime() + timeout * 1000);
     let vmId: string;
     try {
-      const res = await untilRoom(c.req.raw.signal, () => services.vms.create(principal.tenantId, {
-        ...money,
-        ...(harness ? { harness } : {}),
-        ...(image ? { image } : {}),
-        ...(autoPause ? {} : { expires_at: end.toISOString() }),
-        ...(autoResume ? { auto_resume: true } : {}),
-        // E2B's allow_internet_access: false is a VM without egress; else the default policy of the harness.
-        ...(body.allow_internet_access === false ? { egress: { mode: 'none' as const, allow: [] } } : {}),
-      }));
-      vmId = res.body.vm_id;
+      const expiry = autoPause ? {} : { expires_at: end.toISOString() };
+      // E2B's allow_internet_access: false is a VM without egress; else the default policy of the harness.
+      const egress = body.allow_internet_access === false ? { egress: { mode: 'none' as const, allow: [] } } : {};
+      const start = () =>
+        snapshot
+          ? // The snapshot's machine and plan (or tier), as createVMFromSnapshot: it resumes its instant with a new identity.
+            services.snapshots.startVms(principal.tenantId, snapshot, { ...expiry, ...egress }).then((r) => r.body.vm_ids[0])
+          : services.vms
+              .create(principal.tenantId, { ...money, ...(harness ? { harness } : {}), ...(image ? { image } : {}), ...expiry, ...(autoResume ? { auto_resume: true } : {}), ...egress })
+              .then((r) => r.body.vm_id);
+      vmId = await untilRoom(c.req.raw.signal, start);
     } catch (err) {
       if (e2bErrorOf(err)?.status === 400 && /image/.test((err as Error).message)) return e2bError(c, 404, `template "${templateID}" not found`);
+      if (snapshot && (err as { code?: string }).code === 'not_found') return e2bError(c, 404, `template "${templateID}" not found`);
       throw err;
     }
     const record: store.SandboxRecord = {
@@ -185,11 +189,65 @@ export function controlPlane(services: Services, log: Logger, prepare: (tenantId
       created_at: now,
     };
     await store.insert(services.db, record);
+    // E2B's network.allowPublicTraffic (its default true): every port of the sandbox public.
+    const network = body.network as { allowPublicTraffic?: unknown } | undefined;
+    if (network?.allowPublicTraffic !== false) await services.previews.setAllPortsPublic(vmId, true);
     const vm = await services.vms.waitFor(principal.tenantId, vmId, 'running', START_WAIT_MS, c.req.raw.signal);
     if (vm.status !== 'running') return e2bError(c, 500, `the sandbox did not start: it is ${vm.status}${vm.status_reason ? ` (${vm.status_reason})` : ''}`);
     await prepare(vm.tenant_id, vm.vm_id);
     return c.json(created(vm, record), 201);
   }
+
+  snapshotRoutes(app, services, { vmOf, writable });
+
+  /**
+   * E2B's fork: one snapshot of the running sandbox (it runs on), then `count` sandboxes started from
+   * it, each money like a create (createVMFromSnapshot), each answered on its own; the snapshot goes
+   * once they run. The forks keep the sandbox's template, metadata and envs.
+   */
+  app.post('/sandboxes/:sandboxID/fork', async (c) => {
+    writable(c);
+    const { vm, record } = await vmOf(c);
+    const body = ((await c.req.json().catch(() => null)) ?? {}) as { count?: unknown; timeout?: unknown };
+    const count = body.count ?? 1;
+    if (!Number.isInteger(count) || (count as number) < 1 || (count as number) > 10) return e2bError(c, 400, 'count: a whole number from 1 to 10');
+    const timeout = body.timeout ?? DEFAULT_TIMEOUT_S;
+    if (!Number.isInteger(timeout) || (timeout as number) < 1 || (timeout as number) > MAX_TIMEOUT_S) return e2bError(c, 400, `timeout: whole seconds from 1 to ${MAX_TIMEOUT_S}`);
+    const snap = await services.snapshots.create(vm.tenant_id, vm.vm_id, { name: `fork of ${previewLabel(vm.vm_id)}` });
+    const results: Array<{ sandbox?: ReturnType<typeof created>; error?: { code: number; message: string } }> = [];
+    try {
+      for (let i = 0; i < (count as number); i++) {
+        try {
+          const now = services.clock.now();
+          const end = new Date(now.getTime() + (timeout as number) * 1000);
+          const started = await services.snapshots.startVms(vm.tenant_id, snap.snapshot_id, { expires_at: end.toISOString() });
+          const fork: store.SandboxRecord = {
+            vm_id: started.body.vm_ids[0],
+            tenant_id: vm.tenant_id,
+            template_id: record?.template_id ?? 'base',
+            access_token: `ea_${randomBytes(24).toString('hex')}`,
+            metadata: record?.metadata ?? {},
+            env_vars: record?.env_vars ?? {},
+            auto_pause: false,
+            end_at: end,
+            created_at: now,
+          };
+          await store.insert(services.db, fork);
+          await services.previews.setAllPortsPublic(fork.vm_id, await services.previews.allPortsPublic(vm.vm_id));
+          const running = await services.vms.waitFor(vm.tenant_id, fork.vm_id, 'running', START_WAIT_MS, c.req.raw.signal);
+          if (running.status !== 'running') throw new E2bError(500, `the fork did not start: it is ${running.status}${running.status_reason ? ` (${running.status_reason})` : ''}`);
+          results.push({ sandbox: created(running, fork) });
+        } catch (err) {
+          const known = e2bErrorOf(err);
+          if (!known) log.error({ err: (err as Error).message, vm_id: vm.vm_id }, 'an e2b fork failed');
+          results.push({ error: { code: known?.status ?? 500, message: known?.message ?? 'internal error' } });
+        }
+      }
+    } finally {
+      await services.snapshots.delete(vm.tenant_id, snap.snapshot_id).catch((err: Error) => log.warn({ err: err.message, snapshot_id: snap.snapshot_id }, "an e2b fork's snapshot could not be deleted"));
+    }
+    return c.json(results, 201);
+  });
 
   app.post('/sandboxes', create);
   app.post('/v2/sandboxes', create);

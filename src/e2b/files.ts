@@ -9,6 +9,7 @@ import { Readable } from 'node:stream';
 import { createGunzip } from 'node:zlib';
 import { E2bError, e2bErrorOf } from './errors.ts';
 import { MAX_FILE_BYTES } from '../domain/guestAccess.ts';
+import { HARNESS_USER } from '../wire/protocol.ts';
 import type { Services } from '../domain/services.ts';
 import type { SandboxContext } from './context.ts';
 import { absolutePath, collect, E2B_HOME, WORKSPACE } from './guestFs.ts';
@@ -81,7 +82,13 @@ async function write(services: Services, sb: SandboxContext, u: Upload): Promise
     if (size > MAX_FILE_BYTES) throw new E2bError(413, 'the file is larger than 100 MiB');
     parts.push(Buffer.from(c));
   }
-  const r = await collect(sb, ['sh', '-c', 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1"', 'sh', p], Buffer.concat(parts));
+  // As E2B's envd: written by root, the file and the directories made for it then given to the
+  // request's user (who has passwordless sudo anyway), so a user may write outside its own directories.
+  const owner = sb.user === 'root' ? '' : `${HARNESS_USER.uid}:${HARNESS_USER.gid}`;
+  const script =
+    'f=$1; d=$(dirname -- "$f"); top=; while [ ! -d "$d" ]; do top=$d; d=$(dirname -- "$d"); done; ' +
+    'mkdir -p -- "$(dirname -- "$f")" && cat > "$f" && if [ -n "$2" ]; then chown -- "$2" "$f" && { [ -z "$top" ] || chown -R -- "$2" "$top"; }; fi';
+  const r = await collect({ ...sb, user: 'root' }, ['sh', '-c', script, 'sh', p, owner], Buffer.concat(parts));
   if (r.exitCode !== 0) {
     const code = /Permission denied/.test(r.stderr) ? 403 : /Is a directory|Not a directory/.test(r.stderr) ? 400 : 500;
     throw Object.assign(new Error(r.stderr.trim() || 'the write failed'), { code });

@@ -77,7 +77,7 @@ const FS_PROGRAM = String.raw`
 use strict; use POSIX ();
 my ($op, @a) = map { pack('H*', $_) } @ARGV;
 sub fault { my $e = $! + 0; exit(2) if $e == POSIX::ENOENT; exit(3) if $e == POSIX::EEXIST; exit(4) if $e == POSIX::ENOTDIR; exit(5) if $e == POSIX::EACCES || $e == POSIX::EPERM; print STDERR "$!\n"; exit 6 }
-sub entry { my ($p) = @_; my $home = $p eq '${E2B_HOME}'; my @s = $home ? stat($p) : lstat($p); return 0 unless @s; my $t = (!$home && -l $p) ? 'symlink' : -d $p ? 'dir' : 'file'; my $l = $t eq 'symlink' ? readlink($p) : '';
+sub entry { my ($p) = @_; my $home = $p eq '${E2B_HOME}'; my @s = $home ? stat($p) : lstat($p); return 0 unless @s; my $t = (!$home && -l $p) ? 'symlink' : -d $p ? 'dir' : 'file'; my $l = $t eq 'symlink' ? readlink($p) : ''; if (length $l && $l !~ m{^/}) { (my $dir = $p) =~ s{/[^/]*$}{}; $l = "$dir/$l" }
   if ($t eq 'symlink') { my @f = stat $p; $s[7] = $f[7] if @f; }
   (my $n = $p) =~ s{.*/}{}; my $o = getpwuid($s[4]) // $s[4]; my $g = getgrgid($s[5]) // $s[5];
   print join("\t", unpack('H*', $n), unpack('H*', $p), $t, $s[7], $s[2] & 07777, $o, $g, $s[9], unpack('H*', $l // '')), "\n"; 1 }
@@ -88,7 +88,7 @@ if ($op eq 'stat') { entry($a[0]) or fault() }
 elsif ($op eq 'list') { -e $a[0] or fault(); -d $a[0] or do { $! = POSIX::ENOTDIR; fault() }; walk($a[0], $a[1] || 1) }
 elsif ($op eq 'mkdir') { if (-e $a[0]) { $! = POSIX::EEXIST; fault() } mkp($a[0]); entry($a[0]) }
 elsif ($op eq 'move') { -e $a[0] || -l $a[0] or fault(); (my $up = $a[1]) =~ s{/[^/]+$}{}; mkp($up) if length $up; rename($a[0], $a[1]) or fault(); entry($a[1]) }
-elsif ($op eq 'remove') { -e $a[0] || -l $a[0] or fault(); system('rm', '-rf', '--', $a[0]) == 0 or do { $! = POSIX::EACCES; fault() } }
+elsif ($op eq 'remove') { -e $a[0] || -l $a[0] or exit 0; system('rm', '-rf', '--', $a[0]) == 0 or do { $! = POSIX::EACCES; fault() } }
 `;
 
 /** Runs one operation: its entries, or the fault the program exited with. */

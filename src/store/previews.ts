@@ -44,6 +44,25 @@ export async function publicPorts(q: Queryable, vmId: string): Promise<number[]>
   return rows.map((r) => Number(r.port));
 }
 
+/** Whether anyone may reach `port` of the VM: made public one by one, or every port of an E2B sandbox whose traffic is public. */
+export async function isPublic(q: Queryable, vmId: string, port: number): Promise<boolean> {
+  const [row] = await q.query<{ public: boolean }>(
+    `SELECT (SELECT ports_public FROM vms WHERE vm_id = $1) OR EXISTS (SELECT 1 FROM vm_public_ports WHERE vm_id = $1 AND port = $2) AS public`,
+    [vmId, port],
+  );
+  return row?.public === true;
+}
+
+/** Every port of the VM public (an E2B sandbox's allowPublicTraffic), or not. */
+export async function setAllPublic(q: Queryable, vmId: string, on: boolean): Promise<void> {
+  await q.query('UPDATE vms SET ports_public = $2 WHERE vm_id = $1', [vmId, on]);
+}
+
+export async function allPublic(q: Queryable, vmId: string): Promise<boolean> {
+  const [row] = await q.query<{ ports_public: boolean }>('SELECT ports_public FROM vms WHERE vm_id = $1', [vmId]);
+  return row?.ports_public === true;
+}
+
 export async function setPublic(q: Queryable, vmId: string, port: number, on: boolean, now: Date): Promise<void> {
   if (on) await q.query('INSERT INTO vm_public_ports (vm_id, port, created_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING', [vmId, port, now]);
   else await q.query('DELETE FROM vm_public_ports WHERE vm_id = $1 AND port = $2', [vmId, port]);
