@@ -74,6 +74,11 @@ class Chaos {
   readonly lostLifecycle: Array<{ vmId: string; op: LifecycleOp }> = [];
   /** VMs a destroy was sent for: another operation at the same time may come after it, and find no VM. */
   readonly destroySent = new Set<string>();
+  /**
+   * Each VM's lifecycle calls, one after another: two at once on one VM may be answered in the other
+   * order than the server took them, and the model would then keep the wrong one as the VM's desired state.
+   */
+  private readonly lifecycleChains = new Map<string, Promise<void>>();
   readonly templates: string[] = [];
   readonly serverErrors: string[] = [];
   readonly listenMs: number[] = [];
@@ -204,7 +209,13 @@ class Chaos {
     if (!this.vms.has(res.body.vm_id)) this.vms.set(res.body.vm_id, { desired: 'running', persistRuns: 0, tier: m.tier });
   }
 
-  async lifecycle(vmId: string, op: LifecycleOp, retryOfLost = false): Promise<void> {
+  lifecycle(vmId: string, op: LifecycleOp, retryOfLost = false): Promise<void> {
+    const next = (this.lifecycleChains.get(vmId) ?? Promise.resolve()).then(() => this.lifecycleNow(vmId, op, retryOfLost));
+    this.lifecycleChains.set(vmId, next.catch(() => undefined));
+    return next;
+  }
+
+  private async lifecycleNow(vmId: string, op: LifecycleOp, retryOfLost: boolean): Promise<void> {
     if (op === 'destroy') this.destroySent.add(vmId);
     const res = op === 'destroy' ? await this.call('DELETE', `/v1/api/vms/${vmId}`) : await this.call('POST', `/v1/api/vms/${vmId}/${op}`);
     if (!res) {
