@@ -189,6 +189,7 @@ describe("E2B's SDK against agentvm", { skip }, () => {
     await sandbox.pty.sendInput(pty.pid, new TextEncoder().encode('echo $((6*7))x\n'));
     await until('the PTY output', async () => out.includes('42x'), 60_000);
     assert.equal(await sandbox.pty.kill(pty.pid), true);
+    await assert.rejects(sandbox.commands.run(`kill -0 ${pty.pid}`), 'the terminal\'s program is gone when the kill answers');
   });
 
   test("E2B's error shapes: a read key (403), no card nor credits (402), another tenant (404), no key (401)", async () => {

@@ -9,6 +9,7 @@ import type { MessageInitShape } from '@bufbuild/protobuf';
 import { Process, type ProcessEventSchema, type ProcessSelector, Signal } from './gen/process_pb.ts';
 import { GuestProcess, processOpen, type ProcessExit, type ProcessSpec } from './guestProcess.ts';
 import { sandboxOf, type SandboxContext } from './context.ts';
+import { collect } from './guestFs.ts';
 
 type Event = MessageInitShape<typeof ProcessEventSchema>;
 
@@ -163,6 +164,12 @@ export function processService(): ServiceImpl<typeof Process> {
     async sendSignal(req, ctx) {
       const e = find(sandboxOf(ctx).vmId, req.process);
       if (req.signal !== Signal.SIGKILL && req.signal !== Signal.SIGTERM) throw new ConnectError('signal: SIGTERM or SIGKILL', Code.InvalidArgument);
+      const sb = sandboxOf(ctx);
+      // A PTY's program is signalled before its terminal is hung up, so it is gone when the answer comes
+      // (the hangup alone reaches the guest a moment later; E2B's callers look right after a kill).
+      if (e.proc.spec.pty && e.proc.pid > 0 && !e.proc.ended) {
+        await collect({ ...sb, user: 'root' }, ['kill', req.signal === Signal.SIGKILL ? '-KILL' : '-TERM', '--', String(e.proc.pid)]).catch(() => undefined);
+      }
       await e.proc.signal(req.signal === Signal.SIGKILL ? 9 : 15);
       return {};
     },
