@@ -126,7 +126,11 @@ export class PreviewService {
 
   /** Whether a request with these credentials may reach `port` of the VM. */
   async allowed(t: store.PreviewTarget, port: number, creds: PreviewCredentials): Promise<boolean> {
-    if (await store.isPublic(this.db, t.vm_id, port)) return true;
+    return (await store.isPublic(this.db, t.vm_id, port)) || this.credentialed(t, creds);
+  }
+
+  /** Whether the credentials are the VM tenant's API key or the VM's preview token. */
+  private async credentialed(t: store.PreviewTarget, creds: PreviewCredentials): Promise<boolean> {
     if (creds.bearer) {
       const p = await this.keys.authenticate(creds.bearer);
       if (p && p.tenantId === t.tenant_id) return true;
@@ -142,7 +146,7 @@ export class PreviewService {
   async admit(t: store.PreviewTarget, port: number, creds: PreviewCredentials, throttle: FailureThrottle, address: string | null): Promise<void> {
     if (await store.isPublic(this.db, t.vm_id, port)) return;
     throttle.check(address);
-    if (await this.allowed(t, port, creds)) return;
+    if (await this.credentialed(t, creds)) return;
     if (creds.token !== null || creds.bearer?.startsWith(API_KEY_PREFIX)) throttle.fail(address);
     throw new DomainError('unauthorized', '');
   }
@@ -200,15 +204,14 @@ export class PreviewService {
   async setPublic(tenantId: string, vmId: string, portText: string | number, on: boolean): Promise<PortInfo> {
     await this.vms.get(tenantId, vmId);
     const port = checkedPort(portText);
+    const listening = this.ports ? await this.ports.list(vmId).catch(() => []) : [];
     // A port made private on a VM whose every port was public (an E2B sandbox's): the others stay public one by one.
     if (!on && (await store.allPublic(this.db, vmId))) {
-      const listening = this.ports ? await this.ports.list(vmId).catch(() => []) : [];
       for (const l of listening) if (l.port !== port) await store.setPublic(this.db, vmId, l.port, true, this.clock.now());
       await store.setAllPublic(this.db, vmId, false);
     }
     await store.setPublic(this.db, vmId, port, on, this.clock.now());
-    let process: string | null = null;
-    if (this.ports) process = (await this.ports.list(vmId).catch(() => [])).find((l) => l.port === port)?.process ?? null;
+    const process = listening.find((l) => l.port === port)?.process ?? null;
     return { port, process, public: on, url: this.url(vmId, port) };
   }
 

@@ -3,7 +3,7 @@
  * process of the sandbox (guestProcess.ts), as the sandbox's user, so it may touch what that user may
  * (anywhere in the guest, as E2B's envd does), and answers entries as lines of tab-separated fields.
  */
-import { GuestProcess, processOpen, type ProcessSpec } from './guestProcess.ts';
+import { GuestProcess, type ProcessSpec } from './guestProcess.ts';
 import type { SandboxContext } from './context.ts';
 
 /** The VM's workspace, where agentvm's runs, shells and files API work. */
@@ -37,7 +37,7 @@ export interface Collected {
 /** Runs argv to its end in the sandbox, with `input` as its stdin; what it printed, and its exit. */
 export async function collect(sb: SandboxContext, argv: string[], input?: Buffer): Promise<Collected> {
   const spec: ProcessSpec = { argv, env: {}, cwd: null, root: sb.user === 'root', stdin: input !== undefined, pty: null };
-  const proc = new GuestProcess(await sb.openShell({ cols: 80, rows: 24 }, processOpen(spec)), spec);
+  const proc = await GuestProcess.open(sb, spec);
   const out: Buffer[] = [];
   const err: Buffer[] = [];
   proc.on('stdout', (b: Buffer) => out.push(b));

@@ -16,6 +16,7 @@
 import { EventEmitter } from 'node:events';
 import type { GuestShell } from '../domain/guestAccess.ts';
 import type { ProcessOpen } from '../wire/protocol.ts';
+import type { SandboxContext } from './context.ts';
 
 /** Marks where the program's frames (or a PTY's own bytes) start; the echo of the typed line never holds it. */
 const START = Buffer.from('\x1eAVMSTART');
@@ -34,7 +35,7 @@ export interface ProcessSpec {
 export type ProcessExit = { exitCode: number; signal: string | null; error: string | null };
 
 /** What the guest's agent is asked to start itself, where it can (a plain process, never a PTY's). */
-export function processOpen(spec: ProcessSpec): ProcessOpen | undefined {
+function processOpen(spec: ProcessSpec): ProcessOpen | undefined {
   if (spec.pty) return undefined;
   return { argv: spec.argv, env: spec.env, cwd: spec.cwd, root: spec.root, stdin: spec.stdin };
 }
@@ -120,6 +121,11 @@ export class GuestProcess extends EventEmitter {
   private buf: Buffer = Buffer.alloc(0);
   private started = false;
   private readonly ready: Promise<void>;
+
+  /** The process's stream in the sandbox (not started yet: call start). */
+  static async open(sb: SandboxContext, spec: ProcessSpec): Promise<GuestProcess> {
+    return new GuestProcess(await sb.openShell(spec.pty ?? { cols: 80, rows: 24 }, processOpen(spec)), spec);
+  }
 
   constructor(
     private readonly shell: GuestShell,

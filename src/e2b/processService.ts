@@ -7,7 +7,7 @@
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from '@connectrpc/connect';
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { Process, type ProcessEventSchema, type ProcessSelector, Signal } from './gen/process_pb.ts';
-import { GuestProcess, processOpen, type ProcessExit, type ProcessSpec } from './guestProcess.ts';
+import { GuestProcess, type ProcessExit, type ProcessSpec } from './guestProcess.ts';
 import { sandboxOf, type SandboxContext } from './context.ts';
 import { collect } from './guestFs.ts';
 
@@ -111,8 +111,7 @@ export function processService(): ServiceImpl<typeof Process> {
         stdin: req.stdin ?? true,
         pty: req.pty ? { cols: req.pty.size?.cols || 80, rows: req.pty.size?.rows || 24 } : null,
       };
-      const shell = await sb.openShell(spec.pty ?? { cols: 80, rows: 24 }, processOpen(spec));
-      const proc = new GuestProcess(shell, spec);
+      const proc = await GuestProcess.open(sb, spec);
       try {
         await proc.start();
       } catch (err) {
@@ -162,9 +161,9 @@ export function processService(): ServiceImpl<typeof Process> {
     },
 
     async sendSignal(req, ctx) {
-      const e = find(sandboxOf(ctx).vmId, req.process);
-      if (req.signal !== Signal.SIGKILL && req.signal !== Signal.SIGTERM) throw new ConnectError('signal: SIGTERM or SIGKILL', Code.InvalidArgument);
       const sb = sandboxOf(ctx);
+      const e = find(sb.vmId, req.process);
+      if (req.signal !== Signal.SIGKILL && req.signal !== Signal.SIGTERM) throw new ConnectError('signal: SIGTERM or SIGKILL', Code.InvalidArgument);
       // A PTY's program is signalled before its terminal is hung up, so it is gone when the answer comes
       // (the hangup alone reaches the guest a moment later; E2B's callers look right after a kill).
       if (e.proc.spec.pty && e.proc.pid > 0 && !e.proc.ended) {
