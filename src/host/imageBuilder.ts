@@ -117,11 +117,7 @@ export class ImageBuilder {
     this.kick();
   }
 
-  /**
-   * A build may be queued: take queued builds one at a time until none is left. A kick while the loop
-   * runs (a build, or the layer collection after the last) makes it look again before it ends, and a
-   * kick between its last look and its end starts it anew: a queued build is never left waiting.
-   */
+  /** Takes queued builds one at a time until none is left; a kick while that runs, or as it ends, makes it look again. */
   kick(): void {
     if (this.closed || !this.swept || !this.o.image()) return;
     this.again = true;

@@ -304,28 +304,17 @@ export interface ShellOpenArgs {
   rows: number;
   /** Variables beyond the terminal's own: the egress proxy and brokered placeholders, as runs have. */
   env: Record<string, string>;
-  /**
-   * Not a login shell but this program, started by the agent with pipes for stdin, stdout and stderr
-   * and framed on the stream (guest/process.ts; protocol 7 on). Older agents ignore it.
-   */
+  /** Not a login shell but this program (protocol 7 on; older agents ignore it). */
   process?: ProcessOpen;
 }
 
-/**
- * A program on a stream, its output framed: `P` its pid, `O` stdout, `E` stderr, `X` its wait status,
- * each a letter, 8 hex digits of length and the bytes; the host sends `D` stdin bytes, `C` the end of
- * stdin and `K` a signal for its process group (the number in place of a length, no bytes).
- */
+/** A program on a stream with pipes, framed as e2b/guestProcess.ts reads it (P/O/E/X out, D/C/K in). */
 export interface ProcessOpen {
   argv: string[];
-  /** Over the shell's environment. */
-  env: Record<string, string>;
-  /** Where it starts; null: /home/user when there is one, else the shell's directory. */
-  cwd: string | null;
-  /** As root (else as the shell's user). */
-  root: boolean;
-  /** Keeps its stdin open for `D` frames (else it reads an empty stdin). */
-  stdin: boolean;
+  env: Record<string, string>; // over the shell's environment
+  cwd: string | null; // null: /home/user when there is one, else the shell's directory
+  root: boolean; // as root, else as the shell's user
+  stdin: boolean; // stdin stays open for `D` frames, else it is empty
 }
 
 /** `file_read`: a directory's entries in the answer, or a file's size in the answer and its bytes on `stream`. */
