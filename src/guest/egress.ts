@@ -12,7 +12,7 @@
 import net from 'node:net';
 import { dataPort } from './dataPort.ts';
 import { EGRESS_GATEWAY_PORT } from '../wire/protocol.ts';
-import { MAX_WINDOW, MIN_WINDOW, STREAM_WINDOW } from '../wire/frames.ts';
+import { FRAME, FRAME_HEADER_BYTES, MAX_DATA_FRAME, MAX_WINDOW, MIN_WINDOW, STREAM_WINDOW } from '../wire/frames.ts';
 import type { MuxStream } from '../wire/muxStream.ts';
 
 /** Connections waiting for the host's word, by number. */
@@ -90,26 +90,79 @@ export async function egressRefuse(args: { conn: number; stream?: number }): Pro
   return { refused: Boolean(sock) };
 }
 
-/** A program's connection and its stream, joined: each side's end and abort reach the other (egress and previews). */
-export function splice(sock: net.Socket, s: MuxStream): void {
+/**
+ * A connection's reads made straight into frames (`onread` of a socket this side opens): each read
+ * lands in the room of a whole frame's payload, and the frame goes to the port as it is, with no copy,
+ * so a large answer costs one read, one frame and one port write per 256 KiB, not per 64 KiB chunk
+ * (under emulation the guest's relay was what held a preview's download back). A small read is copied
+ * into a frame of its own size and its room read into again.
+ */
+export class FramedReads {
+  private room = FramedReads.newRoom();
+  private held: Buffer[] = [];
+  private sink: ((frame: Buffer) => void) | null = null;
+
+  constructor(private readonly stream: MuxStream) {}
+
+  private static newRoom(): Buffer {
+    return Buffer.allocUnsafeSlow(MAX_DATA_FRAME);
+  }
+
+  /** The socket's `onread` option. */
+  readonly onread = {
+    buffer: () => this.room.subarray(FRAME_HEADER_BYTES),
+    callback: (n: number): boolean => {
+      let frame: Buffer;
+      if (n < COPY_BELOW) {
+        frame = Buffer.allocUnsafe(FRAME_HEADER_BYTES + n);
+        this.room.copy(frame, FRAME_HEADER_BYTES, FRAME_HEADER_BYTES, FRAME_HEADER_BYTES + n);
+      } else {
+        frame = this.room.subarray(0, FRAME_HEADER_BYTES + n);
+        this.room = FramedReads.newRoom();
+      }
+      frame.writeUInt32BE(this.stream.id, 0);
+      frame.writeUInt8(FRAME.data, 4);
+      frame.writeUInt32BE(n, 5);
+      if (this.sink) this.sink(frame);
+      else this.held.push(frame);
+      return true;
+    },
+  };
+
+  /** @internal splice takes the frames from here on (those read before it, first). */
+  attach(sink: (frame: Buffer) => void): void {
+    this.sink = sink;
+    for (const f of this.held.splice(0)) sink(f);
+  }
+}
+
+/** A read smaller than this is copied into a frame of its own (its 256 KiB room is read into again). */
+const COPY_BELOW = 16 * 1024;
+
+/**
+ * A program's connection and its stream, joined: each side's end and abort reach the other (egress and
+ * previews). `reads`: the socket reads into frames (FramedReads), else its chunks are sent as data.
+ */
+export function splice(sock: net.Socket, s: MuxStream, reads?: FramedReads): void {
   // Writes go out in order without waiting for each other; the program is held back only once this
   // much waits for the stream's credit (a pause and resume for every chunk halved what went up).
   let queued = 0;
   let last: Promise<unknown> = Promise.resolve();
   let ended = false;
-  sock.on('data', (chunk: Buffer) => {
-    queued += chunk.length;
+  const sent = (written: Promise<void>, n: number) => {
+    queued += n;
     if (queued >= QUEUED_MAX) sock.pause();
-    const written = s.write(chunk);
     last = written.catch(() => undefined);
     written.then(
       () => {
-        queued -= chunk.length;
+        queued -= n;
         if (queued < QUEUED_MAX && sock.isPaused()) sock.resume();
       },
       () => sock.destroy(),
     );
-  });
+  };
+  if (reads) reads.attach((frame) => sent(s.writeFrames([frame]), frame.length - FRAME_HEADER_BYTES));
+  else sock.on('data', (chunk: Buffer) => sent(s.write(chunk), chunk.length));
   // The end goes after the program's last bytes: sent while writes still wait for credit, it would
   // overtake them (and they would fail as writes after the end), cutting off the tail of an answer.
   sock.on('end', () => {

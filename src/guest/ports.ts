@@ -8,7 +8,7 @@
 import net from 'node:net';
 import { promises as fsp } from 'node:fs';
 import { dataPort } from './dataPort.ts';
-import { splice } from './egress.ts';
+import { FramedReads, splice } from './egress.ts';
 import { EGRESS_GATEWAY_PORT } from '../wire/protocol.ts';
 import { MAX_WINDOW, MIN_WINDOW, STREAM_WINDOW } from '../wire/frames.ts';
 
@@ -26,9 +26,9 @@ export interface PortConnectArgs {
 /** How long a connection to the guest's loopback may take (it is local: only a stuck guest is slower). */
 const CONNECT_MS = 10_000;
 
-function connectTo(host: string, port: number): Promise<net.Socket> {
+function connectTo(host: string, port: number, reads: FramedReads): Promise<net.Socket> {
   return new Promise((resolve, reject) => {
-    const sock = net.connect({ host, port, allowHalfOpen: true });
+    const sock = net.connect({ host, port, allowHalfOpen: true, onread: reads.onread });
     const timer = setTimeout(() => (sock.destroy(), reject(Object.assign(new Error('connect timed out'), { code: 'ETIMEDOUT' }))), CONNECT_MS);
     sock.once('connect', () => (clearTimeout(timer), sock.removeAllListeners('error'), sock.on('error', () => undefined), resolve(sock)));
     sock.once('error', (err) => (clearTimeout(timer), reject(err)));
@@ -45,23 +45,28 @@ export async function portConnect(args: PortConnectArgs): Promise<{ connected: b
     throw new Error('port_connect needs a stream id and a valid window');
   }
   if (!previewablePort(args.port) || args.port === EGRESS_GATEWAY_PORT) throw new Error(`port ${args.port} is not one a preview may reach`);
+  const { mux } = await dataPort();
+  if (mux.has(args.stream)) throw new Error(`stream ${args.stream} is in use`);
+  const stream = mux.open(args.stream, window);
+  const reads = new FramedReads(stream);
   let sock: net.Socket;
   try {
-    sock = await connectTo('127.0.0.1', args.port);
+    sock = await connectTo('127.0.0.1', args.port, reads);
   } catch (err4) {
     try {
-      sock = await connectTo('::1', args.port);
+      sock = await connectTo('::1', args.port, reads);
     } catch {
+      stream.release();
       return { connected: false, error: (err4 as NodeJS.ErrnoException).code ?? 'ECONNREFUSED' };
     }
   }
-  const { mux } = await dataPort();
-  if (mux.has(args.stream)) {
+  // The host gave up meanwhile (it cut the stream): nothing to join.
+  if (stream.closed) {
     sock.destroy();
-    throw new Error(`stream ${args.stream} is in use`);
+    return { connected: false, error: 'cancelled' };
   }
   sock.setNoDelay(true);
-  splice(sock, mux.open(args.stream, window));
+  splice(sock, stream, reads);
   return { connected: true };
 }
 
