@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { ExecArgs, ExecResult } from '../wire/protocol.ts';
@@ -78,6 +78,31 @@ test('past the cap the rest is counted, not kept, and the step still runs to its
     assert.deepEqual(lines, ['line 1 of the output', 'line 2 of the output', 'line 3 of the output', 'line 4 of the output', 'line 5 of the ou'], 'the first 100 bytes, the last line cut');
     assert.ok(outcome.droppedBytes > 3000, String(outcome.droppedBytes));
     assert.ok(existsSync(path.join(dir, 'ran-to-the-end')));
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('a step that prints little is one exec: its output and status come back with it; more than that is read from its file', { timeout: 60_000 }, async () => {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'agentvm-step-'));
+  try {
+    let execs = 0;
+    const counted: BuilderExec = (args, ms) => (execs++, localExec(args, ms));
+    const step = (name: string, script: string, capBytes: number) => ({ argv: ['/bin/sh', '-c', script], cwd: dir, env: { PATH: process.env.PATH! }, ids: { uid: process.getuid!(), gid: process.getgid!() }, timeoutMs: 30_000, capBytes, name, dir, prepared: true });
+    const small: string[] = [];
+    const a = await runStreamed(counted, step('small', 'echo one; echo two >&2; exit 3', 1024), async (t) => void small.push(t), 10_000);
+    assert.deepEqual(small, ['one', 'two']);
+    assert.equal(a.exitCode, 3);
+    assert.equal(execs, 1);
+    assert.deepEqual((await readdir(dir)).filter((n) => n.startsWith('small.')), [], "the step's files are removed");
+    // 3000 lines (about 60 KiB: more than comes back whole), all kept under a cap of 100 KB.
+    const big: string[] = [];
+    const b = await runStreamed(counted, step('big', 'seq 1 3000 | sed "s/^/line of the output /"', 100_000), async (t) => void big.push(t), 10_000);
+    assert.equal(b.exitCode, 0);
+    assert.equal(big.length, 3000);
+    assert.equal(big[2999], 'line of the output 3000');
+    assert.equal(b.droppedBytes, 0);
+    assert.deepEqual((await readdir(dir)).filter((n) => n.startsWith('big.')), [], "the step's files are removed");
   } finally {
     await rm(dir, { recursive: true, force: true });
   }

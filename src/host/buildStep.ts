@@ -3,7 +3,9 @@
  * stderr together, as a terminal shows them) to a file in the builder's /run (a tmpfs, so nothing of
  * it lands in the step's layer), at most `capBytes` of it, the rest counted; while it runs the host
  * reads what is new each `pollMs` and hands on each whole line as it comes. So a build's log is live,
- * line by line, not a step's output at its end.
+ * line by line, not a step's output at its end. A step that prints little and ends before the first
+ * look costs the builder one exec: its output comes back with its status (under emulation each exec
+ * is a process or more in the guest, 50–180 ms each).
  */
 import type { ExecArgs, ExecResult } from '../wire/protocol.ts';
 
@@ -27,6 +29,10 @@ export interface StreamedStep {
   name: string;
   /** Where its files go: STEP_DIR unless said. */
   dir?: string;
+  /** Its directory was made by an earlier step (of the same machine). */
+  prepared?: boolean;
+  /** Flush the machine's filesystems at its end (an image build takes the step's layer next). */
+  sync?: boolean;
 }
 
 export interface StepOutcome {
@@ -41,16 +47,37 @@ export interface StepOutcome {
 /** Runs one request in the builder; root unless the args say otherwise. */
 export type BuilderExec = (args: ExecArgs, timeoutMs: number) => Promise<ExecResult>;
 
-/**
- * Passes on the first N bytes of its input as they come, reads the rest to the end (so the step is
- * never stopped by a closed pipe) and writes how many bytes it did not pass on into FILE.
- */
-const CAP_FILTER = 'my ($n, $f) = @ARGV; my ($k, $t, $b) = (0, 0); while (my $r = sysread(STDIN, $b, 65536)) { $t += $r; if ($k < $n) { my $w = substr($b, 0, $n - $k); syswrite(STDOUT, $w); $k += length $w; } } open(my $o, ">", $f) or die; print $o $t - $k;';
+/** A step's output up to this many bytes comes back with its status, in the step's own exec (no look after it). */
+export const WHOLE_BYTES = 32 * 1024;
 
-/** The shell that runs a step: its output into `out` (cut at the cap, the rest counted into `rest`), its status into `code`. */
-export function stepScript(name: string, capBytes: number, dir = STEP_DIR): string {
+/**
+ * Writes the first N bytes of its input into OUT as they come (the host reads that file while the
+ * step runs), reads the rest to the end (so the step is never stopped by a closed pipe) and counts it.
+ * At the end: a sync when asked (the step's files on the disk, for its layer), then one line on its
+ * own output, `<status> <bytes not kept> <whole>`, the status read from CODE; and when what it kept is
+ * at most WHOLE bytes (`whole` 1), those bytes in hex after it, and its files removed. So a step that
+ * prints little costs one exec, not a look at its file and a clean-up after it. Core Perl only (no
+ * module: an image may have perl-base alone).
+ */
+const STEP_FILTER =
+  'my ($n, $out, $codef, $whole, $sync) = @ARGV; open(my $o, ">", $out) or die "$out: $!"; my ($k, $t, $b, $kept, $big) = (0, 0, "", "", 0); ' +
+  'while (my $r = sysread(STDIN, $b, 65536)) { $t += $r; if ($k < $n) { my $w = substr($b, 0, $n - $k); syswrite($o, $w); $k += length $w; if ($k > $whole) { $big = 1; $kept = "" } else { $kept .= $w } } } ' +
+  'close $o; syscall(162) if $sync; my $code = ""; if (open(my $c, "<", $codef)) { $code = <$c> // ""; chomp $code } ' +
+  'print "$code ", $t - $k, " ", ($big ? 0 : 1), "\n"; if (!$big) { print unpack("H*", $kept); unlink $out, $codef }';
+
+/** The shell that runs a step: its output into `out` (cut at the cap, the rest counted), its status into `code`, both told at its end. */
+export function stepScript(name: string, capBytes: number, dir = STEP_DIR, sync = false): string {
   const f = (what: string) => `${dir}/${name}.${what}`;
-  return `{ "$@" </dev/null; echo $? > ${f('code')}; } 2>&1 | perl -e '${CAP_FILTER}' ${capBytes} ${f('rest')} > ${f('out')}`;
+  return `{ "$@" </dev/null; echo $? > ${f('code')}; } 2>&1 | perl -e '${STEP_FILTER}' ${capBytes} ${f('out')} ${f('code')} ${WHOLE_BYTES} ${sync ? 1 : 0}`;
+}
+
+/** The step's last line: its status (empty: it wrote none), the bytes not kept, and whether its whole output follows in hex. */
+export function stepEnd(stdout: string): { code: string; rest: number; whole: Buffer | null } | null {
+  const nl = stdout.indexOf('\n');
+  const m = /^(\d*) (\d+) ([01])$/.exec(nl < 0 ? '' : stdout.slice(0, nl));
+  if (!m) return null;
+  const hex = stdout.slice(nl + 1).trim();
+  return { code: m[1], rest: Number(m[2]), whole: m[3] === '1' && /^([0-9a-f]{2})*$/.test(hex) ? Buffer.from(hex, 'hex') : null };
 }
 
 /** Whole lines of `bytes` after a partial line held from before; answers them and the new partial line. */
@@ -68,12 +95,15 @@ export function splitLines(held: Buffer, bytes: Buffer): { lines: string[]; rest
 /**
  * Runs the step, calling `line` with each line it prints as soon as the host has read it (lines that
  * are only a carriage-return's progress are given as their last state). Resolves when the step ended.
+ * `s.prepared`: the step's directory is there already (made by an earlier step of the same builder).
  */
 export async function runStreamed(exec: BuilderExec, s: StreamedStep, line: (text: string) => Promise<void>, pollMs = 1000): Promise<StepOutcome> {
   const dir = s.dir ?? STEP_DIR;
   const f = (what: string) => `${dir}/${s.name}.${what}`;
-  const prep = await exec({ argv: ['/bin/sh', '-c', `mkdir -p ${dir} && chmod 1777 ${dir} && : > ${f('out')} && chmod 666 ${f('out')}`] }, 60_000);
-  if (prep.exit_code !== 0) throw new Error(`preparing the step's output failed: ${prep.stderr.trim().slice(0, 200)}`);
+  if (!s.prepared) {
+    const prep = await exec({ argv: ['/bin/sh', '-c', `mkdir -p ${dir} && chmod 1777 ${dir}`] }, 60_000);
+    if (prep.exit_code !== 0) throw new Error(`preparing the step's output failed: ${prep.stderr.trim().slice(0, 200)}`);
+  }
   let offset = 0;
   let held: Buffer = Buffer.alloc(0);
   const tail: string[] = [];
@@ -84,19 +114,30 @@ export async function runStreamed(exec: BuilderExec, s: StreamedStep, line: (tex
     if (tail.length > 5) tail.shift();
     await line(shown);
   };
-  /** Reads what the step printed since the last look. */
-  const readNew = async () => {
-    const r = await exec({ argv: ['/bin/sh', '-c', `tail -c +${offset + 1} ${f('out')} | base64 -w0`], max_output_bytes: 2 * s.capBytes + 1024 }, 60_000);
-    if (r.exit_code !== 0) return;
-    const bytes = Buffer.from(r.stdout.trim(), 'base64');
+  /** Hands on what of `got` (the output from byte `at` on) the host has not yet read. */
+  const handNew = async (got: Buffer, at: number) => {
+    const bytes = got.subarray(offset - at);
     offset += bytes.length;
     const split = splitLines(held, bytes);
     held = split.rest;
     for (const l of split.lines) await hand(l);
   };
+  /** Reads what the step printed since the last look. */
+  const readNew = async () => {
+    const r = await exec({ argv: ['/bin/sh', '-c', `tail -c +${offset + 1} ${f('out')} | base64 -w0`], max_output_bytes: 2 * s.capBytes + 1024 }, 60_000);
+    if (r.exit_code !== 0) return;
+    await handNew(Buffer.from(r.stdout.trim(), 'base64'), offset);
+  };
   let done = false;
   const main = exec(
-    { argv: ['/bin/sh', '-c', stepScript(s.name, s.capBytes, dir), 'step', ...s.argv], cwd: s.cwd, env: s.env, ...s.ids, timeout_ms: s.timeoutMs, max_output_bytes: 64 * 1024 },
+    {
+      argv: ['/bin/sh', '-c', stepScript(s.name, s.capBytes, dir, s.sync), 'step', ...s.argv],
+      cwd: s.cwd,
+      env: s.env,
+      ...s.ids,
+      timeout_ms: s.timeoutMs,
+      max_output_bytes: 2 * WHOLE_BYTES + 1024,
+    },
     s.timeoutMs + 30_000,
   ).finally(() => (done = true));
   // Follow the file until the step ends (a failed look is tried again at the next one).
@@ -105,11 +146,16 @@ export async function runStreamed(exec: BuilderExec, s: StreamedStep, line: (tex
     if (!done) await readNew().catch(() => undefined);
   }
   const r = await main;
-  await readNew();
+  let end = r.timed_out ? null : stepEnd(r.stdout);
+  if (end?.whole) await handNew(end.whole, 0);
+  else {
+    // Killed before its end, or more than comes back with its status: the rest from its file, then its files go.
+    await readNew();
+    const left = await exec({ argv: ['/bin/sh', '-c', `cat ${f('code')} 2>/dev/null; rm -f ${f('out')} ${f('code')}`] }, 60_000);
+    if (!end) end = { code: left.stdout.trim(), rest: 0, whole: null };
+  }
   if (held.length) await hand(held.toString('utf8'));
-  const ends = await exec({ argv: ['/bin/sh', '-c', `echo "$(cat ${f('code')} 2>/dev/null) $(cat ${f('rest')} 2>/dev/null)"; rm -f ${f('out')} ${f('code')} ${f('rest')}`] }, 60_000);
-  const [code, rest] = ends.stdout.trim().split(' ');
   // No status written: the step did not run to its end (its shell was killed).
-  const exitCode = r.timed_out ? null : /^\d+$/.test(code) ? Number(code) : r.exit_code || null;
-  return { exitCode, timedOut: r.timed_out, droppedBytes: /^\d+$/.test(rest) ? Number(rest) : 0, tail };
+  const exitCode = r.timed_out ? null : /^\d+$/.test(end.code) ? Number(end.code) : r.exit_code || null;
+  return { exitCode, timedOut: r.timed_out, droppedBytes: end.rest, tail };
 }

@@ -81,6 +81,10 @@ interface BuildState {
   /** The layer the builder's root started from, and the newest captured since. */
   startLayer: string | null;
   layer: string | null;
+  /** The builder's step directory is made (the first RUN makes it). */
+  stepDir: boolean;
+  /** The builder's filesystems were flushed since its last change (a RUN flushes at its end). */
+  synced: boolean;
 }
 
 export class ImageBuilder {
@@ -176,7 +180,7 @@ export class ImageBuilder {
     const imageId = row.image_id;
     const image = this.o.image()!;
     const t0 = performance.now();
-    const state: BuildState = { vmId: null, env: new Map(), workdir: BASE_CONFIG.workdir, user: 'root', startLayer: null, layer: null };
+    const state: BuildState = { vmId: null, env: new Map(), workdir: BASE_CONFIG.workdir, user: 'root', startLayer: null, layer: null, stepDir: false, synced: false };
     try {
       const { steps } = parseDockerfile(row.dockerfile);
       const parent = row.parent === 'base' ? null : await imageStore.byId(this.o.db, row.parent);
@@ -219,21 +223,30 @@ export class ImageBuilder {
       // The image describes itself to the guest agent: a last layer with its config, cached like a step.
       const configKey = sha256Hex(`${plan.at(-1)?.key ?? (parent ? `image:${parent.image_id}` : `base:${image.id}`)}\nCONFIG ${JSON.stringify(config)}`);
       const cachedConfig = await imageStore.layer(this.o.db, this.o.hostId, configKey);
+      let packages: Array<{ name: string; version: string }> | null = null;
       if (cachedConfig && existsSync(cachedConfig.path)) {
         state.layer = cachedConfig.path;
         await imageStore.touchLayers(this.o.db, this.o.hostId, [cachedConfig.path], this.o.clock.now());
       }
       else {
         await this.ensureBuilder(row, state, image);
+        // One exec (each is a process or more in the guest): the config written, the disks flushed, the packages listed.
         const w = await this.exec(
           state,
-          { argv: ['/bin/sh', '-c', 'mkdir -p "$(dirname "$1")" && cat > "$1" && { [ -z "$2" ] || mkdir -p "$2"; }', 'config', IMAGE_CONFIG_PATH, config.workdir], stdin: `${JSON.stringify(config)}\n`, asRoot: true },
+          {
+            argv: ['/bin/sh', '-c', 'mkdir -p "${1%/*}" && cat > "$1" && { [ -z "$2" ] || mkdir -p "$2"; } && sync && echo ok && { dpkg-query -W -f "$3" || true; }', 'config', IMAGE_CONFIG_PATH, config.workdir, PACKAGE_FORMAT],
+            stdin: `${JSON.stringify(config)}\n`,
+            asRoot: true,
+            max_output_bytes: 4 * 1024 * 1024,
+          },
           'writing the image config',
         );
-        if (w.exit_code !== 0) throw new Error(`writing the image's config failed: ${w.stderr.trim().slice(0, 200)}`);
+        if (w.exit_code !== 0 || !w.stdout.startsWith('ok\n')) throw new Error(`writing the image's config failed: ${w.stderr.trim().slice(0, 200)}`);
+        state.synced = true;
+        packages = parsePackages(w.stdout.slice(3));
         await this.capture(state, configKey);
       }
-      const packages = state.vmId ? await this.packages(state) : ((await imageStore.packagesOfLayer(this.o.db, state.layer!)) ?? parent?.packages ?? []);
+      packages ??= state.vmId ? await this.packages(state) : ((await imageStore.packagesOfLayer(this.o.db, state.layer!)) ?? parent?.packages ?? []);
       const layerPath = state.layer!;
       const size = await chainBytes(layerPath);
       const secs = ((performance.now() - t0) / 1000).toFixed(1);
@@ -286,6 +299,7 @@ export class ImageBuilder {
       upperBacking: state.startLayer,
     };
     state.vmId = vmId;
+    state.stepDir = false;
     this.o.gateway?.setPolicy(vmId, row.egress);
     await this.say(row.image_id, `starting a builder VM (egress ${row.egress.mode}${row.egress.mode === 'allowlist' ? `: ${row.egress.allow.join(' ') || 'nothing'}` : ''})`);
     await this.builders.prepareDisks(spec, true);
@@ -331,9 +345,12 @@ export class ImageBuilder {
       const ids = await this.ids(state);
       const r = await runStreamed(
         (args, timeoutMs) => this.builders.exec(state.vmId!, args, timeoutMs),
-        { argv: step.argv, cwd: state.workdir || '/', env: this.env(state, ids.uid), ids, timeoutMs: STEP_TIMEOUT_MS, capBytes: STEP_OUTPUT_BYTES, name: `line${step.line}` },
+        { argv: step.argv, cwd: state.workdir || '/', env: this.env(state, ids.uid), ids, timeoutMs: STEP_TIMEOUT_MS, capBytes: STEP_OUTPUT_BYTES, name: `line${step.line}`, prepared: state.stepDir, sync: true },
         (line) => this.say(imageId, line),
       );
+      state.stepDir = true;
+      // Its end flushed the builder's filesystems (a step killed before its end did not: its build fails).
+      state.synced = r.exitCode === 0;
       if (r.timedOut) throw new Error(`line ${step.line} ran longer than ${STEP_TIMEOUT_MS / 60_000} minutes`);
       if (r.droppedBytes > 0) await this.say(imageId, `(${r.droppedBytes} more bytes of output not kept)`);
       if (r.exitCode !== 0) {
@@ -372,7 +389,8 @@ export class ImageBuilder {
 
   /** Flushes the builder's root and keeps what changed since the last layer as the layer of `key`. */
   private async capture(state: BuildState, key: string): Promise<void> {
-    await this.exec(state, { argv: ['sync'], asRoot: true }, 'sync');
+    if (!state.synced) await this.exec(state, { argv: ['sync'], asRoot: true }, 'sync');
+    state.synced = false;
     await mkdir(this.o.layersDir, { recursive: true });
     const out = path.join(this.o.layersDir, `${key}.qcow2`);
     const tmp = `${out}.${randomBase62(6)}.tmp`;
@@ -388,11 +406,18 @@ export class ImageBuilder {
   }
 
   private async packages(state: BuildState): Promise<Array<{ name: string; version: string }>> {
-    const r = await this.exec(state, { argv: ['dpkg-query', '-W', '-f', '${Package}\t${Version}\n'], asRoot: true, max_output_bytes: 4 * 1024 * 1024 }, 'listing packages');
-    return r.stdout
-      .split('\n')
-      .filter(Boolean)
-      .map((l) => l.split('\t'))
-      .map(([name, version]) => ({ name, version: version ?? '' }));
+    const r = await this.exec(state, { argv: ['dpkg-query', '-W', '-f', PACKAGE_FORMAT], asRoot: true, max_output_bytes: 4 * 1024 * 1024 }, 'listing packages');
+    return parsePackages(r.stdout);
   }
+}
+
+/** What dpkg-query prints of each package. */
+const PACKAGE_FORMAT = '${Package}\t${Version}\n';
+
+function parsePackages(out: string): Array<{ name: string; version: string }> {
+  return out
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => l.split('\t'))
+    .map(([name, version]) => ({ name, version: version ?? '' }));
 }
