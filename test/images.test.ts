@@ -117,6 +117,10 @@ describe('images of your own, built from a Dockerfile', { skip }, () => {
     assert.equal((await running()).image, again.image.image_id);
     const exec = (argv: string[]) => server.host.driver!.exec(vmId, { argv }, 180_000);
     assert.deepEqual(await runEcho(vmId), { pwd: '/opt/tool', user: 'nobody', greeting: 'hello', built: 'hello from the build as root' });
+    // The image's last layer was taken with its filesystem frozen: the VM's root mounted without a journal to replay.
+    const kernel = (await exec(['dmesg'])).stdout;
+    assert.match(kernel, /EXT4-fs \(sd[a-z]\): mounted/);
+    assert.doesNotMatch(kernel, /recovery complete/);
 
     // Restart: the root is the image's again.
     await exec(['sh', '-c', 'echo scratch > /opt/tool/scratch && rm /opt/tool/built.txt && sync']);
