@@ -26,11 +26,11 @@ import { randomBase62, sha256Hex } from '../domain/ids.ts';
 import { PLANS } from '../domain/plans.ts';
 import { configAfter, filesOfSource, joinWorkdir, parseDockerfile, type ImageConfig, type Step } from '../domain/dockerfile.ts';
 import { BASE_CONFIG, type ImageFeed } from '../domain/images.ts';
-import { IMAGE_CONFIG_PATH, UPPER_MODEL } from '../wire/protocol.ts';
+import { IMAGE_CONFIG_PATH } from '../wire/protocol.ts';
 import type { ExecArgs, ExecResult } from '../wire/protocol.ts';
 import type { EgressGateway } from './egress/gateway.ts';
 import { PROXY_ENV } from '../harness/invoke.ts';
-import { runStreamed, shellQuote } from './buildStep.ts';
+import { lastStepArgv, PACKAGE_FORMAT, parsePackages, runStreamed, shellQuote } from './buildStep.ts';
 import { chainBytes, chainOf, collectLayers } from './layerGc.ts';
 import * as imageStore from '../store/images.ts';
 
@@ -230,12 +230,11 @@ export class ImageBuilder {
       }
       else {
         await this.ensureBuilder(row, state, image);
-        // One exec (each is a process or more in the guest): the config written, the packages listed, and
-        // the root's filesystem frozen for the last layer (FREEZE_ROOT). The builder goes after it.
+        // One exec (each is a process or more in the guest); the builder goes after it.
         const w = await this.exec(
           state,
           {
-            argv: ['/bin/sh', '-c', `mkdir -p "\${1%/*}" && cat > "$1" && { [ -z "$2" ] || mkdir -p "$2"; } && pk=$(dpkg-query -W -f "$3" || true) && { ( ${FREEZE_ROOT} ) || sync; } && echo ok && echo "$pk"`, 'config', IMAGE_CONFIG_PATH, config.workdir, PACKAGE_FORMAT],
+            argv: lastStepArgv(IMAGE_CONFIG_PATH, config.workdir),
             stdin: `${JSON.stringify(config)}\n`,
             asRoot: true,
             max_output_bytes: 4 * 1024 * 1024,
@@ -410,26 +409,4 @@ export class ImageBuilder {
     const r = await this.exec(state, { argv: ['dpkg-query', '-W', '-f', PACKAGE_FORMAT], asRoot: true, max_output_bytes: 4 * 1024 * 1024 }, 'listing packages');
     return parsePackages(r.stdout);
   }
-}
-
-/**
- * Freezes the builder's root filesystem (the ext4 of its root layer, reached by mounting its disk once
- * more: after the guest's pivot it has no path). A frozen ext4 is whole on its disk with its journal
- * emptied, so the layer taken then needs no recovery: captured while it ran, every VM of the image
- * replayed the journal as it mounted its root (about 30 ms of each start under TCG). An image without
- * the tools (util-linux's mount and fsfreeze) is flushed instead.
- */
-const FREEZE_ROOT =
-  `dev=; for b in /sys/block/sd*; do read -r m < "$b/device/model" && [ "$m" = ${UPPER_MODEL} ] && dev=/dev/\${b##*/}; done; ` +
-  `[ -n "$dev" ] && mkdir -p /run/agentvm-root && PATH=/usr/sbin:/usr/bin:/sbin:/bin && mount -t ext4 "$dev" /run/agentvm-root && fsfreeze -f /run/agentvm-root`;
-
-/** What dpkg-query prints of each package. */
-const PACKAGE_FORMAT = '${Package}\t${Version}\n';
-
-function parsePackages(out: string): Array<{ name: string; version: string }> {
-  return out
-    .split('\n')
-    .filter(Boolean)
-    .map((l) => l.split('\t'))
-    .map(([name, version]) => ({ name, version: version ?? '' }));
 }
