@@ -269,6 +269,27 @@ describe("E2B's SDK against agentvm", { skip }, () => {
     await assert.rejects(Sandbox.create('snap_NoSuchSnapshot'), /not found/);
   });
 
+  test('a filesystem-only pause (keepMemory: false) is a stop, and its resume a new boot with the files kept; so is a timeout with autoPauseMemory false', async () => {
+    const bootId = async (sb: Sandbox) => (await sb.commands.run('cat /proc/sys/kernel/random/boot_id')).stdout.trim();
+    await sandbox.files.write('/home/user/kept.txt', 'kept across a boot');
+    const before = await bootId(sandbox);
+    await sandbox.pause({ keepMemory: false });
+    assert.equal((await Sandbox.getInfo(sandbox.sandboxId)).state, 'paused');
+    const vms = (await t.api('GET', '/v1/api/vms')).body as { data: { vm_id: string; status: string }[] };
+    assert.ok(vms.data.some((v) => v.status === 'stopped'), 'its VM is stopped, not suspended');
+    await sandbox.connect();
+    assert.equal(await sandbox.files.read('/home/user/kept.txt'), 'kept across a boot');
+    assert.notEqual(await bootId(sandbox), before, 'a new boot');
+
+    const short = await Sandbox.create('base', { timeoutMs: 2_000, lifecycle: { onTimeout: { action: 'pause', keepMemory: false } }, requestTimeoutMs: 600_000 });
+    const first = await bootId(short);
+    await until('the sandbox paused at its timeout', async () => (await Sandbox.getInfo(short.sandboxId)).state === 'paused', 60_000);
+    // (Its connect's timeout is its create's, 2 s, unless given.)
+    await short.connect({ timeoutMs: 600_000 });
+    assert.notEqual(await bootId(short), first, 'its resume is a new boot');
+    await short.kill();
+  });
+
   test('setTimeout moves the end; kill destroys the sandbox (and its VM)', async () => {
     await sandbox.setTimeout(1_800_000);
     const info = await Sandbox.getInfo(sandbox.sandboxId);

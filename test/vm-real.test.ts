@@ -93,9 +93,10 @@ describe('real microVMs', { skip }, () => {
       assert.equal(server.host.driver!.startedFrom(vmId), 'standby', `${vmId} took a standby`);
       // The standby range of network slots: 10.224.0.0/11.
       assert.match(vm.ipv4, /^10\.(22[4-9]|2[34]\d|25[0-5])\.\d+\.15$/);
-      const r = await exec(vmId, ['sh', '-c', 'hostname; cat /etc/machine-id /run/agentvm/instance; ip -4 -o addr show label lo:0; od -An -N16 -tx1 /dev/urandom; date +%s; grep -c " /persist " /proc/mounts; ls -A /persist/home /var/tmp']);
+      const r = await exec(vmId, ['sh', '-c', 'hostname; cat /etc/machine-id /run/agentvm/instance; ip -4 -o addr show label lo:0; od -An -N16 -tx1 /dev/urandom; date +%s; cat /proc/sys/kernel/random/boot_id; grep -c " /persist " /proc/mounts; ls -A /persist/home /var/tmp']);
       assert.equal(r.exit_code, 0, r.stderr);
-      const [hostname, machineId, instance, addr, random, date, persistMounts, ...files] = r.stdout.trim().split('\n');
+      const [hostname, machineId, instance, addr, random, date, bootId, persistMounts, ...files] = r.stdout.trim().split('\n');
+      assert.equal(server.host.driver!.facts(vmId)!.boot_id, bootId, "the host has the guest's boot id");
       assert.equal(hostname, vmId.replace(/_/g, '-').toLowerCase());
       assert.equal(machineId, createHash('sha256').update(`agentvm machine ${vmId}`).digest('hex').slice(0, 32));
       assert.equal(instance, server.host.driver!.facts(vmId)!.instance_id);
@@ -104,7 +105,7 @@ describe('real microVMs', { skip }, () => {
       assert.equal(persistMounts, '1');
       // The standby's warm-up run left nothing behind.
       assert.deepEqual(files.filter((f) => f && !f.endsWith(':')), []);
-      for (const [k, v] of Object.entries({ machineId, instance, random, addr })) {
+      for (const [k, v] of Object.entries({ machineId, instance, random, addr, bootId })) {
         if (!seen.has(k)) seen.set(k, new Set());
         seen.get(k)!.add(v);
       }
@@ -126,6 +127,9 @@ describe('real microVMs', { skip }, () => {
     const started = await runningVm(vmId);
     assert.equal(started.ipv4, ipv4);
     assert.equal((await exec(vmId, ['cat', '/persist/keep.txt'])).stdout, 'kept\n');
+    // A start after a stop is a new boot: a boot id of its own (a suspend's resume keeps it).
+    const bootAfter = (await exec(vmId, ['cat', '/proc/sys/kernel/random/boot_id'])).stdout.trim();
+    assert.ok(bootAfter && !seen.get('bootId')!.has(bootAfter), `a new boot id after stop and start (${bootAfter})`);
 
     // A new server process adopts the VM that is still a standby's QEMU, by its VM's name.
     const pid = server.host.driver!.pidOf(other);
@@ -166,14 +170,14 @@ describe('real microVMs', { skip }, () => {
     for (const vmId of vms) {
       const vm = await runningVm(vmId);
       assert.equal(driver.startedFrom(vmId), 'snapshot', `${vmId} resumed from the snapshot\n${driverLog()}`);
-      const r = await exec(vmId, ['sh', '-c', 'hostname; cat /etc/machine-id /run/agentvm/instance; ip -4 -o addr show label lo:0; od -An -N16 -tx1 /dev/urandom; date +%s; findmnt -no SOURCE /persist; touch /persist/w /w']);
+      const r = await exec(vmId, ['sh', '-c', 'hostname; cat /etc/machine-id /run/agentvm/instance; ip -4 -o addr show label lo:0; od -An -N16 -tx1 /dev/urandom; date +%s; findmnt -no SOURCE /persist; cat /proc/sys/kernel/random/boot_id; touch /persist/w /w']);
       assert.equal(r.exit_code, 0, r.stderr);
-      const [hostname, machineId, instance, addr, random, date, persistDev] = r.stdout.trim().split('\n');
+      const [hostname, machineId, instance, addr, random, date, persistDev, bootId] = r.stdout.trim().split('\n');
       assert.equal(hostname, vmId.replace(/_/g, '-').toLowerCase());
       assert.match(addr, new RegExp(`inet ${vm.ipv4.replace(/\./g, '\\.')}/32`));
       assert.ok(Math.abs(Number(date) - Date.now() / 1000) < 60, `guest clock ${date} is the host's`);
       assert.match(persistDev, /^\/dev\/sd/);
-      for (const [k, v] of Object.entries({ machineId, instance, random, addr })) {
+      for (const [k, v] of Object.entries({ machineId, instance, random, addr, bootId })) {
         if (!seen.has(k)) seen.set(k, new Set());
         seen.get(k)!.add(v);
       }

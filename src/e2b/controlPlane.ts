@@ -98,7 +98,8 @@ export function controlPlane(services: Services, log: Logger, prepare: (tenantId
     return { vm, record: await store.get(services.db, vm.vm_id) };
   }
 
-  const state = (vm: VmRow) => (vm.status === 'suspended' || vm.status === 'stopped' ? 'paused' : 'running');
+  /** Paused once a pause is under way (as E2B answers right after its pause call) until a start. */
+  const state = (vm: VmRow) => (['suspending', 'suspended', 'stopping', 'stopped'].includes(vm.status) ? 'paused' : 'running');
 
   function listed(vm: VmRow, r: store.SandboxRecord | null) {
     return {
@@ -149,6 +150,10 @@ export function controlPlane(services: Services, log: Logger, prepare: (tenantId
     if (!metadata || !envVars) return e2bError(c, 400, 'metadata and envVars: objects of strings');
     const autoPause = body.autoPause === true;
     const autoResume = typeof body.autoResume === 'object' && body.autoResume !== null && (body.autoResume as { enabled?: unknown }).enabled === true;
+    // E2B's autoPauseMemory: false pauses at the timeout with the filesystem only (a stop; the resume boots).
+    if (body.autoPauseMemory !== undefined && body.autoPauseMemory !== null && typeof body.autoPauseMemory !== 'boolean') return e2bError(c, 400, 'autoPauseMemory: true or false');
+    const autoPauseMemory = body.autoPauseMemory !== false;
+    if (!autoPauseMemory && autoResume) return e2bError(c, 400, 'autoResume cannot be combined with autoPauseMemory: false: a filesystem-only pause is resumed with connect');
 
     // templateID: a harness of the catalogue, `base` (the workstation), a snapshot of the tenant's, or an image of the tenant's (id or slug).
     const harness = getHarness(templateID) ? templateID : undefined;
@@ -185,6 +190,7 @@ export function controlPlane(services: Services, log: Logger, prepare: (tenantId
       metadata,
       env_vars: envVars,
       auto_pause: autoPause,
+      auto_pause_memory: autoPauseMemory,
       end_at: end,
       created_at: now,
     };
@@ -229,6 +235,7 @@ export function controlPlane(services: Services, log: Logger, prepare: (tenantId
             metadata: record?.metadata ?? {},
             env_vars: record?.env_vars ?? {},
             auto_pause: false,
+            auto_pause_memory: true,
             end_at: end,
             created_at: now,
           };
@@ -313,9 +320,13 @@ export function controlPlane(services: Services, log: Logger, prepare: (tenantId
     writable(c);
     const { vm } = await vmOf(c);
     if (state(vm) === 'paused') return e2bError(c, 409, `sandbox ${previewLabel(vm.vm_id)} is already paused`);
+    // `memory: false`: the filesystem only (E2B's keepMemory: false), a stop; the resume boots it.
+    const body = (await c.req.json().catch(() => ({}))) as { memory?: unknown } | null;
+    if (body?.memory !== undefined && body.memory !== null && typeof body.memory !== 'boolean') return e2bError(c, 400, 'memory: true or false');
+    const keepMemory = body?.memory !== false;
     forgetProcesses(vm.vm_id);
-    await services.vms.lifecycle(vm.tenant_id, vm.vm_id, 'suspend');
-    await services.vms.waitFor(vm.tenant_id, vm.vm_id, 'suspended', START_WAIT_MS, c.req.raw.signal);
+    await services.vms.lifecycle(vm.tenant_id, vm.vm_id, keepMemory ? 'suspend' : 'stop');
+    await services.vms.waitFor(vm.tenant_id, vm.vm_id, keepMemory ? 'suspended' : 'stopped', START_WAIT_MS, c.req.raw.signal);
     return c.body(null, 204);
   });
 
@@ -334,9 +345,11 @@ export function controlPlane(services: Services, log: Logger, prepare: (tenantId
       await services.vms.lifecycle(vm.tenant_id, vm.vm_id, 'start');
       status = 201;
     } else if (alreadyRunning === 409) return e2bError(c, 409, `sandbox ${previewLabel(vm.vm_id)} is already running`);
-    // A running sandbox's end only moves later (E2B's connect never shortens it); a resumed one's is set.
+    // A running sandbox's end only moves later (E2B's connect never shortens it); a resumed one's is set
+    // (to the default when none is given: its old end has passed, and its timeout would pause it again).
     const current = record.end_at.getTime();
-    if (t !== null && (wasPaused || services.clock.now().getTime() + t * 1000 > current)) await setTimeoutOf(vm, record, t);
+    if (wasPaused) await setTimeoutOf(vm, record, t ?? DEFAULT_TIMEOUT_S);
+    else if (t !== null && services.clock.now().getTime() + t * 1000 > current) await setTimeoutOf(vm, record, t);
     const now = await services.vms.waitFor(vm.tenant_id, vm.vm_id, 'running', START_WAIT_MS, c.req.raw.signal);
     if (now.status !== 'running') return e2bError(c, 500, `the sandbox did not start: it is ${now.status}`);
     return c.json(created(now, record), status as 201);

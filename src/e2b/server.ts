@@ -14,7 +14,8 @@ import { sandboxPlane } from './sandboxPlane.ts';
 import { forgetProcesses } from './processService.ts';
 import * as store from './store.ts';
 
-const PAUSE_SWEEP_MS = 5_000;
+/** How often the timeouts that pause are looked at: a sandbox pauses at most this long after its end. */
+const PAUSE_SWEEP_MS = 1_000;
 
 export function serveE2b(server: Server, services: Services, guest: GuestAccess | null, log: Logger): { close(): void } {
   const onRequest = server.listeners('request') as ((req: IncomingMessage, res: ServerResponse) => void)[];
@@ -28,13 +29,19 @@ export function serveE2b(server: Server, services: Services, guest: GuestAccess 
     for (const l of onRequest) l.call(server, req, res);
   });
 
+  // One sweep at a time: a pause under way is no longer due (its VM is no longer running).
+  let sweeping = false;
   const sweep = setInterval(() => {
+    if (sweeping) return;
+    sweeping = true;
     void (async () => {
       for (const s of await store.duePauses(services.db, services.clock.now())) {
         forgetProcesses(s.vm_id);
-        await services.vms.lifecycle(s.tenant_id, s.vm_id, 'suspend').catch((err: Error) => log.warn({ vm_id: s.vm_id, err: err.message }, 'e2b sandbox did not pause at its timeout'));
+        await services.vms.lifecycle(s.tenant_id, s.vm_id, s.auto_pause_memory ? 'suspend' : 'stop').catch((err: Error) => log.warn({ vm_id: s.vm_id, err: err.message }, 'e2b sandbox did not pause at its timeout'));
       }
-    })().catch(() => undefined);
+    })()
+      .catch(() => undefined)
+      .finally(() => (sweeping = false));
   }, PAUSE_SWEEP_MS);
   sweep.unref();
   return { close: () => clearInterval(sweep) };

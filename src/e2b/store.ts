@@ -12,11 +12,13 @@ export interface SandboxRecord {
   metadata: Record<string, string>;
   env_vars: Record<string, string>;
   auto_pause: boolean;
+  /** Whether that pause keeps the memory (a suspend) or the filesystem only (a stop: the resume boots). */
+  auto_pause_memory: boolean;
   end_at: Date;
   created_at: Date;
 }
 
-const COLUMNS = 'vm_id, tenant_id, template_id, access_token, metadata, env_vars, auto_pause, end_at, created_at';
+const COLUMNS = 'vm_id, tenant_id, template_id, access_token, metadata, env_vars, auto_pause, auto_pause_memory, end_at, created_at';
 
 const parsed = (r: SandboxRecord): SandboxRecord => ({
   ...r,
@@ -26,8 +28,8 @@ const parsed = (r: SandboxRecord): SandboxRecord => ({
 
 export async function insert(q: Queryable, r: SandboxRecord): Promise<void> {
   await q.query(
-    `INSERT INTO e2b_sandboxes (${COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-    [r.vm_id, r.tenant_id, r.template_id, r.access_token, JSON.stringify(r.metadata), JSON.stringify(r.env_vars), r.auto_pause, r.end_at, r.created_at],
+    `INSERT INTO e2b_sandboxes (${COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+    [r.vm_id, r.tenant_id, r.template_id, r.access_token, JSON.stringify(r.metadata), JSON.stringify(r.env_vars), r.auto_pause, r.auto_pause_memory, r.end_at, r.created_at],
   );
 }
 
@@ -56,9 +58,9 @@ export async function setEnd(q: Queryable, vmId: string, endAt: Date): Promise<v
 }
 
 /** Sandboxes whose timeout has come that pause (not die) at it, and are not yet paused. */
-export function duePauses(q: Queryable, now: Date): Promise<{ vm_id: string; tenant_id: string }[]> {
+export function duePauses(q: Queryable, now: Date): Promise<{ vm_id: string; tenant_id: string; auto_pause_memory: boolean }[]> {
   return q.query(
-    `SELECT s.vm_id, s.tenant_id FROM e2b_sandboxes s JOIN vms v ON v.vm_id = s.vm_id
+    `SELECT s.vm_id, s.tenant_id, s.auto_pause_memory FROM e2b_sandboxes s JOIN vms v ON v.vm_id = s.vm_id
      WHERE s.auto_pause AND s.end_at <= $1 AND v.deleted_at IS NULL AND v.status = 'running' LIMIT 100`,
     [now],
   );

@@ -91,7 +91,7 @@ function readAssumed(): void {
 /** The facts of the image this agent starts in, for the assume program to hand the host. */
 async function writeStaticFacts(): Promise<void> {
   const facts = await hello();
-  const lines = { protocol: facts.protocol, kernel: facts.kernel, node: facts.node, boot_id: facts.boot_id, harnesses: facts.harnesses.join(',') };
+  const lines = { protocol: facts.protocol, kernel: facts.kernel, node: facts.node, harnesses: facts.harnesses.join(',') };
   await fsp.mkdir(path.dirname(STATIC_FACTS_FILE), { recursive: true });
   await fsp.writeFile(STATIC_FACTS_FILE, Object.entries(lines).map(([k, v]) => `${k}=${v}\n`).join(''));
 }
@@ -188,7 +188,9 @@ async function hello(): Promise<HelloFacts> {
     hostname: os.hostname(),
     kernel: os.release(),
     node: process.version,
-    boot_id: await (bootId ??= fsp.readFile('/proc/sys/kernel/random/boot_id', 'utf8').then((s) => s.trim(), () => '')),
+    // Read only once the guest is a VM: the kernel makes it at its first read, and one read before a
+    // golden snapshot would give every VM cloned from it the same (the assume program reads it first).
+    boot_id: assumed ? await (bootId ??= fsp.readFile('/proc/sys/kernel/random/boot_id', 'utf8').then((s) => s.trim(), () => '')) : '',
     uptime_s: os.uptime(),
     ipv4: ipv4(),
     persist,

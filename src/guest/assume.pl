@@ -114,6 +114,9 @@ sub facts {
   say_('hostname', $a{hostname});
   say_('ipv4', $ip);
   if (open(my $u, '<', '/proc/uptime')) { my ($up) = split / /, scalar <$u>; say_('uptime_s', $up); }
+  # The kernel makes its boot id at its first read: here, after the reseed, so each VM has its own
+  # (the guest agent never reads it before it has an identity, so no golden snapshot holds one).
+  if (open(my $b, '<', '/proc/sys/kernel/random/boot_id')) { my $id = <$b> // ''; chomp $id; say_('boot_id', $id); }
   # What the agent knew when it started (image facts); the host needs nothing more from it now.
   if (open(my $st, '<', '/run/agentvm/static')) { push @out, grep { /=/ } <$st>; }
   step('facts');
