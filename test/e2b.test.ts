@@ -269,6 +269,21 @@ describe("E2B's SDK against agentvm", { skip }, () => {
     await assert.rejects(Sandbox.create('snap_NoSuchSnapshot'), /not found/);
   });
 
+  test('a pause keeps the processes: a background command runs on, is listed after the resume, followed again and killed', async () => {
+    const handle = await sandbox.commands.run('i=0; while :; do i=$((i+1)); echo tick $i; sleep 0.2; done', { background: true });
+    await until('its first tick', async () => handle.stdout.includes('tick 1\n'), 60_000);
+    await sandbox.pause();
+    assert.equal((await Sandbox.getInfo(sandbox.sandboxId)).state, 'paused');
+    await sandbox.connect({ timeoutMs: 3_600_000 });
+    const listed = (await sandbox.commands.list()).find((p) => p.pid === handle.pid);
+    assert.equal(listed?.cmd, '/bin/bash', 'listed after the resume, with its command');
+    const again = await sandbox.commands.connect(handle.pid);
+    await until('its ticks after the resume', async () => /tick \d+\n/.test(again.stdout), 60_000);
+    assert.equal(await sandbox.commands.kill(handle.pid), true);
+    await again.wait().catch(() => undefined);
+    await until('it is gone', async () => !(await sandbox.commands.list()).some((p) => p.pid === handle.pid), 30_000);
+  });
+
   test('a filesystem-only pause (keepMemory: false) is a stop, and its resume a new boot with the files kept; so is a timeout with autoPauseMemory false', async () => {
     const bootId = async (sb: Sandbox) => (await sb.commands.run('cat /proc/sys/kernel/random/boot_id')).stdout.trim();
     await sandbox.files.write('/home/user/kept.txt', 'kept across a boot');

@@ -60,6 +60,10 @@ export interface GuestAccess {
   openShell(vmId: string, opts: ShellOptions): Promise<GuestShell>;
   readFile(vmId: string, path: string): Promise<GuestRead>;
   writeFile(vmId: string, path: string, body: AsyncIterable<Uint8Array>, opts: WriteOptions): Promise<{ path: string; size: number }>;
+  /** The programs the guest started (ShellOptions.process) that still run, or null where its agent cannot tell (protocol < 8). */
+  listProcesses?(vmId: string): Promise<{ pid: number; meta: string }[] | null>;
+  /** One of them followed again on a new stream (its frames from now on), or null when it no longer runs. */
+  attachProcess?(vmId: string, pid: number): Promise<GuestShell | null>;
 }
 
 const notRunning = (vm: { status: string }) =>

@@ -14,6 +14,10 @@ export interface SandboxContext {
   envVars: Record<string, string>;
   /** A terminal in the guest, with the run environment of the VM's harness; or `process` in its place, where the guest can. */
   openShell(size: { cols: number; rows: number }, process?: ProcessOpen): Promise<GuestShell>;
+  /** The programs the guest started that still run (each with its ProcessOpen.meta), or null where it cannot tell. */
+  listProcesses(): Promise<{ pid: number; meta: string }[] | null>;
+  /** One of them followed again from now on, or null. */
+  attachProcess(pid: number): Promise<GuestShell | null>;
 }
 
 export const SANDBOX = createContextKey<SandboxContext | null>(null, { description: 'the E2B sandbox of the request' });

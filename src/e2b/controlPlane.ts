@@ -324,7 +324,9 @@ export function controlPlane(services: Services, log: Logger, prepare: (tenantId
     const body = (await c.req.json().catch(() => ({}))) as { memory?: unknown } | null;
     if (body?.memory !== undefined && body.memory !== null && typeof body.memory !== 'boolean') return e2bError(c, 400, 'memory: true or false');
     const keepMemory = body?.memory !== false;
-    forgetProcesses(vm.vm_id);
+    // A pause that keeps the memory keeps the processes (the guest runs them on at the resume, and a
+    // Connect follows one again); one that keeps the filesystem only ends them.
+    if (!keepMemory) forgetProcesses(vm.vm_id);
     await services.vms.lifecycle(vm.tenant_id, vm.vm_id, keepMemory ? 'suspend' : 'stop');
     await services.vms.waitFor(vm.tenant_id, vm.vm_id, keepMemory ? 'suspended' : 'stopped', START_WAIT_MS, c.req.raw.signal);
     return c.body(null, 204);

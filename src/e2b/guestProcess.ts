@@ -30,6 +30,8 @@ export interface ProcessSpec {
   root: boolean;
   stdin: boolean;
   pty: { cols: number; rows: number } | null;
+  /** Kept by the guest with the process (ProcessOpen.meta): what a host after a pause or a restart knows of it. */
+  meta?: string;
 }
 
 export type ProcessExit = { exitCode: number; signal: string | null; error: string | null };
@@ -37,7 +39,7 @@ export type ProcessExit = { exitCode: number; signal: string | null; error: stri
 /** What the guest's agent is asked to start itself, where it can (a plain process, never a PTY's). */
 function processOpen(spec: ProcessSpec): ProcessOpen | undefined {
   if (spec.pty) return undefined;
-  return { argv: spec.argv, env: spec.env, cwd: spec.cwd, root: spec.root, stdin: spec.stdin };
+  return { argv: spec.argv, env: spec.env, cwd: spec.cwd, root: spec.root, stdin: spec.stdin, ...(spec.meta !== undefined ? { meta: spec.meta } : {}) };
 }
 
 const hex = (s: string) => Buffer.from(s, 'utf8').toString('hex');
@@ -122,9 +124,21 @@ export class GuestProcess extends EventEmitter {
   private started = false;
   private readonly ready: Promise<void>;
 
+  /** Its stream went with its VM's host (a pause, a restart), not with its end: it may run on in the guest. */
+  lost = false;
+
   /** The process's stream in the sandbox (not started yet: call start). */
   static async open(sb: SandboxContext, spec: ProcessSpec): Promise<GuestProcess> {
     return new GuestProcess(await sb.openShell(spec.pty ?? { cols: 80, rows: 24 }, processOpen(spec)), spec);
+  }
+
+  /** A process the guest started earlier, followed again from now on (started: its pid comes first); null when it no longer runs. */
+  static async attach(sb: SandboxContext, pid: number, spec: ProcessSpec): Promise<GuestProcess | null> {
+    const shell = await sb.attachProcess(pid);
+    if (!shell) return null;
+    const proc = new GuestProcess(shell, spec);
+    await proc.ready;
+    return proc;
   }
 
   constructor(
@@ -145,6 +159,7 @@ export class GuestProcess extends EventEmitter {
     void shell.ended.then((end) => {
       if (!this.started) rejectReady(new Error(end.kind === 'cut' ? end.message : 'the shell ended before the process started'));
       if (this.ended) return;
+      if (end.kind === 'cut' && shell.framed && !this.ended) this.lost = true;
       if (this.spec.pty && end.kind === 'exit') this.finish({ exitCode: end.exit_code ?? -1, signal: end.signal, error: null });
       else this.finish({ exitCode: -1, signal: end.kind === 'exit' ? end.signal : null, error: end.kind === 'cut' ? end.message : 'the process was cut off' });
     });

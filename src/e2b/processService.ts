@@ -28,19 +28,50 @@ function table(vmId: string): Map<number, Entry> {
   return t;
 }
 
-function find(vmId: string, sel: ProcessSelector | undefined): Entry {
-  const t = live.get(vmId);
+/** What the guest keeps with a process for a host that comes after (a pause, a restart). */
+interface Meta {
+  tag: string | null;
+  config: Entry['config'];
+  root: boolean;
+}
+
+const metaOf = (e: Pick<Entry, 'tag' | 'config'>, root: boolean) => JSON.stringify({ tag: e.tag, config: e.config, root } satisfies Meta);
+
+function parseMeta(meta: string): Meta | null {
+  try {
+    const m = JSON.parse(meta) as Meta;
+    return m && typeof m === 'object' && m.config && typeof m.config.cmd === 'string' ? m : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The process a selector names: one this server follows, else (its stream went with a pause or a
+ * restart of the server, or it was never followed here) one the guest still runs, followed again.
+ */
+async function find(sb: SandboxContext, sel: ProcessSelector | undefined): Promise<Entry> {
+  const t = table(sb.vmId);
   const s = sel?.selector;
-  if (s?.case === 'pid') {
-    const e = t?.get(s.value);
-    if (e) return e;
-    throw new ConnectError(`process with pid ${s.value} not found`, Code.NotFound);
+  if (s?.case !== 'pid' && s?.case !== 'tag') throw new ConnectError('process: give a pid or a tag', Code.InvalidArgument);
+  const matches = (pid: number, tag: string | null) => (s.case === 'pid' ? pid === s.value : tag === s.value);
+  for (const [pid, e] of t) if (matches(pid, e.tag) && !e.proc.lost) return e;
+  for (const g of (await sb.listProcesses()) ?? []) {
+    const m = parseMeta(g.meta);
+    if (!m || !matches(g.pid, m.tag)) continue;
+    const proc = await GuestProcess.attach(sb, g.pid, { argv: [m.config.cmd, ...m.config.args], env: m.config.envs, cwd: m.config.cwd ?? null, root: m.root, stdin: true, pty: null, meta: g.meta });
+    if (!proc) break;
+    const e: Entry = { proc, tag: m.tag, config: m.config };
+    t.set(g.pid, e);
+    forgetAtEnd(t, proc);
+    return e;
   }
-  if (s?.case === 'tag') {
-    for (const e of t?.values() ?? []) if (e.tag === s.value) return e;
-    throw new ConnectError(`process with tag ${s.value} not found`, Code.NotFound);
-  }
-  throw new ConnectError('process: give a pid or a tag', Code.InvalidArgument);
+  throw new ConnectError(s.case === 'pid' ? `process with pid ${s.value} not found` : `process with tag ${s.value} not found`, Code.NotFound);
+}
+
+/** An ended process is kept a moment, so a Connect right after its end still finds it. */
+function forgetAtEnd(t: Map<number, Entry>, proc: GuestProcess): void {
+  proc.once('end', () => setTimeout(() => t.get(proc.pid)?.proc === proc && t.delete(proc.pid), 5_000).unref());
 }
 
 const endEvent = (x: ProcessExit): Event => ({
@@ -103,6 +134,7 @@ export function processService(): ServiceImpl<typeof Process> {
       const sb: SandboxContext = sandboxOf(ctx);
       const p = req.process;
       if (!p || !p.cmd) throw new ConnectError('process.cmd: give the command', Code.InvalidArgument);
+      const config = { cmd: p.cmd, args: p.args, envs: p.envs, ...(p.cwd ? { cwd: p.cwd } : {}) };
       const spec: ProcessSpec = {
         argv: [p.cmd, ...p.args],
         env: { ...sb.envVars, ...p.envs },
@@ -110,6 +142,7 @@ export function processService(): ServiceImpl<typeof Process> {
         root: sb.user === 'root',
         stdin: req.stdin ?? true,
         pty: req.pty ? { cols: req.pty.size?.cols || 80, rows: req.pty.size?.rows || 24 } : null,
+        meta: metaOf({ tag: req.tag ?? null, config }, sb.user === 'root'),
       };
       const proc = await GuestProcess.open(sb, spec);
       try {
@@ -119,30 +152,34 @@ export function processService(): ServiceImpl<typeof Process> {
         throw new ConnectError(`the process did not start: ${(err as Error).message}`, Code.Unavailable);
       }
       const t = table(sb.vmId);
-      t.set(proc.pid, { proc, tag: req.tag ?? null, config: { cmd: p.cmd, args: p.args, envs: p.envs, ...(p.cwd ? { cwd: p.cwd } : {}) } });
-      proc.once('end', () => {
-        // Kept a moment, so a Connect right after the end still finds it.
-        setTimeout(() => t.get(proc.pid)?.proc === proc && t.delete(proc.pid), 5_000).unref();
-      });
+      t.set(proc.pid, { proc, tag: req.tag ?? null, config });
+      forgetAtEnd(t, proc);
       yield* follow(proc, ctx.signal, true, true);
     },
 
     async *connect(req, ctx) {
       const sb = sandboxOf(ctx);
-      const e = find(sb.vmId, req.process);
+      const e = await find(sb, req.process);
       yield* follow(e.proc, ctx.signal, true);
     },
 
     async list(_req, ctx) {
       const sb = sandboxOf(ctx);
-      const processes = [...(live.get(sb.vmId)?.entries() ?? [])]
-        .filter(([, e]) => !e.proc.ended)
-        .map(([pid, e]) => ({ pid, config: e.config, ...(e.tag !== null ? { tag: e.tag } : {}) }));
+      const listed = (pid: number, e: Pick<Entry, 'tag' | 'config'>) => ({ pid, config: e.config, ...(e.tag !== null ? { tag: e.tag } : {}) });
+      const followed = [...(live.get(sb.vmId)?.entries() ?? [])].filter(([, e]) => !e.proc.ended);
+      const guest = await sb.listProcesses();
+      if (!guest) return { processes: followed.map(([pid, e]) => listed(pid, e)) };
+      // The guest's word: what it still runs (a pause or a server's restart lost this server's streams, not the processes).
+      const processes = followed.filter(([, e]) => e.proc.spec.pty && !e.proc.lost).map(([pid, e]) => listed(pid, e));
+      for (const g of guest) {
+        const e = followed.find(([pid]) => pid === g.pid)?.[1] ?? parseMeta(g.meta);
+        if (e) processes.push(listed(g.pid, e));
+      }
       return { processes };
     },
 
     async sendInput(req, ctx) {
-      const e = find(sandboxOf(ctx).vmId, req.process);
+      const e = await find(sandboxOf(ctx), req.process);
       await e.proc.sendStdin(bytesOf(req.input));
       return {};
     },
@@ -151,7 +188,7 @@ export function processService(): ServiceImpl<typeof Process> {
       const sb = sandboxOf(ctx);
       let e: Entry | null = null;
       for await (const r of reqs) {
-        if (r.event.case === 'start') e = find(sb.vmId, r.event.value.process);
+        if (r.event.case === 'start') e = await find(sb, r.event.value.process);
         else if (r.event.case === 'data') {
           if (!e) throw new ConnectError('start: name the process first', Code.InvalidArgument);
           await e.proc.sendStdin(bytesOf(r.event.value.input));
@@ -162,7 +199,7 @@ export function processService(): ServiceImpl<typeof Process> {
 
     async sendSignal(req, ctx) {
       const sb = sandboxOf(ctx);
-      const e = find(sb.vmId, req.process);
+      const e = await find(sb, req.process);
       if (req.signal !== Signal.SIGKILL && req.signal !== Signal.SIGTERM) throw new ConnectError('signal: SIGTERM or SIGKILL', Code.InvalidArgument);
       // A PTY's program is signalled before its terminal is hung up, so it is gone when the answer comes
       // (the hangup alone reaches the guest a moment later; E2B's callers look right after a kill).
@@ -174,14 +211,14 @@ export function processService(): ServiceImpl<typeof Process> {
     },
 
     async closeStdin(req, ctx) {
-      const e = find(sandboxOf(ctx).vmId, req.process);
+      const e = await find(sandboxOf(ctx), req.process);
       if (e.proc.spec.pty) throw new ConnectError('a PTY has no stdin to close: send Ctrl-D (0x04)', Code.FailedPrecondition);
       await e.proc.closeStdin();
       return {};
     },
 
     async update(req, ctx) {
-      const e = find(sandboxOf(ctx).vmId, req.process);
+      const e = await find(sandboxOf(ctx), req.process);
       if (req.pty?.size) e.proc.resize(req.pty.size.cols, req.pty.size.rows);
       return {};
     },

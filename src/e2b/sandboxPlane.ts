@@ -113,6 +113,8 @@ export function sandboxPlane(services: Services, guest: GuestAccess | null, log:
       user,
       envVars,
       openShell: (size, process) => guest.openShell(vm.vm_id, { ...size, env: shellEnvironment(vm.harness, vm.brokered_secret_names), process }),
+      listProcesses: async () => (guest.listProcesses ? guest.listProcesses(vm.vm_id) : null),
+      attachProcess: async (pid) => (guest.attachProcess ? guest.attachProcess(vm.vm_id, pid) : null),
     };
   }
 

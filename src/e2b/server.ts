@@ -36,7 +36,7 @@ export function serveE2b(server: Server, services: Services, guest: GuestAccess 
     sweeping = true;
     void (async () => {
       for (const s of await store.duePauses(services.db, services.clock.now())) {
-        forgetProcesses(s.vm_id);
+        if (!s.auto_pause_memory) forgetProcesses(s.vm_id);
         await services.vms.lifecycle(s.tenant_id, s.vm_id, s.auto_pause_memory ? 'suspend' : 'stop').catch((err: Error) => log.warn({ vm_id: s.vm_id, err: err.message }, 'e2b sandbox did not pause at its timeout'));
       }
     })()

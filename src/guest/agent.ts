@@ -15,7 +15,7 @@ import { scrubTree } from './scrub.ts';
 import { ASSUME_PERL } from './assume.ts';
 import { GuestRuns } from './runs.ts';
 import { openShell } from './shell.ts';
-import { openProcess } from './process.ts';
+import { attachProcess, listProcesses, openProcess } from './process.ts';
 import { readFile as readVmFile, writeFile as writeVmFile } from './files.ts';
 import { dataPort, dataSync, findPort, rawSink, rawSinkDone, rawSource } from './dataPort.ts';
 import { egressAttach, egressRefuse, startEgressListener, type EgressAttachArgs } from './egress.ts';
@@ -31,6 +31,7 @@ import {
   HARNESS_USER,
   SECRETS_FILE,
   WORKSPACE,
+  type ProcessAttachArgs,
   type RunAckArgs,
   type RunStartArgs,
   type SecretsArgs,
@@ -266,6 +267,10 @@ async function handle(req: AgentRequest): Promise<unknown> {
       const env = await shellEnvironment(args?.env);
       return args?.process ? openProcess(args, env) : openShell(args, env);
     }
+    case 'process_list':
+      return listProcesses();
+    case 'process_attach':
+      return attachProcess(req.args as ProcessAttachArgs);
     case 'file_read':
       return readVmFile(req.args as FileReadArgs);
     case 'file_write':

@@ -3,8 +3,10 @@
  * by the agent itself: no login shell and no interpreter in between, so a command costs its own start
  * and nothing more. The frames are protocol.ts ProcessOpen's. It runs as the shell's user (or root),
  * with the shell's environment under its own, in a session and process group of its own; a signal the
- * host sends goes to that group, and a stream the host cuts hangs the group up. Node built-ins only:
- * bundled into the guest agent.
+ * host sends goes to that group, and a stream the host cuts hangs the group up. A stream that goes
+ * because its host did (the VM suspended, the server restarted: the host never cut it) leaves the
+ * program running: a host may follow it again on a new stream (attachProcess), output from then on.
+ * Node built-ins only: bundled into the guest agent.
  */
 import { spawn } from 'node:child_process';
 import { promises as fsp } from 'node:fs';
@@ -12,7 +14,8 @@ import os from 'node:os';
 import { asImageAsks } from './imageConfig.ts';
 import { dataPort } from './dataPort.ts';
 import { STREAM_WINDOW } from '../wire/frames.ts';
-import { HARNESS_HOME, HARNESS_USER, WORKSPACE, type ShellOpenArgs, type ProcessOpen } from '../wire/protocol.ts';
+import { HARNESS_HOME, HARNESS_USER, WORKSPACE, type ProcessAttachArgs, type ShellOpenArgs, type ProcessOpen } from '../wire/protocol.ts';
+import type { MuxStream } from '../wire/muxStream.ts';
 
 /** How long a cut program's group gets after SIGHUP before SIGKILL. */
 const HANGUP_GRACE_MS = 1000;
@@ -32,7 +35,30 @@ function checked(p: ProcessOpen): ProcessOpen {
   const env = p.env ?? {};
   if (typeof env !== 'object' || !Object.values(env).every((v) => typeof v === 'string')) throw new Error('process.env must map names to strings');
   if (p.cwd !== null && p.cwd !== undefined && typeof p.cwd !== 'string') throw new Error('process.cwd must be a string or null');
-  return { argv: p.argv, env, cwd: p.cwd ?? null, root: p.root === true, stdin: p.stdin === true };
+  if (p.meta !== undefined && (typeof p.meta !== 'string' || p.meta.length > 16 * 1024)) throw new Error('process.meta must be a string of at most 16 KiB');
+  return { argv: p.argv, env, cwd: p.cwd ?? null, root: p.root === true, stdin: p.stdin === true, meta: p.meta ?? '' };
+}
+
+/** The programs openProcess started that still run, by pid. */
+const running = new Map<number, { meta: string; attach: (stream: MuxStream) => void }>();
+
+/** `process_list`: the programs started here that still run, with the host's words on each. */
+export function listProcesses(): { processes: { pid: number; meta: string }[] } {
+  return { processes: [...running].map(([pid, p]) => ({ pid, meta: p.meta })) };
+}
+
+/**
+ * `process_attach`: the program's frames go on `stream` from now on (its earlier stream is let go
+ * here without a word: its host is gone), and `stream` carries its input. Output still waiting for
+ * the earlier stream's credit is lost with it.
+ */
+export async function attachProcess(args: ProcessAttachArgs): Promise<{ attached: boolean }> {
+  const p = running.get(args?.pid);
+  if (!p) return { attached: false };
+  const { mux } = await dataPort();
+  if (!Number.isInteger(args.stream) || args.stream <= 0 || mux.has(args.stream)) throw new Error('process_attach needs a stream id not in use');
+  p.attach(mux.open(args.stream));
+  return { attached: true };
 }
 
 /** Starts `args.process` on data stream `args.stream`; answers its pid once it runs. */
@@ -54,7 +80,7 @@ export async function openProcess(args: ShellOpenArgs, env: Record<string, strin
     how.gid = 0;
     how.env = { ...how.env, HOME: '/root', USER: 'root', LOGNAME: 'root' };
   }
-  const stream = mux.open(args.stream);
+  let stream = mux.open(args.stream);
   const send = (type: string, data: Buffer | string) => stream.write(frame(type, data)).catch(() => undefined);
 
   // A directory that is not there fails the program as a shell's `cd` would, after its start.
@@ -116,38 +142,55 @@ export async function openProcess(args: ShellOpenArgs, env: Record<string, strin
   let input = Buffer.alloc(0);
   let stdinOpen = p.stdin;
   child.stdin?.on('error', () => undefined);
-  stream.on('data', (chunk: Buffer) => {
-    input = input.length ? Buffer.concat([input, chunk]) : Buffer.from(chunk);
-    while (input.length >= 9) {
-      const type = String.fromCharCode(input[0]);
-      const n = parseInt(input.subarray(1, 9).toString('latin1'), 16);
-      if (type === 'K') {
-        input = input.subarray(9);
-        stream.consumed(9);
-        if (n === 9 || n === 15 || n === 2 || n === 1) signalGroup(n);
-        continue;
-      }
-      if (!Number.isInteger(n) || input.length < 9 + n) break;
-      const data = input.subarray(9, 9 + n);
-      input = input.subarray(9 + n);
-      if (type === 'D' && stdinOpen && child.stdin) child.stdin.write(data, () => stream.consumed(9 + n));
-      else {
-        if (type === 'C' && stdinOpen) {
-          stdinOpen = false;
-          child.stdin?.end();
-        }
-        stream.consumed(9 + n);
-      }
-    }
-  });
   let over = false;
-  stream.on('abort', () => {
-    if (over) return;
-    over = true;
-    signalGroup('SIGHUP');
-    setTimeout(() => signalGroup('SIGKILL'), HANGUP_GRACE_MS).unref();
+  const bind = (s: MuxStream) => {
+    s.on('data', (chunk: Buffer) => {
+      input = input.length ? Buffer.concat([input, chunk]) : Buffer.from(chunk);
+      while (input.length >= 9) {
+        const type = String.fromCharCode(input[0]);
+        const n = parseInt(input.subarray(1, 9).toString('latin1'), 16);
+        if (type === 'K') {
+          input = input.subarray(9);
+          s.consumed(9);
+          if (n === 9 || n === 15 || n === 2 || n === 1) signalGroup(n);
+          continue;
+        }
+        if (!Number.isInteger(n) || input.length < 9 + n) break;
+        const data = input.subarray(9, 9 + n);
+        input = input.subarray(9 + n);
+        if (type === 'D' && stdinOpen && child.stdin) child.stdin.write(data, () => s.consumed(9 + n));
+        else {
+          if (type === 'C' && stdinOpen) {
+            stdinOpen = false;
+            child.stdin?.end();
+          }
+          s.consumed(9 + n);
+        }
+      }
+    });
+    s.on('abort', (f: { error?: string }) => {
+      // Not the stream it has now (attached elsewhere since), or its host went without cutting it: it runs on.
+      if (over || s !== stream || f?.error === 'host_gone') return;
+      over = true;
+      signalGroup('SIGHUP');
+      setTimeout(() => signalGroup('SIGKILL'), HANGUP_GRACE_MS).unref();
+    });
+  };
+  bind(stream);
+  running.set(pid, {
+    meta: p.meta ?? '',
+    attach: (next) => {
+      const old = stream;
+      stream = next;
+      input = Buffer.alloc(0);
+      bind(next);
+      old.cut({ error: 'moved', message: 'the process is followed on another stream' });
+      void send('P', String(pid));
+      for (const [each] of pipes) each.resume();
+    },
   });
   child.on('close', (code, signal) => {
+    running.delete(pid);
     const sig = signal ? (os.constants.signals[signal] ?? 0) : 0;
     const status = signal ? sig : (code ?? 0) << 8;
     void send('X', String(status)).then(() => {

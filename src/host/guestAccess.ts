@@ -206,6 +206,28 @@ export class LocalGuestAccess implements GuestAccess {
     return shell;
   }
 
+  async listProcesses(vmId: string): Promise<{ pid: number; meta: string }[] | null> {
+    if ((this.driver.facts(vmId)?.protocol ?? 0) < 8) return null;
+    try {
+      return (await this.driver.request<{ processes: { pid: number; meta: string }[] }>(vmId, 'process_list', {}, OPEN_TIMEOUT_MS)).processes;
+    } catch (err) {
+      throw guestError(err);
+    }
+  }
+
+  async attachProcess(vmId: string, pid: number): Promise<GuestShell | null> {
+    if ((this.driver.facts(vmId)?.protocol ?? 0) < 8) return null;
+    const stream = await this.stream(vmId);
+    const shell = new StreamShell(stream);
+    const r = await this.open<{ attached: boolean }>(vmId, stream, 'process_attach', { pid });
+    if (!r.attached) {
+      stream.release();
+      return null;
+    }
+    shell.framed = true;
+    return shell;
+  }
+
   async readFile(vmId: string, path: string): Promise<GuestRead> {
     const stream = await this.stream(vmId, FILE_STREAM_WINDOW);
     const expect: { size?: number } = {};

@@ -14,7 +14,7 @@ export const ROOT_SERIAL = 'root';
  */
 export const UPPER_MODEL = 'agentvm-root';
 export const PERSIST_MODEL = 'agentvm-persist';
-export const AGENT_PROTOCOL_VERSION = 7;
+export const AGENT_PROTOCOL_VERSION = 8;
 /**
  * From this protocol on, the assume program stays after its answer, blocked on its port, and sets a
  * resumed VM's clock from a line `sec=… nsec=…` (answered `clock=ok`, `end`); before it, the agent's
@@ -315,6 +315,13 @@ export interface ProcessOpen {
   cwd: string | null; // null: /home/user when there is one, else the shell's directory
   root: boolean; // as root, else as the shell's user
   stdin: boolean; // stdin stays open for `D` frames, else it is empty
+  meta?: string; // the host's words on it, answered by process_list (protocol 8; at most 16 KiB)
+}
+
+/** `process_list` (protocol 8): the programs ProcessOpen started that still run; `process_attach` follows one on a new stream. */
+export interface ProcessAttachArgs {
+  pid: number;
+  stream: number;
 }
 
 /** `file_read`: a directory's entries in the answer, or a file's size in the answer and its bytes on `stream`. */
