@@ -9,7 +9,7 @@
  */
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { Sandbox, CommandExitError } from 'e2b';
+import { Sandbox, CommandExitError, TimeoutError } from 'e2b';
 import type { RunningServer } from '../src/server.ts';
 import { apiClient, until } from './helpers.ts';
 import { GuestProcess } from '../src/e2b/guestProcess.ts';
@@ -310,7 +310,12 @@ describe("E2B's SDK against agentvm", { skip }, () => {
     const info = await Sandbox.getInfo(sandbox.sandboxId);
     const left = info.endAt.getTime() - Date.now();
     assert.ok(left > 1_700_000 && left <= 1_800_000, `${left} ms left`);
+    // A command followed while its sandbox is killed: the connection ends, and the SDK, asking /health, says why.
+    const running = await sandbox.commands.run('sleep 60', { background: true });
     assert.equal(await Sandbox.kill(sandbox.sandboxId), true);
+    const err = (await running.wait().catch((e: Error) => e)) as Error;
+    assert.ok(err instanceof TimeoutError, `${err?.constructor?.name}: ${err?.message}`);
+    assert.match(err.message, /sandbox was killed or reached its end of life/);
     assert.equal(await Sandbox.kill(sandbox.sandboxId), false, 'gone already');
     await assert.rejects(Sandbox.getInfo(sandbox.sandboxId), /not found/);
   });

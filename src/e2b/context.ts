@@ -18,6 +18,8 @@ export interface SandboxContext {
   listProcesses(): Promise<{ pid: number; meta: string }[] | null>;
   /** One of them followed again from now on, or null. */
   attachProcess(pid: number): Promise<GuestShell | null>;
+  /** Ends this request's connection mid-answer (its sandbox went: killed, paused, stopped). */
+  drop?(): void;
 }
 
 export const SANDBOX = createContextKey<SandboxContext | null>(null, { description: 'the E2B sandbox of the request' });

@@ -86,17 +86,26 @@ const endEvent = (x: ProcessExit): Event => ({
   },
 });
 
-/** The process's events from now on, as a stream; ends with its end, or when the caller goes. */
-async function* follow(proc: GuestProcess, signal: AbortSignal, withStart: boolean, withBacklog = false): AsyncGenerator<{ event: Event }> {
+/**
+ * The process's events from now on, as a stream; ends with its end, or when the caller goes. A
+ * process lost with its sandbox (killed, paused, stopped: its stream went, not its program) ends the
+ * connection instead (`drop`), as E2B's proxy does, so the SDK asks the sandbox's health and says why.
+ */
+async function* follow(proc: GuestProcess, signal: AbortSignal, withStart: boolean, withBacklog = false, drop?: () => void): AsyncGenerator<{ event: Event }> {
   const data = (kind: 'stdout' | 'stderr' | 'pty', b: Buffer): Event => ({ event: { case: 'data', value: { output: { case: kind, value: new Uint8Array(b) } } } });
   // What came before this follower (the start's own output), then what comes: taken in one tick, so nothing falls between.
   const queue: Event[] = withBacklog ? proc.takeBacklog().map((b) => data(b.kind, b.data)) : [];
-  if (proc.ended) queue.push(endEvent(proc.ended));
+  let lost = false;
+  const ended = (x: ProcessExit) => {
+    if (proc.lost && drop) lost = true;
+    else queue.push(endEvent(x));
+  };
+  if (proc.ended) ended(proc.ended);
   let wake: (() => void) | null = null;
   const push = (e: Event) => (queue.push(e), wake?.());
   const onData = (kind: 'stdout' | 'stderr' | 'pty') => (b: Buffer) => push(data(kind, b));
   const handlers = { stdout: onData('stdout'), stderr: onData('stderr'), pty: onData('pty') };
-  const onEnd = (x: ProcessExit) => push(endEvent(x));
+  const onEnd = (x: ProcessExit) => (ended(x), wake?.());
   for (const [k, fn] of Object.entries(handlers)) proc.on(k, fn);
   proc.on('end', onEnd);
   const onAbort = () => wake?.();
@@ -106,9 +115,10 @@ async function* follow(proc: GuestProcess, signal: AbortSignal, withStart: boole
   try {
     if (withStart) yield { event: { event: { case: 'start', value: { pid: proc.pid } } } };
     for (;;) {
-      while (!queue.length && !signal.aborted) await new Promise<void>((r) => (wake = r));
+      while (!queue.length && !signal.aborted && !lost) await new Promise<void>((r) => (wake = r));
       wake = null;
       if (signal.aborted) return;
+      if (lost && !queue.length) return drop!();
       for (const e of queue.splice(0)) {
         yield { event: e };
         if (e.event?.case === 'end') return;
@@ -154,13 +164,13 @@ export function processService(): ServiceImpl<typeof Process> {
       const t = table(sb.vmId);
       t.set(proc.pid, { proc, tag: req.tag ?? null, config });
       forgetAtEnd(t, proc);
-      yield* follow(proc, ctx.signal, true, true);
+      yield* follow(proc, ctx.signal, true, true, sb.drop);
     },
 
     async *connect(req, ctx) {
       const sb = sandboxOf(ctx);
       const e = await find(sb, req.process);
-      yield* follow(e.proc, ctx.signal, true);
+      yield* follow(e.proc, ctx.signal, true, false, sb.drop);
     },
 
     async list(_req, ctx) {

@@ -101,7 +101,11 @@ export function sandboxPlane(services: Services, guest: GuestAccess | null, log:
     await services.previews.running(target).catch((err: Error) => {
       throw new E2bError(502, `sandbox ${sandboxId} is not running: ${err.message}`);
     });
-    return contextOf(found.tenant_id, found.vm_id, userOf(req), record.env_vars);
+    const sb = await contextOf(found.tenant_id, found.vm_id, userOf(req), record.env_vars);
+    // As E2B's proxy does when its sandbox goes: the connection ends mid-answer (the SDK then asks
+    // /health, and a 502 there tells it the sandbox was killed or paused).
+    sb.drop = () => req.socket?.destroy();
+    return sb;
   }
 
   async function contextOf(tenantId: string, vmId: string, user: string, envVars: Record<string, string>): Promise<SandboxContext> {
