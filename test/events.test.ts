@@ -5,7 +5,7 @@
  */
 import { describe, test, beforeEach, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
-import { backends, createTestApp, insertVm, ManualClock, type TestApp } from './helpers.ts';
+import { backends, createTestApp, insertVm, ManualClock, until, type TestApp } from './helpers.ts';
 import * as runStore from '../src/store/runs.ts';
 import * as egressStore from '../src/store/egress.ts';
 import { newId } from '../src/domain/ids.ts';
@@ -185,6 +185,23 @@ for (const backend of backends()) {
       assert.equal(vm.status_reason, 'idle');
       const [row] = await t.db.query<{ desired_state: string }>('SELECT desired_state FROM vms WHERE vm_id = $1', [vmId]);
       assert.equal(row.desired_state, 'stopped');
+    });
+
+    test('a running job destroys a VM at its expiry when that comes before its next pass', async () => {
+      const tenant = await t.tenant({ card: '4242' });
+      const created = await t.request('POST', '/v1/api/vms', { key: tenant.key, body: { harness: 'echo', expires_at: new Date(clock.t + 2000).toISOString() } });
+      assert.equal(created.status, 201, created.text);
+      // A pass a minute apart: only the pass at the expiry can destroy it in time.
+      const started = new LifecycleJob({ services: t.services, log: quiet, intervalMs: 60_000 });
+      started.start();
+      try {
+        await started.tick();
+        assert.equal((await t.request('GET', `/v1/api/vms/${created.body.vm_id}`, { key: tenant.key })).status, 200);
+        clock.t += 2000;
+        await until('the VM destroyed at its expiry', async () => (await t.request('GET', `/v1/api/vms/${created.body.vm_id}`, { key: tenant.key })).status === 404, 30_000);
+      } finally {
+        await started.stop();
+      }
     });
 
     test('expiry destroys the VM: final metering, status_reason expired in its vm.deleted event, and no more draws', async () => {

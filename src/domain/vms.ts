@@ -293,6 +293,11 @@ export class VmService {
    * their host. Each is claimed with SKIP LOCKED, so whichever process looks first destroys it, once.
    * Answers the VMs destroyed.
    */
+  /** When the next VM expires (null: none has an expiry). */
+  nextExpiry(): Promise<Date | null> {
+    return vmStore.nextExpiry(this.db);
+  }
+
   async destroyExpired(limit = 100): Promise<string[]> {
     const now = this.clock.now();
     const destroyed: string[] = [];

@@ -240,6 +240,12 @@ export function listExpired(q: Queryable, now: Date, limit: number): Promise<{ v
   );
 }
 
+/** The soonest expiry of a VM not yet destroyed, if any. */
+export async function nextExpiry(q: Queryable): Promise<Date | null> {
+  const [r] = await q.query<{ at: Date | string | null }>('SELECT min(expires_at) AS at FROM vms WHERE deleted_at IS NULL', []);
+  return r?.at ? new Date(r.at) : null;
+}
+
 /** An expired VM locked for its destruction; undefined when another process has it or it is gone already. */
 export async function lockExpired(q: Queryable, vmId: string, now: Date): Promise<VmRecord | undefined> {
   const [vm] = await q.query<VmRecord>(
