@@ -12,6 +12,7 @@ import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import { getRequestListener } from '@hono/node-server';
 import { backends, createTestApp, insertVm, type TestApp } from './helpers.ts';
+import * as metricsStore from '../src/store/metrics.ts';
 import { serveE2b } from '../src/e2b/server.ts';
 import * as store from '../src/e2b/store.ts';
 import { createLogger } from '../src/log.ts';
@@ -118,6 +119,22 @@ for (const backend of backends()) {
       }
       assert.equal((await t.services.vms.get(rich.tenantId, vmId)).status, 'running', "another tenant's kill did nothing");
       assert.equal((await call('DELETE', `/e2b/sandboxes/${id}`, { key: readKey })).status, 403);
+
+      // Metrics: the host's latest sample, at its own time, within `start`/`end` (Unix seconds) when given.
+      assert.deepEqual((await call('GET', `/e2b/sandboxes/${id}/metrics`, { key: readKey })).body, [], 'not sampled yet');
+      const sampledAt = new Date(Math.floor(Date.now() / 1000) * 1000 - 3000);
+      await metricsStore.saveSample(t.db, vmId, { cpu_percent: 42.5, memory_used_mib: 100, disk_used_bytes: 12345 }, sampledAt);
+      const m = await call('GET', `/e2b/sandboxes/${id}/metrics`, { key: readKey });
+      assert.equal(m.status, 200);
+      assert.deepEqual(
+        { ...m.body[0], memTotal: undefined, diskTotal: undefined, cpuCount: undefined },
+        { timestamp: sampledAt.toISOString(), timestampUnix: sampledAt.getTime() / 1000, cpuUsedPct: 42.5, memUsed: 100 * 1024 * 1024, diskUsed: 12345, memTotal: undefined, diskTotal: undefined, cpuCount: undefined },
+      );
+      const unix = sampledAt.getTime() / 1000;
+      assert.equal((await call('GET', `/e2b/sandboxes/${id}/metrics?start=${unix}&end=${unix}`, { key: readKey })).body.length, 1);
+      assert.deepEqual((await call('GET', `/e2b/sandboxes/${id}/metrics?start=${unix + 1}`, { key: readKey })).body, [], 'sampled before the range');
+      assert.deepEqual((await call('GET', `/e2b/sandboxes/${id}/metrics?end=${unix - 1}`, { key: readKey })).body, [], 'sampled after the range');
+      assert.equal((await call('GET', `/e2b/sandboxes/${id}/metrics?start=yesterday`, { key: readKey })).status, 400);
     });
 
     test('the sandbox plane: unknown sandbox 502, wrong token 401, a malformed Connect message invalid_argument and no guest call', async () => {

@@ -360,21 +360,31 @@ export function controlPlane(services: Services, log: Logger, prepare: (tenantId
   app.post('/sandboxes/:sandboxID/connect', (c) => resume(c, 200));
   app.post('/v2/sandboxes/:sandboxID/connect', (c) => resume(c, 200));
 
+  /** The VM's latest sample (the host keeps one, taken every few seconds), at its own time; `start`/`end` (Unix seconds) bound it. */
   app.get('/sandboxes/:sandboxID/metrics', async (c) => {
     const { vm } = await vmOf(c);
+    const bound = (name: string) => {
+      const v = c.req.query(name);
+      if (v === undefined) return null;
+      if (!/^\d{1,12}$/.test(v)) throw new E2bError(400, `${name}: Unix seconds`);
+      return Number(v) * 1000;
+    };
+    const [start, end] = [bound('start'), bound('end')];
     const m = await services.vms.metrics(vm.tenant_id, vm.vm_id).catch(() => null);
-    const s = m?.sample as Record<string, unknown> | undefined;
-    if (!s) return c.json([]);
+    if (!m) return c.json([]);
+    const at = new Date(m.sample.sampled_at);
+    // Whole seconds: a sample within the second `end` names is in.
+    if ((start !== null && at.getTime() < start) || (end !== null && at.getTime() >= end + 1000)) return c.json([]);
     return c.json([
       {
-        timestamp: new Date().toISOString(),
-        timestampUnix: Math.floor(Date.now() / 1000),
+        timestamp: at.toISOString(),
+        timestampUnix: Math.floor(at.getTime() / 1000),
         cpuCount: vm.vcpus,
-        cpuUsedPct: Number(s.cpu_pct ?? 0),
+        cpuUsedPct: Number(m.sample.cpu_percent ?? 0),
         memTotal: vm.memory_mib * 1024 * 1024,
-        memUsed: Number(s.mem_used_bytes ?? 0),
+        memUsed: Math.round(Number(m.sample.memory_used_mib ?? 0) * 1024 * 1024),
         diskTotal: vm.disk_gib * 1024 ** 3,
-        diskUsed: Number(s.disk_used_bytes ?? 0),
+        diskUsed: Number(m.sample.disk_used_bytes ?? 0),
       },
     ]);
   });
