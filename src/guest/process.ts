@@ -12,13 +12,12 @@ import { spawn } from 'node:child_process';
 import { promises as fsp } from 'node:fs';
 import os from 'node:os';
 import { asImageAsks } from './imageConfig.ts';
+import { HANGUP_GRACE_MS, harnessLogin } from './shell.ts';
 import { dataPort } from './dataPort.ts';
 import { STREAM_WINDOW } from '../wire/frames.ts';
-import { HARNESS_HOME, HARNESS_USER, WORKSPACE, type ProcessAttachArgs, type ShellOpenArgs, type ProcessOpen } from '../wire/protocol.ts';
+import type { ProcessAttachArgs, ShellOpenArgs, ProcessOpen } from '../wire/protocol.ts';
 import type { MuxStream } from '../wire/muxStream.ts';
 
-/** How long a cut program's group gets after SIGHUP before SIGKILL. */
-const HANGUP_GRACE_MS = 1000;
 /** E2B's home directory, where a guest has it: a program without a cwd starts there. */
 const E2B_HOME = '/home/user';
 
@@ -66,15 +65,7 @@ export async function openProcess(args: ShellOpenArgs, env: Record<string, strin
   const p = checked(args.process!);
   const { mux } = await dataPort();
   if (mux.has(args.stream)) throw new Error(`stream ${args.stream} is in use`);
-  const how = asImageAsks(
-    {
-      cwd: WORKSPACE,
-      uid: HARNESS_USER.uid,
-      gid: HARNESS_USER.gid,
-      env: { PATH: '/usr/local/bin:/usr/bin:/bin', HOME: HARNESS_HOME, USER: HARNESS_USER.name, LOGNAME: HARNESS_USER.name, SHELL: '/bin/bash', LANG: 'C.UTF-8' },
-    },
-    env,
-  );
+  const how = asImageAsks(harnessLogin(), env);
   if (p.root) {
     how.uid = 0;
     how.gid = 0;

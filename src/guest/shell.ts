@@ -6,7 +6,7 @@
  * pty.pl makes the slave side the shell's. Closing the stream ends every process of the shell's
  * session. Node built-ins only: bundled into the guest agent.
  */
-import { asImageAsks } from './imageConfig.ts';
+import { asImageAsks, type ProcessBase } from './imageConfig.ts';
 import { spawn } from 'node:child_process';
 import { closeSync, constants, openSync, promises as fsp, write } from 'node:fs';
 import tty from 'node:tty';
@@ -17,8 +17,18 @@ import { STREAM_WINDOW } from '../wire/frames.ts';
 import type { MuxStream } from '../wire/muxStream.ts';
 
 const SHELL = '/bin/bash';
-/** How long the processes of a closed shell get after SIGHUP before SIGKILL. */
-const HANGUP_GRACE_MS = 1000;
+/** How long the processes of a closed shell (or a cut process, process.ts) get after SIGHUP before SIGKILL. */
+export const HANGUP_GRACE_MS = 1000;
+
+/** The harness user's login, before the image's say (asImageAsks): a shell's and a process's (process.ts) alike. */
+export function harnessLogin(): ProcessBase {
+  return {
+    cwd: WORKSPACE,
+    uid: HARNESS_USER.uid,
+    gid: HARNESS_USER.gid,
+    env: { PATH: '/usr/local/bin:/usr/bin:/bin', HOME: HARNESS_HOME, USER: HARNESS_USER.name, LOGNAME: HARNESS_USER.name, SHELL, LANG: 'C.UTF-8' },
+  };
+}
 
 const size = (v: unknown, what: string): number => {
   if (!Number.isInteger(v) || (v as number) < 1 || (v as number) > 1000) throw new Error(`${what} must be an integer from 1 to 1000`);
@@ -71,20 +81,8 @@ export async function openShell(args: ShellOpenArgs, env: Record<string, string>
   const { mux } = await dataPort();
   if (mux.has(args.stream)) throw new Error(`stream ${args.stream} is in use`);
   const master = openSync('/dev/ptmx', constants.O_RDWR | constants.O_NOCTTY | constants.O_NONBLOCK);
-  const how = asImageAsks({
-    cwd: WORKSPACE,
-    uid: HARNESS_USER.uid,
-    gid: HARNESS_USER.gid,
-    env: {
-      PATH: '/usr/local/bin:/usr/bin:/bin',
-      HOME: HARNESS_HOME,
-      USER: HARNESS_USER.name,
-      LOGNAME: HARNESS_USER.name,
-      SHELL,
-      LANG: 'C.UTF-8',
-      TERM: 'xterm-256color',
-    },
-  }, env);
+  const login = harnessLogin();
+  const how = asImageAsks({ ...login, env: { ...login.env, TERM: 'xterm-256color' } }, env);
   const child = spawn('perl', ['-e', PTY_PERL, String(how.uid), String(how.gid), String(cols), String(rows), how.cwd, SHELL], {
     env: how.env,
     stdio: ['ignore', 'ignore', 'pipe', master],
