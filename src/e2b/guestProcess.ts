@@ -159,7 +159,7 @@ export class GuestProcess extends EventEmitter {
     void shell.ended.then((end) => {
       if (!this.started) rejectReady(new Error(end.kind === 'cut' ? end.message : 'the shell ended before the process started'));
       if (this.ended) return;
-      if (end.kind === 'cut' && shell.framed && !this.ended) this.lost = true;
+      if (end.kind === 'cut' && shell.framed) this.lost = true;
       if (this.spec.pty && end.kind === 'exit') this.finish({ exitCode: end.exit_code ?? -1, signal: end.signal, error: null });
       else this.finish({ exitCode: -1, signal: end.kind === 'exit' ? end.signal : null, error: end.kind === 'cut' ? end.message : 'the process was cut off' });
     });

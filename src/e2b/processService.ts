@@ -180,7 +180,7 @@ export function processService(): ServiceImpl<typeof Process> {
       const guest = await sb.listProcesses();
       if (!guest) return { processes: followed.map(([pid, e]) => listed(pid, e)) };
       // The guest's word: what it still runs (a pause or a server's restart lost this server's streams, not the processes).
-      const processes = followed.filter(([, e]) => e.proc.spec.pty && !e.proc.lost).map(([pid, e]) => listed(pid, e));
+      const processes = followed.filter(([, e]) => e.proc.spec.pty).map(([pid, e]) => listed(pid, e));
       for (const g of guest) {
         const e = followed.find(([pid]) => pid === g.pid)?.[1] ?? parseMeta(g.meta);
         if (e) processes.push(listed(g.pid, e));

@@ -6,7 +6,7 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { copyFile, link, mkdir, readFile, rename, rm, truncate, writeFile } from 'node:fs/promises';
+import { link, mkdir, readFile, rename, rm, truncate, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { MachineFiles } from './machine.ts';
 
@@ -32,7 +32,6 @@ const CHILDREN_KEPT = 32;
 
 /** Makes VMs' disks from the blank filesystems kept in `blankDir`. */
 export class DiskMaker {
-  private readonly overlays = new Map<number, Promise<string>>();
   private readonly blanks = new Map<number, Promise<string>>();
   /** Empty children of backing files, by size and backing (childOf), oldest use first. */
   private readonly children = new Map<string, Promise<Buffer>>();
@@ -47,8 +46,8 @@ export class DiskMaker {
   async prepare(f: MachineFiles, spec: { diskGib: number; persistBacking?: string | null; upperBacking?: string | null }, freshRoot: boolean): Promise<void> {
     await mkdir(f.dir, { recursive: true, mode: 0o700 });
     const make = async (file: string, gib: number, backing?: string | null) => {
-      if (backing) await writeFile(`${file}.tmp`, await this.childOf(backing, gib));
-      else await copyFile(await this.blankOverlay(gib), `${file}.tmp`);
+      if (backing) await writeFile(`${file}.tmp`, await this.childOf(backing, gib, 'qcow2'));
+      else await writeFile(`${file}.tmp`, await this.childOf(await this.blank(gib), gib, 'raw'));
       await rename(`${file}.tmp`, file);
     };
     // A whole root of the layout before root layers; its VM starts with a fresh root.
@@ -62,12 +61,13 @@ export class DiskMaker {
   }
 
   /**
-   * An empty qcow2 child of `backing` of `gib` GiB, as bytes: made once by qemu-img (about 20 ms, a
-   * process), then written for each disk of it (the header names the backing; nothing in it depends on
-   * the backing's content or on the file's own name). The newest CHILDREN_KEPT are kept.
+   * An empty qcow2 child of `backing` (a layer, a template's disk, or the blank filesystem, raw) of
+   * `gib` GiB, as bytes: made once by qemu-img (about 20 ms, a process), then written for each disk of
+   * it (the header names the backing; nothing in it depends on the backing's content or on the file's
+   * own name). The newest CHILDREN_KEPT are kept.
    */
-  private childOf(backing: string, gib: number): Promise<Buffer> {
-    const key = `${gib}G ${backing}`;
+  private childOf(backing: string, gib: number, format: 'qcow2' | 'raw'): Promise<Buffer> {
+    const key = `${gib}G ${format} ${backing}`;
     let p = this.children.get(key);
     if (p) {
       this.children.delete(key);
@@ -78,7 +78,7 @@ export class DiskMaker {
       await mkdir(this.blankDir, { recursive: true });
       const tmp = tmpName(path.join(this.blankDir, 'child.qcow2'));
       try {
-        await runQemuImg(['create', '-q', '-f', 'qcow2', '-F', 'qcow2', '-b', backing, tmp, `${gib}G`]);
+        await runQemuImg(['create', '-q', '-f', 'qcow2', '-F', format, '-b', backing, tmp, `${gib}G`]);
         return await readFile(tmp);
       } finally {
         await rm(tmp, { force: true });
@@ -87,26 +87,6 @@ export class DiskMaker {
     p.catch(() => this.children.delete(key));
     this.children.set(key, p);
     if (this.children.size > CHILDREN_KEPT) this.children.delete(this.children.keys().next().value!);
-    return p;
-  }
-
-  /** An empty qcow2 child of the blank filesystem of `gib` GiB: a new disk is a copy of it (a few KiB). */
-  private blankOverlay(gib: number): Promise<string> {
-    let p = this.overlays.get(gib);
-    if (!p) {
-      p = (async () => {
-        const blank = await this.blank(gib);
-        const file = `${blank}.child.qcow2`;
-        if (!existsSync(file)) {
-          const tmp = tmpName(file);
-          await runQemuImg(['create', '-q', '-f', 'qcow2', '-F', 'raw', '-b', blank, tmp, `${gib}G`]);
-          await placeOnce(tmp, file);
-        }
-        return file;
-      })();
-      p.catch(() => this.overlays.delete(gib));
-      this.overlays.set(gib, p);
-    }
     return p;
   }
 
