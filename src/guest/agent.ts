@@ -15,7 +15,7 @@ import { scrubTree } from './scrub.ts';
 import { ASSUME_PERL } from './assume.ts';
 import { GuestRuns } from './runs.ts';
 import { openShell } from './shell.ts';
-import { attachProcess, listProcesses, openProcess } from './process.ts';
+import { attachProcess, listProcesses, openProcess, type ProcessAttachArgs } from './process.ts';
 import { readFile as readVmFile, writeFile as writeVmFile } from './files.ts';
 import { dataPort, dataSync, findPort, rawSink, rawSinkDone, rawSource } from './dataPort.ts';
 import { egressAttach, egressRefuse, startEgressListener, type EgressAttachArgs } from './egress.ts';
@@ -31,7 +31,6 @@ import {
   HARNESS_USER,
   SECRETS_FILE,
   WORKSPACE,
-  type ProcessAttachArgs,
   type RunAckArgs,
   type RunStartArgs,
   type SecretsArgs,

@@ -15,7 +15,7 @@ import { asImageAsks } from './imageConfig.ts';
 import { HANGUP_GRACE_MS, harnessLogin } from './shell.ts';
 import { dataPort } from './dataPort.ts';
 import { STREAM_WINDOW } from '../wire/frames.ts';
-import type { ProcessAttachArgs, ShellOpenArgs, ProcessOpen } from '../wire/protocol.ts';
+import type { ShellOpenArgs, ProcessOpen } from '../wire/protocol.ts';
 import type { MuxStream } from '../wire/muxStream.ts';
 
 /** E2B's home directory, where a guest has it: a program without a cwd starts there. */
@@ -37,6 +37,9 @@ function checked(p: ProcessOpen): ProcessOpen {
   if (p.meta !== undefined && (typeof p.meta !== 'string' || p.meta.length > 16 * 1024)) throw new Error('process.meta must be a string of at most 16 KiB');
   return { argv: p.argv, env, cwd: p.cwd ?? null, root: p.root === true, stdin: p.stdin === true, meta: p.meta ?? '' };
 }
+
+/** `process_attach` (protocol 8): a program ProcessOpen started, followed on a new stream. */
+export type ProcessAttachArgs = { pid: number; stream: number };
 
 /** The programs openProcess started that still run, by pid. */
 const running = new Map<number, { meta: string; attach: (stream: MuxStream) => void }>();

@@ -233,12 +233,7 @@ export class ImageBuilder {
         // One exec (each is a process or more in the guest); the builder goes after it.
         const w = await this.exec(
           state,
-          {
-            argv: lastStepArgv(IMAGE_CONFIG_PATH, config.workdir),
-            stdin: `${JSON.stringify(config)}\n`,
-            asRoot: true,
-            max_output_bytes: 4 * 1024 * 1024,
-          },
+          { argv: lastStepArgv(IMAGE_CONFIG_PATH, config.workdir), stdin: `${JSON.stringify(config)}\n`, asRoot: true, max_output_bytes: 4 * 1024 * 1024 },
           'writing the image config',
         );
         if (w.exit_code !== 0 || !w.stdout.startsWith('ok\n')) throw new Error(`writing the image's config failed: ${w.stderr.trim().slice(0, 200)}`);

@@ -304,8 +304,7 @@ export interface ShellOpenArgs {
   rows: number;
   /** Variables beyond the terminal's own: the egress proxy and brokered placeholders, as runs have. */
   env: Record<string, string>;
-  /** Not a login shell but this program (protocol 7 on; older agents ignore it). */
-  process?: ProcessOpen;
+  process?: ProcessOpen; // not a login shell but this program (protocol 7 on; older agents ignore it)
 }
 
 /** A program on a stream with pipes, framed as e2b/guestProcess.ts reads it (P/O/E/X out, D/C/K in). */
@@ -316,12 +315,6 @@ export interface ProcessOpen {
   root: boolean; // as root, else as the shell's user
   stdin: boolean; // stdin stays open for `D` frames, else it is empty
   meta?: string; // the host's words on it, answered by process_list (protocol 8; at most 16 KiB)
-}
-
-/** `process_list` (protocol 8): the programs ProcessOpen started that still run; `process_attach` follows one on a new stream. */
-export interface ProcessAttachArgs {
-  pid: number;
-  stream: number;
 }
 
 /** `file_read`: a directory's entries in the answer, or a file's size in the answer and its bytes on `stream`. */
