@@ -296,10 +296,11 @@ describe("E2B's SDK against agentvm", { skip }, () => {
     assert.equal(await sandbox.files.read('/home/user/kept.txt'), 'kept across a boot');
     assert.notEqual(await bootId(sandbox), before, 'a new boot');
 
-    const short = await Sandbox.create('base', { timeoutMs: 2_000, lifecycle: { onTimeout: { action: 'pause', keepMemory: false } }, requestTimeoutMs: 600_000 });
+    // Its boot id read first, then a timeout of a second (read after a short timeout, a busy machine paused it first).
+    const short = await Sandbox.create('base', { allowInternetAccess: false, timeoutMs: 600_000, lifecycle: { onTimeout: { action: 'pause', keepMemory: false } }, requestTimeoutMs: 600_000 });
     const first = await bootId(short);
+    await short.setTimeout(1_000);
     await until('the sandbox paused at its timeout', async () => (await Sandbox.getInfo(short.sandboxId)).state === 'paused', 60_000);
-    // (Its connect's timeout is its create's, 2 s, unless given.)
     await short.connect({ timeoutMs: 600_000 });
     assert.notEqual(await bootId(short), first, 'its resume is a new boot');
     await short.kill();
