@@ -17,7 +17,7 @@ export interface LedgerMeta {
 /**
  * Takes the tenant's money lock (its row, until the transaction ends): every step that reads the
  * balance and then draws or charges holds it. The lock order of the whole store is the tenant's row,
- * then VM rows, then the event counter; a transaction that may draw or stop other VMs takes this
+ * then its quota lock (limits.ts), then VM rows, then the event counter; a transaction that may draw or stop other VMs takes this
  * first. NO KEY UPDATE, so an insert whose foreign key names the tenant (an event, a ledger row)
  * never waits for it. Answers whether the tenant exists.
  */

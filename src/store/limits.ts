@@ -4,6 +4,7 @@
  * two creates of one tenant never both see room for one.
  */
 import type { Queryable } from './db.ts';
+import { lockTenant } from './ledger.ts';
 
 /** The operator's overrides of a tenant's limits, by name (a name with no row has its default). */
 export async function overrides(q: Queryable, tenantId: string): Promise<Record<string, number>> {
@@ -29,9 +30,13 @@ export async function setOverrides(q: Queryable, tenantId: string, changes: Reco
 /**
  * Serialises the tenant's quota checks until the transaction ends: a transaction-scoped advisory
  * lock on the tenant (not its row, which billing locks for other reasons). Taking it again in the
- * same transaction is free.
+ * same transaction is free. The tenant's money lock comes first (ledger.ts lockTenant: the store's
+ * lock order is the tenant's row, this, then VM rows): a request with an Idempotency-Key takes the
+ * tenant's row before its quota check, and one that took the quota first and then the row (a create
+ * with no key, its card or credits looked at) deadlocked with it under the chaos test.
  */
 export async function lockQuota(q: Queryable, tenantId: string): Promise<void> {
+  await lockTenant(q, tenantId);
   await q.query("SELECT pg_advisory_xact_lock(hashtextextended('agentvm.quota.' || $1, 0))", [tenantId]);
 }
 
