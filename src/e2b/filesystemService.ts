@@ -62,13 +62,16 @@ async function snapshot(sb: SandboxContext, dir: string, recursive: boolean): Pr
   return new Map((await run(sb, 'list', dir, recursive ? '64' : '1')).map((e) => [e.path, e]));
 }
 
-function changes(before: Map<string, Entry>, after: Map<string, Entry>, dir: string, withEntry: boolean): EventInit[] {
+export function changes(before: Map<string, Entry>, after: Map<string, Entry>, dir: string, withEntry: boolean): EventInit[] {
   const out: EventInit[] = [];
   const rel = (p: string) => p.slice(dir === '/' ? 1 : dir.length + 1);
   for (const [p, e] of after) {
     const was = before.get(p);
-    if (!was) out.push({ name: rel(p), type: EventType.CREATE, ...(withEntry ? { entry: entryInfo(e) } : {}) });
-    else if (was.mtimeS !== e.mtimeS || was.size !== e.size) out.push({ name: rel(p), type: EventType.WRITE, ...(withEntry ? { entry: entryInfo(e) } : {}) });
+    if (!was) {
+      out.push({ name: rel(p), type: EventType.CREATE, ...(withEntry ? { entry: entryInfo(e) } : {}) });
+      // A file made and written since the last look: its writes are told too, as inotify tells them.
+      if (e.type === 'file' && e.size > 0) out.push({ name: rel(p), type: EventType.WRITE, ...(withEntry ? { entry: entryInfo(e) } : {}) });
+    } else if (was.mtimeS !== e.mtimeS || was.size !== e.size) out.push({ name: rel(p), type: EventType.WRITE, ...(withEntry ? { entry: entryInfo(e) } : {}) });
     else if (was.mode !== e.mode) out.push({ name: rel(p), type: EventType.CHMOD, ...(withEntry ? { entry: entryInfo(e) } : {}) });
   }
   for (const p of before.keys()) if (!after.has(p)) out.push({ name: rel(p), type: EventType.REMOVE });
