@@ -44,7 +44,7 @@ describe('branching a running VM on real microVMs', { skip }, () => {
   });
 
   test('a VM branched into two in the middle of a run: memory and processes in both, an identity of their own, the run stays', { timeout: 15 * 60_000 }, async () => {
-    await sh(parent, 'mkdir -p /mnt/mem && mount -t tmpfs mem /mnt/mem && echo kept-in-memory > /mnt/mem/marker && echo before > /persist/shared.txt && sync');
+    await sh(parent, 'mkdir -p /mnt/mem && mount -t tmpfs mem /mnt/mem && echo kept-in-memory > /mnt/mem/marker && echo before > /persist/shared.txt && head -c 3000000 /dev/urandom > /persist/big.bin && sha256sum /persist/big.bin > /persist/big.sum && sync');
     const sleeper = await sh(parent, `${detached('sleep 8888 >/dev/null 2>&1')}; pgrep -x -f "sleep 8888"`);
     assert.match(sleeper, /^\d+$/);
     const lines = Array.from({ length: 15 }, (_, i) => `tick ${i + 1}`);
@@ -135,6 +135,14 @@ describe('branching a running VM on real microVMs', { skip }, () => {
     assert.deepEqual((await api('GET', '/v1/api/snapshots')).body.data.map((s: { snapshot_id: string }) => s.snapshot_id), [snap.snapshot_id]);
     assert.equal((await api('GET', '/v1/api/limits')).body.usage.snapshots, 1);
     assert.equal((await vm(parent)).status, 'running', 'the VM runs on');
+    // Frozen twice (the branch, the snapshot), the VM still reads what it wrote before both from the
+    // layers under its disk (its page cache dropped); and a VM started from the snapshot while the VM
+    // runs opens those layers (the VM holds no write lock on them).
+    assert.equal(await sh(parent, 'echo 3 > /proc/sys/vm/drop_caches && sha256sum -c /persist/big.sum'), '/persist/big.bin: OK');
+    const beside = (await api('POST', `/v1/api/snapshots/${snap.snapshot_id}/vms`, { tier: 'spot' })).body.vm_ids[0];
+    await untilStatus(beside, 'running');
+    assert.equal(await sh(beside, 'cat /persist/snap.txt && sha256sum -c /persist/big.sum'), 'at-snapshot\n/persist/big.bin: OK');
+    await api('DELETE', `/v1/api/vms/${beside}`);
 
     await api('DELETE', `/v1/api/vms/${parent}`);
     await until('its directory is gone', async () => !(await readdir(path.join(dataDir, 'vms'))).includes(parent), 60_000);

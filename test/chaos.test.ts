@@ -11,13 +11,14 @@
 import { describe, test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, readdir, readlink, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readlink, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { openDb, type Db } from '../src/store/db.ts';
 import { TIERS } from '../src/domain/plans.ts';
 import { randomBase62 } from '../src/domain/ids.ts';
+import { checkSnapshot } from '../src/vmm/branch.ts';
 import { killQemusUnder, qemuPidsUnder, seedSnapshots, until } from './helpers.ts';
 
 const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;
@@ -51,7 +52,7 @@ interface MoneyCall {
   key: string;
   path: string;
   body: object;
-  /** vm_ids of every 201 answer for this key (all must be the same). */
+  /** The VMs of every 201 answer for this key, each answer's ids joined by commas (all must be the same). */
   answers: string[];
   lost: boolean;
   tier: boolean;
@@ -80,6 +81,8 @@ class Chaos {
    */
   private readonly lifecycleChains = new Map<string, Promise<void>>();
   readonly templates: string[] = [];
+  /** Snapshots whose create was answered 201 and that were not deleted. */
+  readonly snapshots: string[] = [];
   readonly serverErrors: string[] = [];
   readonly listenMs: number[] = [];
   readonly kills: string[] = [];
@@ -202,11 +205,53 @@ class Chaos {
     }
     m.lost = false;
     // Refused, nothing charged, nothing made: no room or a template still capturing (503), or a fork
-    // of a template whose capture a kill interrupted (400).
+    // of a template whose capture a kill interrupted (400). A branch of a VM that is not running (now,
+    // or gone: 409, 404), a start of a snapshot deleted or failed (404, 409).
     if (res.status === 503 || (res.status === 400 && m.path.includes('/fork'))) return;
+    if ((res.status === 409 || res.status === 404) && /\/branch$|^\/v1\/api\/snapshots\//.test(m.path)) return;
     assert.equal(res.status, 201, `${m.path} with key ${m.key}: ${JSON.stringify(res.body)}; ${this.where()}${res.status >= 500 ? `\n${this.errors()}` : ''}`);
-    m.answers.push(res.body.vm_id);
-    if (!this.vms.has(res.body.vm_id)) this.vms.set(res.body.vm_id, { desired: 'running', persistRuns: 0, tier: m.tier });
+    const ids: string[] = res.body.vm_ids ?? [res.body.vm_id];
+    m.answers.push(ids.join(','));
+    // A VM made from a snapshot has the persist disk of its instant: its runs count on from there.
+    for (const id of ids) if (!this.vms.has(id)) this.vms.set(id, { desired: 'running', persistRuns: 0, tier: m.tier });
+  }
+
+  /** A branch of a running VM with its Idempotency-Key (money like a create): one VM, or two of the spot tier. */
+  branchCall(round: number, i: number, vmId: string): MoneyCall {
+    const two = this.rng.next() < 0.4;
+    const m: MoneyCall = {
+      key: `chaos-${SEED}-${round}-${i}-branch`,
+      path: `/v1/api/vms/${vmId}/branch`,
+      body: two ? { count: 2, tier: 'spot' } : {},
+      answers: [],
+      lost: false,
+      tier: two || this.vms.get(vmId)!.tier,
+    };
+    this.money.push(m);
+    return m;
+  }
+
+  /** A snapshot of a VM (no key: a lost one is not asked again; the restart fails it, or it was made). */
+  async snapshot(vmId: string): Promise<void> {
+    const res = await this.call('POST', `/v1/api/vms/${vmId}/snapshots`, { name: `chaos ${vmId}` });
+    if (!res || [409, 404, 503].includes(res.status)) return;
+    assert.equal(res.status, 201, `snapshot of ${vmId}: ${JSON.stringify(res.body)}; ${this.where()}`);
+    this.snapshots.push(res.body.snapshot_id);
+  }
+
+  /** VMs started from a snapshot, with an Idempotency-Key (money like a create). */
+  startCall(round: number, i: number, snapshotId: string): MoneyCall {
+    const m: MoneyCall = { key: `chaos-${SEED}-${round}-${i}-start`, path: `/v1/api/snapshots/${snapshotId}/vms`, body: {}, answers: [], lost: false, tier: false };
+    this.money.push(m);
+    return m;
+  }
+
+  async deleteSnapshot(snapshotId: string): Promise<void> {
+    const res = await this.call('DELETE', `/v1/api/snapshots/${snapshotId}`);
+    // 409 while a VM starts from it; 404 when a lost delete was done.
+    if (!res || [409, 404].includes(res.status)) return;
+    assert.equal(res.status, 200, `delete of ${snapshotId}: ${JSON.stringify(res.body)}; ${this.where()}`);
+    this.snapshots.splice(this.snapshots.indexOf(snapshotId), 1);
   }
 
   lifecycle(vmId: string, op: LifecycleOp, retryOfLost = false): Promise<void> {
@@ -303,13 +348,24 @@ class Chaos {
   operation(round: number, i: number): Promise<void> {
     const { rng } = this;
     const live = this.live();
+    // Each round's first operation branches a VM or snapshots one (and starts a VM of a snapshot), so
+    // that kills land in the middle of them.
+    if (i === 0 && live.length > 0 && live.length < 6) {
+      const vmId = rng.pick(live);
+      if (round % 2) return this.moneyCall(this.branchCall(round, i, vmId));
+      return this.snapshot(vmId).then(() => (this.snapshots.length ? this.moneyCall(this.startCall(round, i, rng.pick(this.snapshots))) : undefined));
+    }
     const roll = rng.next();
     if (live.length < 2 || (roll < 0.25 && live.length < 6)) return this.moneyCall(this.newMoneyCall(round, i));
     const vmId = rng.pick(live);
-    if (roll < 0.6) return this.lifecycle(vmId, rng.pick<LifecycleOp>(['stop', 'start', 'restart', 'reprovision', 'reprovision']));
-    if (roll < 0.75) return this.echo(vmId);
-    if (roll < 0.85) return this.echoAsync(vmId);
-    if (roll < 0.93) return this.capture(vmId);
+    if (roll < 0.5) return this.lifecycle(vmId, rng.pick<LifecycleOp>(['stop', 'start', 'restart', 'reprovision', 'reprovision']));
+    if (roll < 0.6) return this.echo(vmId);
+    if (roll < 0.68) return this.echoAsync(vmId);
+    if (roll < 0.74) return this.capture(vmId);
+    if (roll < 0.8 && live.length < 6) return this.moneyCall(this.branchCall(round, i, vmId));
+    if (roll < 0.86) return this.snapshot(vmId);
+    if (roll < 0.9 && this.snapshots.length && live.length < 6) return this.moneyCall(this.startCall(round, i, rng.pick(this.snapshots)));
+    if (roll < 0.92 && this.snapshots.length) return this.deleteSnapshot(rng.pick(this.snapshots));
     return this.lifecycle(vmId, 'destroy');
   }
 
@@ -453,7 +509,7 @@ for (const form of forms) {
       for (const m of chaos.money) {
         assert.equal(new Set(m.answers).size <= 1, true, `key ${m.key} answered ${m.answers.join(', ')}; ${chaos.where()}`);
       }
-      const made = new Set(chaos.money.flatMap((m) => m.answers));
+      const made = new Set(chaos.money.flatMap((m) => m.answers.flatMap((a) => a.split(','))));
       // QEMU processes equal running VMs; no VM directory without a VM. A VM that took a standby VM
       // is a link to the standby's directory; the other standby directories (sb_*) are the host's
       // standbys, at most AGENTVM_STANDBY_VMS (2) of them, each with its QEMU, and nothing else runs.
@@ -479,6 +535,12 @@ for (const form of forms) {
         let vmQemus = 0;
         for (const d of names.filter((n) => !n.startsWith('sb_'))) {
           assert.ok(live.has(d), `the directory of ${d} on ${h.name} outlived its VM; ${chaos.where()}`);
+          // A next top left by a freeze is the disk's second name (branch.ts), never a file of its own.
+          for (const n of (await readdir(path.join(vmsDir, d))).filter((x) => /\.next-/.test(x))) {
+            const disk = `${n.split('.')[0]}.qcow2`;
+            const [a, b] = await Promise.all([stat(path.join(vmsDir, d, n)), stat(path.join(vmsDir, d, disk))]);
+            assert.equal(a.ino, b.ino, `a freeze of ${d}'s ${disk} was left half done (${n}); ${chaos.where()}`);
+          }
           vmQemus += (await qemuPidsUnder(`${path.join(vmsDir, d)}${path.sep}`)).length;
           const target = await readlink(path.join(vmsDir, d)).catch(() => null);
           if (target) taken.add(target);
@@ -522,13 +584,31 @@ for (const form of forms) {
           assert.ok(drawn <= most, `${vm.vm_id} drew ${drawn} cents in ${lived} ms of life (at most ${most}); ${chaos.where()}`);
         }
         assert.equal(charges.length, rows.filter((r) => !r.tier).length, `a charge without a plan VM; ${chaos.where()}`);
+        // Snapshots (branches' among them): whole and checked on their host, or failed with a reason
+        // and nothing of them kept; none is left being made, and every one answered 201 is kept.
+        const snaps = await db.query<{ snapshot_id: string; kind: string; status: string; status_reason: string | null; deleted_at: Date | null }>(
+          'SELECT snapshot_id, kind, status, status_reason, deleted_at FROM snapshots WHERE tenant_id = $1',
+          [chaos.tenantId],
+        );
+        const onDisk = new Map<string, string>();
+        for (const h of hosts) {
+          for (const name of await readdir(path.join(h.dir, 'vm-snapshots')).catch(() => [] as string[])) onDisk.set(name, path.join(h.dir, 'vm-snapshots', name));
+        }
+        const kept = snaps.filter((x) => x.status === 'ready' && !x.deleted_at && x.kind === 'snapshot');
+        for (const x of snaps) {
+          assert.notEqual(x.status, 'creating', `snapshot ${x.snapshot_id} is still being made; ${chaos.where()}`);
+          if (x.status === 'failed') assert.ok(x.status_reason, `snapshot ${x.snapshot_id} failed with no reason; ${chaos.where()}`);
+        }
+        assert.deepEqual([...onDisk.keys()].sort(), kept.map((x) => x.snapshot_id).sort(), `the hosts keep exactly the snapshots kept; ${chaos.where()}`);
+        for (const x of kept) assert.equal(await checkSnapshot(onDisk.get(x.snapshot_id)!), null, `snapshot ${x.snapshot_id} is damaged; ${chaos.where()}`);
+        for (const id of chaos.snapshots) assert.ok(kept.some((x) => x.snapshot_id === id), `snapshot ${id} was answered 201 and is gone; ${chaos.where()}`);
       } finally {
         await db.close();
       }
       // Listening never waits for the VMs: each process's own figure from its start, on this machine.
       const worst = Math.max(...chaos.listenMs);
       process.stderr.write(
-        `chaos (${form.name}): ${ROUNDS} rounds, kills ${chaos.kills.join(' ')}, ${chaos.money.length} money calls, ${made.size} VMs, ` +
+        `chaos (${form.name}): ${ROUNDS} rounds, kills ${chaos.kills.join(' ')}, ${chaos.money.length} money calls (branches ${chaos.money.filter((m) => m.path.endsWith('/branch')).length}, starts of snapshots ${chaos.money.filter((m) => m.path.startsWith('/v1/api/snapshots/')).length}), ${made.size} VMs, ${chaos.snapshots.length} snapshots kept, ` +
           `${running.length} running at the end; listen after start: max ${worst} ms, all ${chaos.listenMs.join(' ')} ms; ${chaos.where()}\n`,
       );
       assert.ok(worst < 10_000, `a restart took ${worst} ms to listen; ${chaos.where()}`);

@@ -34,16 +34,21 @@ import type { SnapshotRow } from '../store/snapshots.ts';
 
 /** What reaches the host that holds a VM or a snapshot. */
 export interface SnapshotHost {
-  /** Saves the running VM's memory, devices and disks as the snapshot (the VM runs on); throws when it cannot. */
-  take(hostId: string, req: { vm_id: string; snapshot_id: string; image_id: string; vcpus: number; memory_mib: number; runs: string[] }): Promise<{ size_bytes: number; paused_ms: number }>;
+  /**
+   * Saves the running VM's memory, devices and disks as the snapshot (the VM runs on); throws when it
+   * cannot. A kept snapshot's files are hashed for the checks of later starts; a branch's are not.
+   */
+  take(hostId: string, req: { vm_id: string; snapshot_id: string; image_id: string; vcpus: number; memory_mib: number; runs: string[]; kind: snapshotStore.SnapshotKind }): Promise<{ size_bytes: number; paused_ms: number }>;
   /** Why the snapshot's files cannot be used, or null when they are whole (size and hash). */
   check(hostId: string, snapshotId: string): Promise<string | null>;
   /** Makes each VM's directory from the snapshot: a suspended VM whose first start resumes it. */
   prepare(hostId: string, snapshotId: string, vmIds: string[]): Promise<void>;
   /** The VM's brokered secrets sealed again for each new VM (by VM, by name); none when the VM is gone. */
   sealedSecrets(hostId: string, fromVmId: string, vmIds: string[]): Promise<Record<string, Record<string, string>>>;
-  /** Removes the snapshot's files, and the directories of VMs made from it that will never run. */
-  discard(hostId: string, snapshotId: string | null, vmIds?: string[]): Promise<void>;
+  /** Removes the snapshot's files. */
+  discard(hostId: string, snapshotId: string): Promise<void>;
+  /** Removes the directories of VMs made from the snapshot that will never run. */
+  discardVms(hostId: string, snapshotId: string, vmIds: string[]): Promise<void>;
 }
 
 /** The Snapshot object (section 18). */
@@ -181,7 +186,7 @@ export class SnapshotService {
       return { vm, runs };
     });
     try {
-      const out = await host!.take(vm.host_id!, { vm_id: vmId, snapshot_id: snapshotId, image_id: vm.image_id ?? '', vcpus: vm.vcpus, memory_mib: vm.memory_mib, runs });
+      const out = await host!.take(vm.host_id!, { vm_id: vmId, snapshot_id: snapshotId, image_id: vm.image_id ?? '', vcpus: vm.vcpus, memory_mib: vm.memory_mib, runs, kind });
       const row = (await snapshotStore.get(this.db, snapshotId))!;
       return { snapshot_id: snapshotId, ...out, row };
     } catch (err) {
@@ -271,7 +276,7 @@ export class SnapshotService {
     // inside the transaction it would wait for it for ever).
     const parentVm = branch?.parent_vm_id ?? (await vmStore.getForTenant(this.db, tenantId, snap.vm_id))?.vm_id ?? null;
     const sealed = parentVm ? await this.host!.sealedSecrets(snap.host_id, parentVm, ids).catch(async (err) => {
-      await this.host!.discard(snap.host_id, null, ids).catch(() => undefined);
+      await this.host!.discardVms(snap.host_id, snap.snapshot_id, ids).catch(() => undefined);
       throw err;
     }) : {};
     let result: StoredResponse<BranchResult | { vm_ids: string[] }>;
@@ -316,11 +321,11 @@ export class SnapshotService {
         }),
       );
     } catch (err) {
-      await this.host!.discard(snap.host_id, null, ids).catch(() => undefined);
+      await this.host!.discardVms(snap.host_id, snap.snapshot_id, ids).catch(() => undefined);
       if (branch) await snapshotStore.markFailed(this.db, snap.snapshot_id, (err as Error).message).catch(() => undefined);
       throw err;
     }
-    if (result.replayed) await this.host!.discard(snap.host_id, null, ids).catch(() => undefined);
+    if (result.replayed) await this.host!.discardVms(snap.host_id, snap.snapshot_id, ids).catch(() => undefined);
     else await this.vms.changed(result.body.vm_ids);
     return result;
   }

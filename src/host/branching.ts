@@ -12,6 +12,7 @@ import { readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Db } from '../store/db.ts';
 import * as snapshotStore from '../store/snapshots.ts';
+import { hostOfVm } from '../store/internalCredentials.ts';
 import type { SnapshotHost } from '../domain/snapshots.ts';
 import { checkSnapshot, prepareFromSnapshot, takeSnapshot, type RunningMachine } from '../vmm/branch.ts';
 
@@ -65,6 +66,7 @@ export class LocalSnapshots implements SnapshotHost {
           snapshotId: req.snapshot_id,
           machine: { image_id: req.image_id, vcpus: req.vcpus, memory_mib: req.memory_mib },
           runs: req.runs,
+          hashed: req.kind !== 'branch',
         });
       const t0 = performance.now();
       const { record, size_bytes } = await (this.d.driver.busyWith ? this.d.driver.busyWith(work) : work());
@@ -83,8 +85,14 @@ export class LocalSnapshots implements SnapshotHost {
     return checkSnapshot(this.dirOf(snapshotId));
   }
 
+  /** Only new VMs' directories are made or removed here: a VM that has a row keeps its own. */
+  private async noRows(vmIds: string[]): Promise<void> {
+    for (const vmId of vmIds) if ((await hostOfVm(this.d.db, vmId)) !== undefined) throw new Error(`${vmId} is a VM already`);
+  }
+
   async prepare(hostId: string, snapshotId: string, vmIds: string[]): Promise<void> {
     this.here(hostId);
+    await this.noRows(vmIds);
     const made: string[] = [];
     try {
       for (const vmId of vmIds) {
@@ -102,12 +110,15 @@ export class LocalSnapshots implements SnapshotHost {
     return this.d.credentials.sealedFor(fromVmId, vmIds);
   }
 
-  async discard(hostId: string, snapshotId: string | null, vmIds: string[] = []): Promise<void> {
+  async discard(hostId: string, snapshotId: string): Promise<void> {
     this.here(hostId);
-    if (snapshotId) {
-      await rm(`${this.dirOf(snapshotId)}.work`, { recursive: true, force: true });
-      await rm(this.dirOf(snapshotId), { recursive: true, force: true });
-    }
+    await rm(`${this.dirOf(snapshotId)}.work`, { recursive: true, force: true });
+    await rm(this.dirOf(snapshotId), { recursive: true, force: true });
+  }
+
+  async discardVms(hostId: string, _snapshotId: string, vmIds: string[]): Promise<void> {
+    this.here(hostId);
+    await this.noRows(vmIds);
     for (const vmId of vmIds) await rm(this.d.driver.vmDir(vmId), { recursive: true, force: true });
   }
 

@@ -7,30 +7,28 @@
  * its RAM is mapped from, else QEMU's migration stream), then it runs on (`cont`). Its pause is what
  * the caller reports as `paused_ms`.
  *
- * Freezing a disk: QEMU puts a new, empty qcow2 layer on top of it (`blockdev-snapshot-sync`), so the
- * file it wrote until now is written no more. That file takes the name `layer-<snapshot>-<disk>.qcow2`
- * (a hard link) in the VM's directory and in the snapshot's, the new layer names it as its backing by
- * that bare name (`change-backing-file`: relative, so resolved in the directory of whoever opens it)
- * and takes the disk's usual name. Every layer of a chain is linked, under its one name, into each
+ * Freezing a disk: before the pause the file QEMU writes takes the name `layer-<snapshot>-<disk>.qcow2`
+ * too (a hard link) and a new, empty qcow2 layer is made naming it as its backing by that bare name
+ * (relative, so resolved in the directory of whoever opens it); in the pause QEMU puts that layer on
+ * top of the disk (`blockdev-snapshot-sync`, an existing file), so the file it wrote until now is
+ * written no more, and the new layer takes the disk's usual name. Every layer of a chain is linked, under its one name, into each
  * directory whose disks stand on it: a VM's directory holds the whole chain of its disks, and a QEMU
  * (of its own user, isolation.ts) never opens a file outside its directory and the shared images.
  * Layers are the host's (root, 0644): many QEMUs read them, none writes them.
  *
  * A VM made from a snapshot is a suspended VM whose memory is the snapshot's: its directory gets the
- * snapshot's layers (links), a new top layer for each disk, the saved memory (links: shared, never
+ * snapshot's layers (links), a new top layer for each disk (a copy of the empty one the snapshot keeps), the saved memory (links: shared, never
  * copied) and a suspend record marked `branch`, so its first start is a resume (the driver gives it
  * a new identity then, as a clone gets one, and ends the runs that were in flight).
  *
  * Only once every file is on disk and hashed does `snapshot.json` appear, and the work directory
  * take the snapshot's name (rename): a snapshot cut short at any moment leaves nothing a start trusts.
  */
-import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { chmod, chown, link, mkdir, open, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, chown, copyFile, link, mkdir, open, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import { promisify } from 'node:util';
 import { runQemuImg } from './disks.ts';
 import { isolating, sealedSource } from './isolation.ts';
 import { save, savePages } from './suspend.ts';
@@ -54,12 +52,15 @@ export interface RunningMachine {
   facts: unknown;
 }
 
-/** The files of a snapshot, each checked by its size and SHA-256 (the RAM base by its size). */
+/**
+ * The files of a snapshot, each checked by its size and SHA-256 (the RAM base by its size). A branch's
+ * snapshot, made for its VMs at once and gone after, is not hashed: its files have sizes only.
+ */
 export interface SnapshotRecord {
   format: number;
   snapshot_id: string;
   memory: SuspendRecord;
-  files: Record<string, { bytes: number; sha256: string }>;
+  files: Record<string, { bytes: number; sha256?: string }>;
   base_bytes: number | null;
   /** Runs in flight at the instant: they stay with the VM it was taken of; a VM made from it ends them. */
   runs: string[];
@@ -105,27 +106,136 @@ async function hashFile(file: string): Promise<{ bytes: number; sha256: string }
   return { bytes, sha256: hash.digest('hex') };
 }
 
+/** A disk's next top while a snapshot freezes it: made before the pause, renamed over the disk in it. */
+const nextName = (disk: string, snapshotId: string) => `${disk}.next-${snapshotId}.qcow2`;
+const NEXT_FILE = /^(upper|persist)\.next-[A-Za-z0-9_]+\.qcow2$/;
+/** An empty top over a snapshot's frozen layer, as the snapshot keeps it for the VMs made from it. */
+const topName = (disk: string) => `top-${disk}.qcow2`;
+
+/** A qcow2 file's virtual size, from its header (bytes 24–31): no process, no lock. */
+async function qcow2Size(file: string): Promise<number> {
+  const fh = await open(file, 'r');
+  try {
+    const b = Buffer.alloc(32);
+    await fh.read(b, 0, 32, 0);
+    if (b.readUInt32BE(0) !== 0x514649fb) throw new Error(`${path.basename(file)} is not a qcow2 file`);
+    return Number(b.readBigUInt64BE(24));
+  } finally {
+    await fh.close();
+  }
+}
+
 /**
- * Freezes the paused machine's disks (see the top of this file). The VM's own chain is whole after
- * each disk's step, before anything of the snapshot's is linked: a failure leaves the VM's disks good.
+ * Before the pause, for each disk: the file QEMU writes gets the frozen layer's name too (a link), and
+ * the disk's next top is made over that name (a bare name: resolved in the directory of whoever opens
+ * it), with a copy kept for the VMs made from the snapshot. Nothing of the VM's changes yet.
  */
-async function freezeDisks(qmp: Qmp, vmDir: string, work: string, snapshotId: string): Promise<void> {
+async function prepareFreeze(vmDir: string, work: string, snapshotId: string): Promise<void> {
+  await Promise.all(
+    DISKS.map(async (disk) => {
+      const active = path.join(vmDir, `${disk}.qcow2`);
+      const layer = layerName(snapshotId, disk);
+      const next = path.join(vmDir, nextName(disk, snapshotId));
+      await rm(path.join(vmDir, layer), { force: true });
+      await link(active, path.join(vmDir, layer));
+      await runQemuImg(['create', '-q', '-f', 'qcow2', '-F', 'qcow2', '-u', '-b', layer, `${next}.tmp`, String(await qcow2Size(active))]);
+      await copyFile(`${next}.tmp`, path.join(work, topName(disk)));
+      // QEMU (of its own user, isolation.ts) writes it as it wrote the disk.
+      const own = await stat(active);
+      await chown(`${next}.tmp`, own.uid, own.gid);
+      await chmod(`${next}.tmp`, own.mode & 0o777);
+      await rename(`${next}.tmp`, next);
+    }),
+  );
+}
+
+/** Makes `file` the disk `disk` of the VM (a link: the file keeps its own name too). */
+async function becomeDisk(vmDir: string, disk: string, file: string): Promise<void> {
+  const swap = path.join(vmDir, `${disk}.qcow2.swap`);
+  await rm(swap, { force: true });
+  await link(file, swap);
+  await rename(swap, path.join(vmDir, `${disk}.qcow2`));
+}
+
+/**
+ * Freezes the paused machine's disks (see the top of this file): QEMU takes each next top as the
+ * disk's active image (its old one becomes the backing, as the next top's header names it), and the
+ * next top becomes the disk's usual name. Between any two steps the VM's files are whole for a later
+ * start (mendFrozenDisks finishes what a kill cut short).
+ *
+ * The next top keeps its own name too, until the next freeze: QEMU names an image by the path it
+ * opened, and when an image becomes a backing it opens that path again, read-only, to let go of its
+ * write lock (the file's `auto-read-only`). The path must still be that file then: renamed away, QEMU
+ * kept writing rights on a frozen layer and every VM made from it was refused it; a fixed name,
+ * reused, made QEMU take the newest top for a layer under it.
+ */
+async function freezeDisks(qmp: Qmp, vmDir: string, work: string, snapshotId: string, switched: Set<string>): Promise<void> {
   for (const disk of DISKS) {
-    const active = path.join(vmDir, `${disk}.qcow2`);
-    const next = path.join(vmDir, `${disk}.next.qcow2`);
-    const layer = layerName(snapshotId, disk);
+    const next = path.join(vmDir, nextName(disk, snapshotId));
     // QEMU's node names are at most 31 characters.
     const node = `${disk}-${snapshotId.slice(-16)}`.replace(/[^A-Za-z0-9_-]/g, '-');
-    await rm(next, { force: true });
-    await qmp('blockdev-snapshot-sync', { device: disk, 'snapshot-file': next, 'snapshot-node-name': node, format: 'qcow2', mode: 'absolute-paths' });
-    await link(active, path.join(vmDir, layer));
-    await qmp('change-backing-file', { device: disk, 'image-node-name': node, 'backing-file': layer });
-    await rename(next, active);
-    await link(path.join(vmDir, layer), path.join(work, layer));
+    await qmp('blockdev-snapshot-sync', { device: disk, 'snapshot-file': next, 'snapshot-node-name': node, format: 'qcow2', mode: 'existing' });
+    switched.add(disk);
+    await becomeDisk(vmDir, disk, next);
+    // The name of the top before, now read-only in QEMU, is no longer needed.
+    for (const name of await readdir(vmDir)) {
+      if (NEXT_FILE.test(name) && name.startsWith(`${disk}.`) && name !== path.basename(next)) await rm(path.join(vmDir, name), { force: true });
+    }
+    await link(path.join(vmDir, layerName(snapshotId, disk)), path.join(work, layerName(snapshotId, disk)));
   }
   // The layers under them (earlier snapshots'), so the snapshot's chain is whole in its directory.
   for (const name of await readdir(vmDir)) {
     if (LAYER_FILE.test(name) && !name.startsWith(`layer-${snapshotId}-`)) await link(path.join(vmDir, name), path.join(work, name)).catch(() => undefined);
+  }
+}
+
+/** Takes back a freeze that failed in this process: the disks QEMU did not switch keep their files alone. */
+async function undoFreeze(vmDir: string, snapshotId: string, switched: Set<string>): Promise<void> {
+  for (const disk of DISKS.filter((d) => !switched.has(d))) {
+    const next = path.join(vmDir, nextName(disk, snapshotId));
+    await rm(`${next}.tmp`, { force: true });
+    await rm(next, { force: true });
+    await rm(path.join(vmDir, layerName(snapshotId, disk)), { force: true });
+  }
+}
+
+/** Whether a running QEMU writes the image (it holds its write lock). */
+async function writtenByQemu(file: string): Promise<boolean> {
+  // qemu-img info opens no backing file: the image's own lock alone.
+  return runQemuImg(['info', '-f', 'qcow2', file]).then(
+    () => false,
+    (err: Error) => /lock/i.test(err.message),
+  );
+}
+
+/**
+ * Finishes, in a VM's directory, a freeze a kill cut short (a host start does this before it adopts or
+ * starts the VM; `qemuRuns`: the VM's QEMU outlived the kill). A next top that is not the disk yet:
+ * - QEMU took it (it holds its write lock): it is the disk;
+ * - the QEMU runs and did not take it: it goes, with the frozen layer's link (still the disk itself);
+ * - no QEMU runs: it becomes the disk either way. Over a layer QEMU no longer wrote, it is the disk;
+ *   over the file QEMU wrote to its end, it is empty and the disk reads the same.
+ * Half-made next tops and swaps go, and so does a frozen layer's link that is still the disk itself.
+ */
+export async function mendFrozenDisks(vmDir: string, qemuRuns: boolean): Promise<void> {
+  const names = await readdir(vmDir).catch(() => [] as string[]);
+  for (const name of names.filter((n) => (n.endsWith('.tmp') && NEXT_FILE.test(n.slice(0, -4))) || n.endsWith('.qcow2.swap'))) await rm(path.join(vmDir, name), { force: true });
+  for (const disk of DISKS) {
+    const diskFile = path.join(vmDir, `${disk}.qcow2`);
+    const active = await stat(diskFile).catch(() => null);
+    if (!active) continue;
+    for (const name of names.filter((n) => NEXT_FILE.test(n) && n.startsWith(`${disk}.`))) {
+      const file = path.join(vmDir, name);
+      const st = await stat(file).catch(() => null);
+      if (!st || st.ino === active.ino) continue; // the disk's own other name (freezeDisks)
+      if (!qemuRuns || (await writtenByQemu(file))) await becomeDisk(vmDir, disk, file);
+      else await rm(file, { force: true });
+    }
+    const now = await stat(diskFile);
+    for (const name of names.filter((n) => LAYER_FILE.test(n) && n.endsWith(`-${disk}.qcow2`))) {
+      const st = await stat(path.join(vmDir, name)).catch(() => null);
+      if (st?.ino === now.ino && st.dev === now.dev) await rm(path.join(vmDir, name), { force: true });
+    }
   }
 }
 
@@ -135,7 +245,7 @@ async function freezeDisks(qmp: Qmp, vmDir: string, work: string, snapshotId: st
  */
 export async function takeSnapshot(
   m: RunningMachine,
-  o: { vmDir: string; snapDir: string; snapshotId: string; machine: { image_id: string; vcpus: number; memory_mib: number }; runs: string[] },
+  o: { vmDir: string; snapDir: string; snapshotId: string; machine: { image_id: string; vcpus: number; memory_mib: number }; runs: string[]; hashed: boolean },
 ): Promise<{ record: SnapshotRecord; size_bytes: number }> {
   const work = `${o.snapDir}.work`;
   await rm(work, { recursive: true, force: true });
@@ -143,6 +253,7 @@ export async function takeSnapshot(
   const ownBase = path.join(o.vmDir, 'ram.base');
   let paused = false;
   let pausedMs = 0;
+  const switched = new Set<string>();
   try {
     const cmdline = await readFile(`/proc/${m.pid}/cmdline`, 'utf8').catch(() => '');
     const ram = await mappedRam(cmdline, m.pid, o.vmDir);
@@ -153,11 +264,12 @@ export async function takeSnapshot(
       // Over the VM's own base, its golden stream's head is kept beside it (suspend.ts prefixFor).
       if (path.resolve(ram.file) === path.resolve(ownBase)) await link(path.join(o.vmDir, 'ram.prefix'), sf.prefix).catch(() => undefined);
     }
+    await prepareFreeze(o.vmDir, work, o.snapshotId);
     await m.sync().catch(() => undefined);
     const t0 = performance.now();
     await m.qmp('stop');
     paused = true;
-    await freezeDisks(m.qmp, o.vmDir, work, o.snapshotId);
+    await freezeDisks(m.qmp, o.vmDir, work, o.snapshotId, switched);
     const about = { named_ram: cmdline.includes('memory-backend=mem'), image_id: o.machine.image_id, vcpus: o.machine.vcpus, memory_mib: o.machine.memory_mib, facts: m.facts };
     const bytes = o.machine.memory_mib * 1024 * 1024;
     const goldenState = ram && path.resolve(ram.file) !== path.resolve(ownBase) ? path.join(path.dirname(ram.file), 'state') : null;
@@ -179,8 +291,11 @@ export async function takeSnapshot(
         await chmod(p, 0o644);
       }
       await syncFile(p);
-      files[name] = await hashFile(p);
-      size += (await stat(p)).blocks * 512;
+      const st = await stat(p);
+      // The saved memory was hashed as it was written (suspend.ts).
+      if (p === sf.state) files[name] = o.hashed ? { bytes: memory.bytes, sha256: memory.sha256 } : { bytes: memory.bytes };
+      else files[name] = o.hashed ? await hashFile(p) : { bytes: st.size };
+      size += st.blocks * 512;
     }
     const baseBytes = ram ? (await stat(sf.base)).size : null;
     const record: SnapshotRecord = { format: FORMAT, snapshot_id: o.snapshotId, memory, files, base_bytes: baseBytes, runs: o.runs, paused_ms: pausedMs, taken_at: new Date().toISOString() };
@@ -192,17 +307,10 @@ export async function takeSnapshot(
     return { record, size_bytes: size };
   } catch (err) {
     if (paused) await m.qmp('cont').catch(() => undefined);
+    await undoFreeze(o.vmDir, o.snapshotId, switched).catch(() => undefined);
     await rm(work, { recursive: true, force: true });
     throw err;
   }
-}
-
-/** A qcow2 file's virtual size, read without a lock (a running QEMU may hold it as a backing). */
-async function virtualSize(file: string): Promise<number> {
-  const { stdout } = await promisify(execFile)('qemu-img', ['info', '-U', '--output=json', file]);
-  const size = (JSON.parse(stdout) as { 'virtual-size'?: number })['virtual-size'];
-  if (!Number.isSafeInteger(size)) throw new Error(`qemu-img info gave no size for ${path.basename(file)}`);
-  return size!;
 }
 
 /** The snapshot's record, when it is whole (its files not yet checked: checkSnapshot does). */
@@ -224,6 +332,7 @@ export async function checkSnapshot(snapDir: string): Promise<string | null> {
     if (size !== r.base_bytes) return `the memory the snapshot is a difference over is ${size < 0 ? 'missing' : `${size} bytes, expected ${r.base_bytes}`}`;
   }
   for (const [name, want] of Object.entries(r.files)) {
+    if (!want.sha256) return `the snapshot's file ${name} has no checksum (a branch's files are not checked)`;
     const got = await hashFile(path.join(snapDir, name)).catch(() => null);
     if (!got) return `the snapshot's file ${name} is missing`;
     if (got.bytes !== want.bytes || got.sha256 !== want.sha256) return `the snapshot's file ${name} is damaged (${got.bytes} bytes, expected ${want.bytes}; its checksum does not match)`;
@@ -248,9 +357,9 @@ export async function prepareFromSnapshot(snapDir: string, vmDir: string): Promi
     for (const disk of DISKS) {
       const tmp = path.join(vmDir, `${disk}.qcow2.tmp`);
       const layer = layerName(r.snapshot_id, disk);
-      const size = await virtualSize(path.join(vmDir, layer));
-      // A bare backing name: resolved in the VM's own directory.
-      await runQemuImg(['create', '-q', '-f', 'qcow2', '-F', 'qcow2', '-u', '-b', layer, tmp, String(size)]);
+      // The empty top the snapshot keeps; a snapshot taken before it kept one gets it made.
+      if (r.files[topName(disk)]) await copyFile(path.join(snapDir, topName(disk)), tmp);
+      else await runQemuImg(['create', '-q', '-f', 'qcow2', '-F', 'qcow2', '-u', '-b', layer, tmp, String(await qcow2Size(path.join(vmDir, layer)))]);
       await rename(tmp, path.join(vmDir, `${disk}.qcow2`));
     }
     if (r.base_bytes !== null) await link(path.join(snapDir, 'ram.base'), sf.base);

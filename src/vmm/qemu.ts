@@ -28,7 +28,7 @@ import { SuspendResume } from './suspendResume.ts';
 import * as channels from './guestChannels.ts';
 import * as usage from './usage.ts';
 import { agentRequest, qmp } from './channel.ts';
-import type { RunningMachine } from './branch.ts';
+import { mendFrozenDisks, type RunningMachine } from './branch.ts';
 import type { ActualState, Resumed, SavedMachine, SnapshotFiles, Started, StartedFrom, VmDriver, VmSpec } from './driver.ts';
 import type { ExecArgs, ExecResult, HelloFacts } from '../wire/protocol.ts';
 
@@ -84,6 +84,8 @@ export class QemuDriver extends EventEmitter implements VmDriver {
   }
 
   async takeOver(known: string[]): Promise<number> {
+    // A snapshot's freeze of a VM's disks that a kill cut short is finished first (branch.ts).
+    await Promise.all((await this.listVmDirs()).map(async (dir) => mendFrozenDisks(this.vmDir(dir), (await this.ownPid(dir)) !== null)));
     // All at once: a guest killed mid-boot makes its adoption wait for its agent's answer.
     const adopted = (await Promise.all(known.map((vmId) => this.adopt(vmId)))).filter(Boolean).length;
     // Standby VMs an earlier process made and no VM took.
