@@ -16,6 +16,7 @@ import { randomBase62 } from './domain/ids.ts';
 import { buildInternalApp } from './host/internalApp.ts';
 import { serveInternalShellSockets } from './host/internalShell.ts';
 import { liveHostsProbe, RemoteHosts } from './replica/remoteHosts.ts';
+import { RemoteSnapshots } from './replica/remoteSnapshots.ts';
 import { WebhookSender } from './jobs/webhookSender.ts';
 import { LifecycleJob } from './jobs/lifecycle.ts';
 import { RemoteGuest } from './replica/remoteGuest.ts';
@@ -157,6 +158,7 @@ async function compose(
         guest: new RemoteGuest(db, client, log),
         ports: new RemotePorts(db, client, log),
         capture: (templateId) => remote.capture(templateId),
+        snapshots: new RemoteSnapshots(db, remote),
         showLostHosts: true,
         baseImage: hostsBaseImage(config.imageDir, () => core.hosts.liveImageIds()),
       },
@@ -173,7 +175,7 @@ async function compose(
   );
   if (config.role === 'host') {
     const authority = hostAuthority({ db, clock: core.clock, hostId: host.hostId, credential: await credentials.issue('host', host.hostId), credentials });
-    const app = buildInternalApp({ authority, throttle, executor: host.executor, guest: host.guest, ports, capture: host.capture, probe: () => host.probe(), log });
+    const app = buildInternalApp({ authority, throttle, executor: host.executor, guest: host.guest, ports, capture: host.capture, snapshots: host.branching ?? null, probe: () => host.probe(), log });
     return { services, host, app, throttle, internal: { authority, throttle, ports } };
   }
   return { services, host, throttle, app: buildApp({ services, log, adminToken: await resolveAdminToken(config, log), rateLimit, throttle }) };

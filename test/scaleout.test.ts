@@ -251,6 +251,29 @@ describe('several hosts and API replicas on one PostgreSQL', { skip }, () => {
     assert.equal(forkRun.status, 200, JSON.stringify(forkRun.body));
     assert.equal(JSON.parse(forkRun.body.stdout).persist_runs, 3); // two runs on the source, then this one
 
+    // Branches and snapshots through a replica: the steps on the VM's host (the internal endpoint), the
+    // new VMs placed there, each with the VM's disk at the instant.
+    const forkHost = (await db.query<{ host_id: string }>('SELECT host_id FROM vms WHERE vm_id = $1', [fork.body.vm_id])).rows[0].host_id;
+    const branched = await a2('POST', `/v1/api/vms/${fork.body.vm_id}/branch`, {}, { 'idempotency-key': 'scaleout-branch' });
+    assert.equal(branched.status, 201, JSON.stringify(branched.body));
+    const snap = await a1('POST', `/v1/api/vms/${fork.body.vm_id}/snapshots`, { name: 'across replicas' });
+    assert.equal(snap.status, 201, JSON.stringify(snap.body));
+    const fromSnap = await a2('POST', `/v1/api/snapshots/${snap.body.snapshot_id}/vms`, {});
+    assert.equal(fromSnap.status, 201, JSON.stringify(fromSnap.body));
+    const madeFrom = [branched.body.vm_ids[0], fromSnap.body.vm_ids[0]];
+    for (const vmId of madeFrom) {
+      assert.equal((await db.query<{ host_id: string }>('SELECT host_id FROM vms WHERE vm_id = $1', [vmId])).rows[0].host_id, forkHost, 'on the host of its VM');
+      await until(`${vmId} running`, async () => {
+        const vm = (await a1('GET', `/v1/api/vms/${vmId}`)).body;
+        if (vm.status === 'failed') throw new Error(vm.status_reason);
+        return vm.status === 'running';
+      });
+      const r = await a1('POST', `/v1/api/vms/${vmId}/run`, { task: 'from the instant' });
+      assert.equal(r.status, 200, JSON.stringify(r.body));
+      assert.equal(JSON.parse(r.body.stdout).persist_runs, 4, "the fork's three runs, then this one");
+    }
+    assert.equal((await a1('DELETE', `/v1/api/snapshots/${snap.body.snapshot_id}`)).status, 200);
+
     // A drained host takes no new VM.
     await promisify(execFile)(process.execPath, [path.join(root, 'bin/agentvm.js'), 'host', 'drain', '--data-dir', procs.get('host3')!.dir], { env: env() });
     const after = [];
@@ -281,9 +304,9 @@ describe('several hosts and API replicas on one PostgreSQL', { skip }, () => {
     );
     assert.equal(charges[0].n, 1);
     const { rows: total } = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM vms WHERE tenant_id = $1`, [tenant.tenant_id]);
-    assert.equal(total[0].n, vms.length + after.length + 3);
+    assert.equal(total[0].n, vms.length + after.length + 3 + madeFrom.length);
 
-    for (const vmId of [...vms, tierVm, fork.body.vm_id, ...after, retry.body.vm_id]) await a2('DELETE', `/v1/api/vms/${vmId}`);
+    for (const vmId of [...vms, tierVm, fork.body.vm_id, ...madeFrom, ...after, retry.body.vm_id]) await a2('DELETE', `/v1/api/vms/${vmId}`);
     await until("every VM's QEMU gone", async () => (await vmQemuPidsUnder(work)).length === 0, 60_000);
   });
 });

@@ -18,6 +18,7 @@ import { checkedPath, type GuestAccess } from '../domain/guestAccess.ts';
 import { clientAddress, FailureThrottle, throttledError } from '../throttle.ts';
 import type { InternalAuthority } from './internalAuth.ts';
 import type { PortAccess } from '../domain/previewAccess.ts';
+import type { SnapshotHost } from '../domain/snapshots.ts';
 
 export interface InternalAppOptions {
   authority: InternalAuthority;
@@ -30,6 +31,8 @@ export interface InternalAppOptions {
   /** The guests' TCP ports (previews; their connections are internalPorts.ts). */
   ports?: PortAccess | null;
   capture: ((templateId: string) => void) | null;
+  /** This host's snapshots and branches (branching.ts); none where it cannot take them. */
+  snapshots?: SnapshotHost | null;
   probe: () => Promise<DriverProbe>;
   log: Logger;
 }
@@ -83,10 +86,10 @@ export function buildInternalApp(o: InternalAppOptions): Hono {
     app[def.method](def.path, async (c: Context) => {
       const id = def.params.safeParse(c.req.param('id'));
       if (!id.success) throw invalidFrom(id.error, 'id');
-      // Only what the database places on this host: a VM's row, a template's source VM.
-      if (name === 'capture' ? !(await o.authority.holdsTemplate(id.data)) : !(await o.authority.holdsVm(id.data))) {
-        throw notHere(name === 'capture' ? 'template' : 'VM');
-      }
+      // Only what the database places on this host: a VM's row, a template's source VM, a snapshot.
+      const kind = name === 'capture' ? 'template' : def.path.startsWith('/internal/snapshots/') ? 'snapshot' : 'VM';
+      const holds = kind === 'template' ? o.authority.holdsTemplate : kind === 'snapshot' ? o.authority.holdsSnapshot : o.authority.holdsVm;
+      if (!(await holds(id.data))) throw notHere(kind);
       let body: unknown;
       if (def.body) {
         const raw = await c.req.json().catch(() => {
@@ -143,5 +146,22 @@ export function buildInternalApp(o: InternalAppOptions): Hono {
     o.capture!(templateId);
     return { body: { started: true }, status: 202 };
   });
+  const snapshots = () => {
+    if (!o.snapshots) throw new DomainError('unavailable', 'this host cannot take or start snapshots', undefined, { 'Retry-After': '30' });
+    return o.snapshots;
+  };
+  const here = o.authority.hostId;
+  route('snapshotTake', async (vmId, req) => ({ body: await snapshots().take(here, { vm_id: vmId, ...req }) }));
+  route('snapshotCheck', async (snapshotId) => ({ body: { damaged: await snapshots().check(here, snapshotId) } }));
+  route('snapshotPrepare', async (snapshotId, { vm_ids }) => {
+    await snapshots().prepare(here, snapshotId, vm_ids);
+    return { body: { prepared: true } };
+  });
+  route('snapshotDiscard', async (snapshotId, { snapshot, vm_ids }) => {
+    if (snapshot) await snapshots().discard(here, snapshotId);
+    if (vm_ids.length) await snapshots().discardVms(here, snapshotId, vm_ids);
+    return { body: { discarded: true } };
+  });
+  route('sealedSecrets', async (vmId, { vm_ids }) => ({ body: { sealed: await snapshots().sealedSecrets(here, vmId, vm_ids) } }));
   return app;
 }

@@ -1,7 +1,7 @@
 /**
  * Who may call a VM host's internal endpoint, and about what: a live API replica credential (never a
- * host's), and only about VMs (and captures of templates whose source VM) the database places on this
- * host. The host's own credential goes back with every answer to an authenticated replica, so that the
+ * host's), and only about VMs (and captures of templates whose source VM, and snapshots) the database
+ * places on this host. The host's own credential goes back with every answer to an authenticated replica, so that the
  * replica knows it reached the host the VM's row names.
  */
 import type { Db } from '../store/db.ts';
@@ -19,6 +19,8 @@ export interface InternalAuthority {
   holdsVm(vmId: string): Promise<boolean>;
   /** Whether the template's source VM is on this host. */
   holdsTemplate(templateId: string): Promise<boolean>;
+  /** Whether the snapshot's row places its files on this host. */
+  holdsSnapshot(snapshotId: string): Promise<boolean>;
 }
 
 export function hostAuthority(o: { db: Db; clock: Clock; hostId: string; credential: string; credentials: InternalCredentials }): InternalAuthority {
@@ -35,6 +37,9 @@ export function hostAuthority(o: { db: Db; clock: Clock; hostId: string; credent
     },
     async holdsTemplate(templateId) {
       return (await store.hostOfTemplate(o.db, templateId)) === o.hostId;
+    },
+    async holdsSnapshot(snapshotId) {
+      return (await store.hostOfSnapshot(o.db, snapshotId)) === o.hostId;
     },
   };
 }

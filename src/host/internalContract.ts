@@ -10,6 +10,8 @@ export const VmIdParam = z.string().regex(/^vm_[A-Za-z0-9]+$/, 'a VM id');
 export const TemplateIdParam = z.string().regex(/^tpl_[A-Za-z0-9]+$/, 'a template id');
 
 export const RunIdParam = z.string().regex(/^run_[A-Za-z0-9]+$/, 'a run id');
+export const SnapshotIdParam = z.string().regex(/^snap_[A-Za-z0-9]+$/, 'a snapshot id');
+const VmIds = z.array(VmIdParam).min(1).max(20);
 
 export const INTERNAL_ROUTES = {
   harnesses: {
@@ -56,6 +58,54 @@ export const INTERNAL_ROUTES = {
     params: TemplateIdParam,
     body: null,
     response: z.object({ started: z.literal(true) }),
+  },
+  // Snapshots and branches (domain/snapshots.ts SnapshotHost): on the host that runs the VM, or holds the snapshot.
+  /** Saves the running VM as the snapshot whose row is `creating` (the VM runs on). */
+  snapshotTake: {
+    method: 'post',
+    path: '/internal/vms/:id/snapshot',
+    params: VmIdParam,
+    body: z.strictObject({
+      snapshot_id: SnapshotIdParam,
+      image_id: z.string().max(200),
+      vcpus: z.number().int().min(1),
+      memory_mib: z.number().int().min(1),
+      runs: z.array(RunIdParam),
+      kind: z.enum(['snapshot', 'branch']),
+    }),
+    response: z.object({ size_bytes: z.number().int(), paused_ms: z.number().int() }),
+  },
+  /** Why the snapshot's files cannot be used (null: whole). */
+  snapshotCheck: {
+    method: 'post',
+    path: '/internal/snapshots/:id/check',
+    params: SnapshotIdParam,
+    body: null,
+    response: z.object({ damaged: z.string().nullable() }),
+  },
+  /** Makes the directories of new VMs (not rows yet) from the snapshot. */
+  snapshotPrepare: {
+    method: 'post',
+    path: '/internal/snapshots/:id/prepare',
+    params: SnapshotIdParam,
+    body: z.strictObject({ vm_ids: VmIds }),
+    response: z.object({ prepared: z.literal(true) }),
+  },
+  /** Removes the snapshot's files (`snapshot`), and the directories of VMs made from it that will never run. */
+  snapshotDiscard: {
+    method: 'post',
+    path: '/internal/snapshots/:id/discard',
+    params: SnapshotIdParam,
+    body: z.strictObject({ snapshot: z.boolean(), vm_ids: z.array(VmIdParam).max(20) }),
+    response: z.object({ discarded: z.literal(true) }),
+  },
+  /** The VM's brokered secrets sealed again for each new VM (by VM, by name). */
+  sealedSecrets: {
+    method: 'post',
+    path: '/internal/vms/:id/sealed-secrets',
+    params: VmIdParam,
+    body: z.strictObject({ vm_ids: VmIds }),
+    response: z.object({ sealed: z.record(z.string(), z.record(z.string(), z.string())) }),
   },
 } as const;
 

@@ -37,8 +37,9 @@ export class RemoteHosts implements VmExecutor {
   /**
    * One call to a host's route: the body and the answer checked against the contract. A host's error
    * in the Error shape comes back as the same DomainError when the customer should see it.
+   * (remoteSnapshots.ts calls the snapshot routes through it.)
    */
-  private async call<R extends InternalRoute>(
+  async call<R extends InternalRoute>(
     host: HostTarget | null,
     route: R,
     id: string,

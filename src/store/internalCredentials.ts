@@ -64,6 +64,12 @@ export async function hostOfTemplate(q: Queryable, templateId: string): Promise<
   return row ? row.host_id : undefined;
 }
 
+/** The host that holds a snapshot's files. */
+export async function hostOfSnapshot(q: Queryable, snapshotId: string): Promise<string | undefined> {
+  const [row] = await q.query<{ host_id: string }>('SELECT host_id FROM snapshots WHERE snapshot_id = $1', [snapshotId]);
+  return row?.host_id;
+}
+
 /** Where an API replica reaches a host, and the hash of the host's live credential (null: none). */
 export interface HostEndpoint {
   host_id: string;
@@ -77,6 +83,12 @@ const ENDPOINT = `SELECT h.host_id, h.internal_url, c.secret_hash AS credential_
 /** The host a VM is placed on. */
 export async function endpointOfVm(q: Queryable, vmId: string): Promise<HostEndpoint | undefined> {
   const [row] = await q.query<HostEndpoint>(`${ENDPOINT} JOIN vms v ON v.host_id = h.host_id WHERE v.vm_id = $1`, [vmId]);
+  return row;
+}
+
+/** A host by its id. */
+export async function endpointOfHost(q: Queryable, hostId: string): Promise<HostEndpoint | undefined> {
+  const [row] = await q.query<HostEndpoint>(`${ENDPOINT} WHERE h.host_id = $1`, [hostId]);
   return row;
 }
 
