@@ -147,7 +147,8 @@ async function compose(
   };
   const rateLimit = { perSecond: config.rateLimitPerSecond, burst: config.rateLimitBurst };
   if (config.role === 'api') {
-    const client = new InternalClient(await credentials.issue('replica', await readReplicaId(config.dataDir)), tls);
+    const replicaId = await readReplicaId(config.dataDir);
+    const client = new InternalClient(await credentials.issue('replica', replicaId), tls);
     const remote = new RemoteHosts(db, client, log);
     const host = remoteVmHost(db, config.hostStaleMs);
     const services = buildServices(
@@ -159,10 +160,15 @@ async function compose(
         ports: new RemotePorts(db, client, log),
         capture: (templateId) => remote.capture(templateId),
         snapshots: new RemoteSnapshots(db, remote),
+        snapshotTaker: replicaId,
         showLostHosts: true,
         baseImage: hostsBaseImage(config.imageDir, () => core.hosts.liveImageIds()),
       },
       domainOpts,
+    );
+    void services.snapshots.failCutShort().then(
+      (n) => n && log.warn({ snapshots: n }, 'snapshots this replica left being made were failed'),
+      (err) => log.error({ err }, 'failing the snapshots this replica left being made failed'),
     );
     return { services, host, throttle, app: buildApp({ services, log, adminToken: await resolveAdminToken(config, log), rateLimit, throttle }) };
   }

@@ -83,6 +83,8 @@ class Chaos {
   readonly templates: string[] = [];
   /** Snapshots whose create was answered 201 and that were not deleted. */
   readonly snapshots: string[] = [];
+  /** Why snapshots were refused (a VM not running, or not yet re-adopted by its host): printed at the end. */
+  readonly snapshotRefusals: string[] = [];
   readonly serverErrors: string[] = [];
   readonly listenMs: number[] = [];
   readonly kills: string[] = [];
@@ -217,8 +219,8 @@ class Chaos {
   }
 
   /** A branch of a running VM with its Idempotency-Key (money like a create): one VM, or two of the spot tier. */
-  branchCall(round: number, i: number, vmId: string): MoneyCall {
-    const two = this.rng.next() < 0.4;
+  branchCall(round: number, i: number, vmId: string, roll = this.rng.next()): MoneyCall {
+    const two = roll < 0.4;
     const m: MoneyCall = {
       key: `chaos-${SEED}-${round}-${i}-branch`,
       path: `/v1/api/vms/${vmId}/branch`,
@@ -234,6 +236,7 @@ class Chaos {
   /** A snapshot of a VM (no key: a lost one is not asked again; the restart fails it, or it was made). */
   async snapshot(vmId: string): Promise<void> {
     const res = await this.call('POST', `/v1/api/vms/${vmId}/snapshots`, { name: `chaos ${vmId}` });
+    if (res && res.status !== 201) this.snapshotRefusals.push(`${res.status} ${res.body?.message ?? ''}`);
     if (!res || [409, 404, 503].includes(res.status)) return;
     assert.equal(res.status, 201, `snapshot of ${vmId}: ${JSON.stringify(res.body)}; ${this.where()}`);
     this.snapshots.push(res.body.snapshot_id);
@@ -348,13 +351,9 @@ class Chaos {
   operation(round: number, i: number): Promise<void> {
     const { rng } = this;
     const live = this.live();
-    // Each round's first operation branches a VM or snapshots one (and starts a VM of a snapshot), so
-    // that kills land in the middle of them.
-    if (i === 0 && live.length > 0 && live.length < 6) {
-      const vmId = rng.pick(live);
-      if (round % 2) return this.moneyCall(this.branchCall(round, i, vmId));
-      return this.snapshot(vmId).then(() => (this.snapshots.length ? this.moneyCall(this.startCall(round, i, rng.pick(this.snapshots))) : undefined));
-    }
+    // Each round's first operation branches a running VM or snapshots one (and starts a VM of a
+    // snapshot), so that kills land in the middle of them.
+    if (i === 0 && live.length < 6) return this.branchOrSnapshot(round, i);
     const roll = rng.next();
     if (live.length < 2 || (roll < 0.25 && live.length < 6)) return this.moneyCall(this.newMoneyCall(round, i));
     const vmId = rng.pick(live);
@@ -367,6 +366,24 @@ class Chaos {
     if (roll < 0.9 && this.snapshots.length && live.length < 6) return this.moneyCall(this.startCall(round, i, rng.pick(this.snapshots)));
     if (roll < 0.92 && this.snapshots.length) return this.deleteSnapshot(rng.pick(this.snapshots));
     return this.lifecycle(vmId, 'destroy');
+  }
+
+  /** A branch (odd rounds) or a snapshot and a start of one (even rounds) of a VM running now. */
+  async branchOrSnapshot(round: number, i: number): Promise<void> {
+    // Drawn before the first await, so that a seed replays the same draws.
+    const [which, roll, snapAt] = [this.rng.next(), this.rng.next(), this.rng.next()];
+    const listed = await this.call('GET', '/v1/api/vms');
+    const up = ((listed?.body?.data ?? []) as Array<{ vm_id: string; status: string }>).filter((v) => v.status === 'running' && this.vms.get(v.vm_id)?.desired === 'running');
+    if (!up.length) return;
+    const vmId = up[Math.floor(which * up.length)].vm_id;
+    if (round % 2) return this.moneyCall(this.branchCall(round, i, vmId, roll));
+    // A VM of the round's other operations may be stopping: asked again of another running one, twice at most.
+    for (let tries = 0, had = this.snapshots.length; tries < 3 && this.snapshots.length === had; tries++) {
+      const now = tries === 0 ? vmId : ((await this.call('GET', '/v1/api/vms'))?.body?.data ?? []).find((v: { vm_id: string; status: string }) => v.status === 'running' && this.vms.get(v.vm_id)?.desired === 'running')?.vm_id;
+      if (!now) break;
+      await this.snapshot(now);
+    }
+    if (this.snapshots.length) await this.moneyCall(this.startCall(round, i, this.snapshots[Math.floor(snapAt * this.snapshots.length)]));
   }
 
   /** After a restart: lost money calls again with their keys, lost lifecycle calls again. */
@@ -608,7 +625,7 @@ for (const form of forms) {
       // Listening never waits for the VMs: each process's own figure from its start, on this machine.
       const worst = Math.max(...chaos.listenMs);
       process.stderr.write(
-        `chaos (${form.name}): ${ROUNDS} rounds, kills ${chaos.kills.join(' ')}, ${chaos.money.length} money calls (branches ${chaos.money.filter((m) => m.path.endsWith('/branch')).length}, starts of snapshots ${chaos.money.filter((m) => m.path.startsWith('/v1/api/snapshots/')).length}), ${made.size} VMs, ${chaos.snapshots.length} snapshots kept, ` +
+        `chaos (${form.name}): ${ROUNDS} rounds, kills ${chaos.kills.join(' ')}, ${chaos.money.length} money calls (branches ${chaos.money.filter((m) => m.path.endsWith('/branch')).length}, starts of snapshots ${chaos.money.filter((m) => m.path.startsWith('/v1/api/snapshots/')).length}), ${made.size} VMs, ${chaos.snapshots.length} snapshots kept (refused: ${chaos.snapshotRefusals.join('; ') || 'none'}), ` +
           `${running.length} running at the end; listen after start: max ${worst} ms, all ${chaos.listenMs.join(' ')} ms; ${chaos.where()}\n`,
       );
       assert.ok(worst < 10_000, `a restart took ${worst} ms to listen; ${chaos.where()}`);

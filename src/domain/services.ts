@@ -104,6 +104,8 @@ export interface VmHostPort {
   capture?: ((templateId: string) => void) | null;
   /** Snapshots saved and started on the VMs' hosts (none: snapshot operations are 503). */
   snapshots?: SnapshotHost | null;
+  /** An API replica's id: it takes snapshots through their hosts, and fails what it left at its start. */
+  snapshotTaker?: string;
   /** A VM's desired state changed. */
   vmsChanged?: () => void;
   /** An image build was queued. */
@@ -139,7 +141,7 @@ export function buildServices(
     sessions: new SessionService(db, clock, login),
     limits: new LimitService(db, clock),
     images,
-    snapshots: new SnapshotService(db, clock, billing, vms, host.snapshots ?? null),
+    snapshots: new SnapshotService(db, clock, billing, vms, host.snapshots ?? null, host.snapshotTaker ?? null),
     templates,
     events: new EventService(db, clock),
     webhooks: new WebhookService(db, clock, opts.webhookAllowHosts ?? new Set()),

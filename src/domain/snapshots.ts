@@ -108,7 +108,20 @@ export class SnapshotService {
     private readonly billing: BillingService,
     private readonly vms: VmService,
     private readonly host: SnapshotHost | null,
+    /** This API replica's id, on the snapshots it takes (null where the host takes them: one process). */
+    private readonly takerId: string | null = null,
   ) {}
+
+  /**
+   * At an API replica's start: the snapshots it left being made failed with the reason, their files
+   * removed on their hosts (a host that cannot be reached removes them at its own start).
+   */
+  async failCutShort(): Promise<number> {
+    if (!this.takerId) return 0;
+    const cut = await snapshotStore.failTakenBy(this.db, this.takerId, 'the API replica taking it stopped in the middle; nothing of it was kept');
+    for (const c of cut) await this.host?.discard(c.host_id, c.snapshot_id).catch(() => undefined);
+    return cut.length;
+  }
 
   async list(tenantId: string, limit = 50, after?: string, vmId?: string): Promise<{ data: Snapshot[]; has_more: boolean }> {
     const cursor = after ? await snapshotStore.getForTenant(this.db, tenantId, after) : null;
@@ -180,6 +193,7 @@ export class SnapshotService {
         root_image_id: vm.root_image_id,
         template_id: vm.template_id,
         egress: vm.egress,
+        taken_by: this.takerId,
         created_at: now,
       });
       const runs = (await runStore.unfinishedOfVm(tx, vmId)).filter((r) => r.status === 'running').map((r) => r.run_id);

@@ -14,6 +14,7 @@ import type { Db } from '../store/db.ts';
 import * as snapshotStore from '../store/snapshots.ts';
 import { hostOfVm } from '../store/internalCredentials.ts';
 import type { SnapshotHost } from '../domain/snapshots.ts';
+import { DomainError } from '../domain/errors.ts';
 import { checkSnapshot, prepareFromSnapshot, takeSnapshot, type RunningMachine } from '../vmm/branch.ts';
 
 /** What snapshots need of the host's VM driver. */
@@ -32,6 +33,8 @@ export interface LocalSnapshotsDeps {
   hostId: string;
   dir: string;
   driver: BranchDriver;
+  /** Settles once the VMs an earlier process of this host left running are re-adopted. */
+  adopted?: () => Promise<void> | undefined;
   log: { info(obj: object, msg: string): void; warn(obj: object, msg: string): void };
 }
 
@@ -40,6 +43,10 @@ const SNAP_ID = /^snap_[A-Za-z0-9]+$/;
 export class LocalSnapshots implements SnapshotHost {
   /** Snapshots being taken here: one VM is never saved twice at once. */
   private readonly taking = new Set<string>();
+  /** The snapshots being taken here, by id (the sweep leaves their work alone). */
+  private readonly takingIds = new Set<string>();
+  /** Snapshots begun before this are an earlier process's (sweep): those begun since are this one's. */
+  private readonly startedAt = new Date();
 
   constructor(private readonly d: LocalSnapshotsDeps) {}
 
@@ -54,10 +61,12 @@ export class LocalSnapshots implements SnapshotHost {
 
   async take(hostId: string, req: Parameters<SnapshotHost['take']>[1]): Promise<{ size_bytes: number; paused_ms: number }> {
     this.here(hostId);
-    const m = this.d.driver.snapshotMachine(req.vm_id);
-    if (!m) throw new Error(`${req.vm_id} is not running on this host`);
+    // Right after a start, the VMs an earlier process left running are this one's once re-adopted.
+    const m = this.d.driver.snapshotMachine(req.vm_id) ?? (await this.d.adopted?.(), this.d.driver.snapshotMachine(req.vm_id));
+    if (!m) throw new DomainError('unavailable', `${req.vm_id} is not running on this host`, 'try again once it runs', { 'Retry-After': '5' });
     if (this.taking.has(req.vm_id)) throw new Error(`a snapshot of ${req.vm_id} is being taken already`);
     this.taking.add(req.vm_id);
+    this.takingIds.add(req.snapshot_id);
     try {
       const work = () =>
         takeSnapshot(m, {
@@ -70,6 +79,11 @@ export class LocalSnapshots implements SnapshotHost {
         });
       const t0 = performance.now();
       const { record, size_bytes } = await (this.d.driver.busyWith ? this.d.driver.busyWith(work) : work());
+      // An API replica that stopped in the middle failed it at its start: nothing of it is kept.
+      if (!(await snapshotStore.isCreating(this.d.db, req.snapshot_id))) {
+        await this.discard(hostId, req.snapshot_id);
+        throw new Error('the snapshot was given up while it was taken');
+      }
       this.d.log.info(
         { vm_id: req.vm_id, snapshot_id: req.snapshot_id, paused_ms: record.paused_ms, size_bytes, memory_kind: record.memory.kind, snapshot_ms: Math.round(performance.now() - t0) },
         'snapshot taken',
@@ -77,6 +91,7 @@ export class LocalSnapshots implements SnapshotHost {
       return { size_bytes, paused_ms: record.paused_ms };
     } finally {
       this.taking.delete(req.vm_id);
+      this.takingIds.delete(req.snapshot_id);
     }
   }
 
@@ -127,7 +142,8 @@ export class LocalSnapshots implements SnapshotHost {
    * snapshots no longer kept removed.
    */
   async sweep(): Promise<void> {
-    for (const s of await snapshotStore.listCreating(this.d.db, this.d.hostId)) {
+    // Only what an earlier process left: a request this one took while it started is its own.
+    for (const s of await snapshotStore.listCreating(this.d.db, this.d.hostId, this.startedAt)) {
       await this.discard(this.d.hostId, s.snapshot_id).catch(() => undefined);
       await snapshotStore.markFailed(this.d.db, s.snapshot_id, 'the server or its VM host stopped while the snapshot was being taken; nothing of it was kept');
       this.d.log.warn({ snapshot_id: s.snapshot_id, vm_id: s.vm_id }, 'a snapshot cut short by a restart was failed');
@@ -135,7 +151,7 @@ export class LocalSnapshots implements SnapshotHost {
     const kept = await snapshotStore.listKeptIds(this.d.db, this.d.hostId);
     for (const name of await readdir(this.d.dir).catch(() => [] as string[])) {
       const id = name.replace(/\.work$/, '');
-      if (SNAP_ID.test(id) && (name.endsWith('.work') || !kept.has(id))) await rm(path.join(this.d.dir, name), { recursive: true, force: true });
+      if (SNAP_ID.test(id) && !this.takingIds.has(id) && (name.endsWith('.work') || !kept.has(id))) await rm(path.join(this.d.dir, name), { recursive: true, force: true });
     }
   }
 }

@@ -209,7 +209,7 @@ export class LocalVmHost implements VmHost {
       setSecrets: (vmId, set) => credentials.apply(vmId, set, async (guest) => (await driver.request<{ names: string[] }>(vmId, 'secrets', { set: guest }, 30_000)).names),
     };
     this.guest = new LocalGuestAccess(driver);
-    this.branching = new LocalSnapshots({ db: d.db, credentials, hostId: d.hostId, dir: path.join(config.dataDir, 'vm-snapshots'), driver, log });
+    this.branching = new LocalSnapshots({ db: d.db, credentials, hostId: d.hostId, dir: path.join(config.dataDir, 'vm-snapshots'), driver, adopted: () => this.adopted, log });
     this.capture = (templateId) => this.capturer.start(templateId);
     this.imageReady = new Promise<Image>((resolve) => (this.resolveImage = resolve));
     this.imageReady.catch(() => undefined);

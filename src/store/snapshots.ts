@@ -28,6 +28,8 @@ export interface SnapshotRow {
   root_image_id: string | null;
   template_id: string | null;
   egress: EgressPolicy;
+  /** The API replica taking it while `creating` (null: its host). */
+  taken_by: string | null;
   created_at: Date;
   ready_at: Date | null;
   deleted_at: Date | null;
@@ -40,10 +42,10 @@ const fix = (r: SnapshotRow): SnapshotRow => ({ ...r, size_bytes: Number(r.size_
 export async function insert(q: Queryable, s: NewSnapshot): Promise<void> {
   await q.query(
     `INSERT INTO snapshots (snapshot_id, tenant_id, vm_id, host_id, name, kind, status, vcpus, memory_mib, disk_gib, harness,
-                            image_id, root_image_id, template_id, egress, created_at)
-     VALUES ($1, $2, $3, $4, $5, $6, 'creating', $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
+                            image_id, root_image_id, template_id, egress, created_at, taken_by)
+     VALUES ($1, $2, $3, $4, $5, $6, 'creating', $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
     [s.snapshot_id, s.tenant_id, s.vm_id, s.host_id, s.name, s.kind, s.vcpus, s.memory_mib, s.disk_gib, s.harness,
-      s.image_id, s.root_image_id, s.template_id, JSON.stringify(s.egress), s.created_at],
+      s.image_id, s.root_image_id, s.template_id, JSON.stringify(s.egress), s.created_at, s.taken_by],
   );
 }
 
@@ -61,9 +63,28 @@ export async function markFailed(q: Queryable, snapshotId: string, reason: strin
   await q.query(`UPDATE snapshots SET status = 'failed', status_reason = $2 WHERE snapshot_id = $1 AND status = 'creating'`, [snapshotId, reason.slice(0, 500)]);
 }
 
-/** Snapshots of a host still `creating` (a host that starts again fails them: it was stopped in the middle). */
-export async function listCreating(q: Queryable, hostId: string): Promise<SnapshotRow[]> {
-  return (await q.query<SnapshotRow>(`SELECT * FROM snapshots WHERE host_id = $1 AND status = 'creating'`, [hostId])).map(fix);
+/**
+ * Snapshots of a host still `creating` that the host itself began taking before `before` (a host that
+ * starts again fails them: it was stopped in the middle); those an API replica takes are the
+ * replica's (failTakenBy).
+ */
+export async function listCreating(q: Queryable, hostId: string, before: Date): Promise<SnapshotRow[]> {
+  return (
+    await q.query<SnapshotRow>(`SELECT * FROM snapshots WHERE host_id = $1 AND status = 'creating' AND taken_by IS NULL AND created_at < $2`, [hostId, before])
+  ).map(fix);
+}
+
+/** Fails the snapshots an API replica left `creating` (it starts again); answers them. */
+export async function failTakenBy(q: Queryable, takerId: string, reason: string): Promise<Array<{ snapshot_id: string; host_id: string }>> {
+  return q.query<{ snapshot_id: string; host_id: string }>(
+    `UPDATE snapshots SET status = 'failed', status_reason = $2 WHERE taken_by = $1 AND status = 'creating' RETURNING snapshot_id, host_id`,
+    [takerId, reason],
+  );
+}
+
+/** Whether the snapshot is still being made (not given up by whoever was taking it). */
+export async function isCreating(q: Queryable, snapshotId: string): Promise<boolean> {
+  return (await q.query(`SELECT 1 FROM snapshots WHERE snapshot_id = $1 AND status = 'creating'`, [snapshotId])).length > 0;
 }
 
 /** Snapshots of a host whose files must stay (ready, or being made, not deleted). */

@@ -142,5 +142,14 @@ describe('snapshots on disk (branch.ts)', () => {
     assert.equal(await ino('persist.qcow2'), persistWas, 'persist: the file QEMU writes');
     assert.equal(await ino('upper.qcow2'), await ino('upper.next-snap_cut.qcow2'), 'upper: the top QEMU took');
     assert.deepEqual((await readdir(vmDir)).sort(), ['layer-snap_cut-upper.qcow2', 'persist.qcow2', 'upper.next-snap_cut.qcow2', 'upper.qcow2']);
+
+    // A root made fresh since (a restart): the old top's other name is no freeze cut short; it goes,
+    // and the fresh root stays the disk.
+    await rm(path.join(vmDir, 'upper.qcow2'));
+    await qemuImg('create', '-q', '-f', 'qcow2', path.join(vmDir, 'upper.qcow2'), '1G');
+    const fresh = await ino('upper.qcow2');
+    await mendFrozenDisks(vmDir, false);
+    assert.equal(await ino('upper.qcow2'), fresh);
+    assert.deepEqual((await readdir(vmDir)).sort(), ['layer-snap_cut-upper.qcow2', 'persist.qcow2', 'upper.qcow2']);
   });
 });

@@ -29,7 +29,7 @@ import { createReadStream } from 'node:fs';
 import { chmod, chown, copyFile, link, mkdir, open, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import { runQemuImg } from './disks.ts';
+import { NEXT_TOP, nextTopName, runQemuImg } from './disks.ts';
 import { isolating, sealedSource } from './isolation.ts';
 import { save, savePages } from './suspend.ts';
 import { suspendFiles, type SuspendRecord } from './suspendRecord.ts';
@@ -106,9 +106,6 @@ async function hashFile(file: string): Promise<{ bytes: number; sha256: string }
   return { bytes, sha256: hash.digest('hex') };
 }
 
-/** A disk's next top while a snapshot freezes it: made before the pause, renamed over the disk in it. */
-const nextName = (disk: string, snapshotId: string) => `${disk}.next-${snapshotId}.qcow2`;
-const NEXT_FILE = /^(upper|persist)\.next-[A-Za-z0-9_]+\.qcow2$/;
 /** An empty top over a snapshot's frozen layer, as the snapshot keeps it for the VMs made from it. */
 const topName = (disk: string) => `top-${disk}.qcow2`;
 
@@ -135,7 +132,7 @@ async function prepareFreeze(vmDir: string, work: string, snapshotId: string): P
     DISKS.map(async (disk) => {
       const active = path.join(vmDir, `${disk}.qcow2`);
       const layer = layerName(snapshotId, disk);
-      const next = path.join(vmDir, nextName(disk, snapshotId));
+      const next = path.join(vmDir, nextTopName(disk, snapshotId));
       await rm(path.join(vmDir, layer), { force: true });
       await link(active, path.join(vmDir, layer));
       await runQemuImg(['create', '-q', '-f', 'qcow2', '-F', 'qcow2', '-u', '-b', layer, `${next}.tmp`, String(await qcow2Size(active))]);
@@ -171,7 +168,7 @@ async function becomeDisk(vmDir: string, disk: string, file: string): Promise<vo
  */
 async function freezeDisks(qmp: Qmp, vmDir: string, work: string, snapshotId: string, switched: Set<string>): Promise<void> {
   for (const disk of DISKS) {
-    const next = path.join(vmDir, nextName(disk, snapshotId));
+    const next = path.join(vmDir, nextTopName(disk, snapshotId));
     // QEMU's node names are at most 31 characters.
     const node = `${disk}-${snapshotId.slice(-16)}`.replace(/[^A-Za-z0-9_-]/g, '-');
     await qmp('blockdev-snapshot-sync', { device: disk, 'snapshot-file': next, 'snapshot-node-name': node, format: 'qcow2', mode: 'existing' });
@@ -179,7 +176,7 @@ async function freezeDisks(qmp: Qmp, vmDir: string, work: string, snapshotId: st
     await becomeDisk(vmDir, disk, next);
     // The name of the top before, now read-only in QEMU, is no longer needed.
     for (const name of await readdir(vmDir)) {
-      if (NEXT_FILE.test(name) && name.startsWith(`${disk}.`) && name !== path.basename(next)) await rm(path.join(vmDir, name), { force: true });
+      if (NEXT_TOP.test(name) && name.startsWith(`${disk}.`) && name !== path.basename(next)) await rm(path.join(vmDir, name), { force: true });
     }
     await link(path.join(vmDir, layerName(snapshotId, disk)), path.join(work, layerName(snapshotId, disk)));
   }
@@ -192,7 +189,7 @@ async function freezeDisks(qmp: Qmp, vmDir: string, work: string, snapshotId: st
 /** Takes back a freeze that failed in this process: the disks QEMU did not switch keep their files alone. */
 async function undoFreeze(vmDir: string, snapshotId: string, switched: Set<string>): Promise<void> {
   for (const disk of DISKS.filter((d) => !switched.has(d))) {
-    const next = path.join(vmDir, nextName(disk, snapshotId));
+    const next = path.join(vmDir, nextTopName(disk, snapshotId));
     await rm(`${next}.tmp`, { force: true });
     await rm(next, { force: true });
     await rm(path.join(vmDir, layerName(snapshotId, disk)), { force: true });
@@ -215,20 +212,25 @@ async function writtenByQemu(file: string): Promise<boolean> {
  * - the QEMU runs and did not take it: it goes, with the frozen layer's link (still the disk itself);
  * - no QEMU runs: it becomes the disk either way. Over a layer QEMU no longer wrote, it is the disk;
  *   over the file QEMU wrote to its end, it is empty and the disk reads the same.
+ * A next top whose layer is not the disk any more names a disk since replaced (a fresh root): it goes.
  * Half-made next tops and swaps go, and so does a frozen layer's link that is still the disk itself.
  */
 export async function mendFrozenDisks(vmDir: string, qemuRuns: boolean): Promise<void> {
   const names = await readdir(vmDir).catch(() => [] as string[]);
-  for (const name of names.filter((n) => (n.endsWith('.tmp') && NEXT_FILE.test(n.slice(0, -4))) || n.endsWith('.qcow2.swap'))) await rm(path.join(vmDir, name), { force: true });
+  for (const name of names.filter((n) => (n.endsWith('.tmp') && NEXT_TOP.test(n.slice(0, -4))) || n.endsWith('.qcow2.swap'))) await rm(path.join(vmDir, name), { force: true });
   for (const disk of DISKS) {
     const diskFile = path.join(vmDir, `${disk}.qcow2`);
     const active = await stat(diskFile).catch(() => null);
     if (!active) continue;
-    for (const name of names.filter((n) => NEXT_FILE.test(n) && n.startsWith(`${disk}.`))) {
+    for (const name of names.filter((n) => NEXT_TOP.test(n) && n.startsWith(`${disk}.`))) {
       const file = path.join(vmDir, name);
       const st = await stat(file).catch(() => null);
       if (!st || st.ino === active.ino) continue; // the disk's own other name (freezeDisks)
-      if (!qemuRuns || (await writtenByQemu(file))) await becomeDisk(vmDir, disk, file);
+      // Cut short only while the disk is still the layer the next top was made over; else the name
+      // of a disk since replaced (a fresh root), which goes.
+      const layer = await stat(path.join(vmDir, layerName(NEXT_TOP.exec(name)![2], disk))).catch(() => null);
+      if (layer?.ino !== active.ino) await rm(file, { force: true });
+      else if (!qemuRuns || (await writtenByQemu(file))) await becomeDisk(vmDir, disk, file);
       else await rm(file, { force: true });
     }
     const now = await stat(diskFile);

@@ -6,9 +6,16 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { link, mkdir, readFile, rename, rm, truncate, writeFile } from 'node:fs/promises';
+import { link, mkdir, readdir, readFile, rename, rm, truncate, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { MachineFiles } from './machine.ts';
+
+/**
+ * A disk's second name while a snapshot freezes it, and after until the next freeze (branch.ts): the
+ * new top QEMU opened by that name, `<disk>.next-<snapshot>.qcow2`.
+ */
+export const NEXT_TOP = /^(upper|persist)\.next-([A-Za-z0-9_]+)\.qcow2$/;
+export const nextTopName = (disk: string, snapshotId: string) => `${disk}.next-${snapshotId}.qcow2`;
 
 /** The root layer's size: what a VM can add to its root filesystem. */
 export const UPPER_GIB = 8;
@@ -49,6 +56,9 @@ export class DiskMaker {
       if (backing) await writeFile(`${file}.tmp`, await this.childOf(backing, gib, 'qcow2'));
       else await writeFile(`${file}.tmp`, await this.childOf(await this.blank(gib), gib, 'raw'));
       await rename(`${file}.tmp`, file);
+      // The disk it replaces goes with its other names (a snapshot's next top, branch.ts).
+      const disk = path.basename(file, '.qcow2');
+      for (const name of await readdir(f.dir)) if (NEXT_TOP.test(name) && name.startsWith(`${disk}.`)) await rm(path.join(f.dir, name), { force: true });
     };
     // A whole root of the layout before root layers; its VM starts with a fresh root.
     await rm(path.join(f.dir, 'root.qcow2'), { force: true });
