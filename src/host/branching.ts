@@ -78,14 +78,14 @@ export class LocalSnapshots implements SnapshotHost {
           hashed: req.kind !== 'branch',
         });
       const t0 = performance.now();
-      const { record, size_bytes } = await (this.d.driver.busyWith ? this.d.driver.busyWith(work) : work());
+      const { record, size_bytes, phases } = await (this.d.driver.busyWith ? this.d.driver.busyWith(work) : work());
       // An API replica that stopped in the middle failed it at its start: nothing of it is kept.
       if (!(await snapshotStore.isCreating(this.d.db, req.snapshot_id))) {
         await this.discard(hostId, req.snapshot_id);
         throw new Error('the snapshot was given up while it was taken');
       }
       this.d.log.info(
-        { vm_id: req.vm_id, snapshot_id: req.snapshot_id, paused_ms: record.paused_ms, size_bytes, memory_kind: record.memory.kind, snapshot_ms: Math.round(performance.now() - t0) },
+        { vm_id: req.vm_id, snapshot_id: req.snapshot_id, paused_ms: record.paused_ms, size_bytes, memory_kind: record.memory.kind, snapshot_ms: Math.round(performance.now() - t0), ...phases },
         'snapshot taken',
       );
       return { size_bytes, paused_ms: record.paused_ms };

@@ -5,6 +5,7 @@
  * stay here, in the same SnapshotService a single server runs.
  */
 import type { Db } from '../store/db.ts';
+import { DomainError } from '../domain/errors.ts';
 import type { SnapshotHost } from '../domain/snapshots.ts';
 import * as endpoints from '../store/internalCredentials.ts';
 import type { HostTarget } from './internalClient.ts';
@@ -21,30 +22,40 @@ export class RemoteSnapshots implements SnapshotHost {
     return row?.internal_url ? { url: row.internal_url, credentialHash: row.credential_hash } : null;
   }
 
-  async take(hostId: string, req: Parameters<SnapshotHost['take']>[1]): Promise<{ size_bytes: number; paused_ms: number }> {
-    const { vm_id, ...body } = req;
-    // Saving a VM's memory takes its host up to two minutes (suspend.ts).
-    return this.hosts.call(await this.host(hostId), 'snapshotTake', vm_id, body, { ms: 150_000 });
+  /** One step on the host: a host down, gone or cut off mid-answer is a 503 to try again (nothing was made). */
+  private async step<T>(work: () => Promise<T>): Promise<T> {
+    try {
+      return await work();
+    } catch (err) {
+      if (err instanceof DomainError) throw err;
+      throw new DomainError('unavailable', `the snapshot's host could not be reached: ${(err as Error).message}`.slice(0, 300), 'try again shortly', { 'Retry-After': '10' });
+    }
   }
 
-  async check(hostId: string, snapshotId: string): Promise<string | null> {
+  take(hostId: string, req: Parameters<SnapshotHost['take']>[1]): Promise<{ size_bytes: number; paused_ms: number }> {
+    const { vm_id, ...body } = req;
+    // Saving a VM's memory takes its host up to two minutes (suspend.ts).
+    return this.step(async () => this.hosts.call(await this.host(hostId), 'snapshotTake', vm_id, body, { ms: 150_000 }));
+  }
+
+  check(hostId: string, snapshotId: string): Promise<string | null> {
     // Every file is read and hashed: a snapshot of large disks takes a while.
-    return (await this.hosts.call(await this.host(hostId), 'snapshotCheck', snapshotId, undefined, { ms: 600_000 })).damaged;
+    return this.step(async () => (await this.hosts.call(await this.host(hostId), 'snapshotCheck', snapshotId, undefined, { ms: 600_000 })).damaged);
   }
 
   async prepare(hostId: string, snapshotId: string, vmIds: string[]): Promise<void> {
-    await this.hosts.call(await this.host(hostId), 'snapshotPrepare', snapshotId, { vm_ids: vmIds }, { ms: 60_000 });
+    await this.step(async () => this.hosts.call(await this.host(hostId), 'snapshotPrepare', snapshotId, { vm_ids: vmIds }, { ms: 60_000 }));
   }
 
-  async sealedSecrets(hostId: string, fromVmId: string, vmIds: string[]): Promise<Record<string, Record<string, string>>> {
-    return (await this.hosts.call(await this.host(hostId), 'sealedSecrets', fromVmId, { vm_ids: vmIds }, { ms: 30_000 })).sealed;
+  sealedSecrets(hostId: string, fromVmId: string, vmIds: string[]): Promise<Record<string, Record<string, string>>> {
+    return this.step(async () => (await this.hosts.call(await this.host(hostId), 'sealedSecrets', fromVmId, { vm_ids: vmIds }, { ms: 30_000 })).sealed);
   }
 
   async discard(hostId: string, snapshotId: string): Promise<void> {
-    await this.hosts.call(await this.host(hostId), 'snapshotDiscard', snapshotId, { snapshot: true, vm_ids: [] }, { ms: 60_000 });
+    await this.step(async () => this.hosts.call(await this.host(hostId), 'snapshotDiscard', snapshotId, { snapshot: true, vm_ids: [] }, { ms: 60_000 }));
   }
 
   async discardVms(hostId: string, snapshotId: string, vmIds: string[]): Promise<void> {
-    await this.hosts.call(await this.host(hostId), 'snapshotDiscard', snapshotId, { snapshot: false, vm_ids: vmIds }, { ms: 60_000 });
+    await this.step(async () => this.hosts.call(await this.host(hostId), 'snapshotDiscard', snapshotId, { snapshot: false, vm_ids: vmIds }, { ms: 60_000 }));
   }
 }

@@ -29,7 +29,7 @@ import { createReadStream } from 'node:fs';
 import { chmod, chown, copyFile, link, mkdir, open, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import { NEXT_TOP, nextTopName, runQemuImg } from './disks.ts';
+import { emptyTopOver, NEXT_TOP, nextTopName, runQemuImg } from './disks.ts';
 import { isolating, sealedSource } from './isolation.ts';
 import { save, savePages } from './suspend.ts';
 import { suspendFiles, type SuspendRecord } from './suspendRecord.ts';
@@ -135,8 +135,9 @@ async function prepareFreeze(vmDir: string, work: string, snapshotId: string): P
       const next = path.join(vmDir, nextTopName(disk, snapshotId));
       await rm(path.join(vmDir, layer), { force: true });
       await link(active, path.join(vmDir, layer));
-      await runQemuImg(['create', '-q', '-f', 'qcow2', '-F', 'qcow2', '-u', '-b', layer, `${next}.tmp`, String(await qcow2Size(active))]);
-      await copyFile(`${next}.tmp`, path.join(work, topName(disk)));
+      const top = await emptyTopOver(layer, await qcow2Size(active), work);
+      await writeFile(`${next}.tmp`, top);
+      await writeFile(path.join(work, topName(disk)), top, { mode: 0o600 });
       // QEMU (of its own user, isolation.ts) writes it as it wrote the disk.
       const own = await stat(active);
       await chown(`${next}.tmp`, own.uid, own.gid);
@@ -248,7 +249,7 @@ export async function mendFrozenDisks(vmDir: string, qemuRuns: boolean): Promise
 export async function takeSnapshot(
   m: RunningMachine,
   o: { vmDir: string; snapDir: string; snapshotId: string; machine: { image_id: string; vcpus: number; memory_mib: number }; runs: string[]; hashed: boolean },
-): Promise<{ record: SnapshotRecord; size_bytes: number }> {
+): Promise<{ record: SnapshotRecord; size_bytes: number; phases: Record<string, number> }> {
   const work = `${o.snapDir}.work`;
   await rm(work, { recursive: true, force: true });
   await mkdir(work, { recursive: true, mode: 0o700 });
@@ -266,8 +267,20 @@ export async function takeSnapshot(
       // Over the VM's own base, its golden stream's head is kept beside it (suspend.ts prefixFor).
       if (path.resolve(ram.file) === path.resolve(ownBase)) await link(path.join(o.vmDir, 'ram.prefix'), sf.prefix).catch(() => undefined);
     }
+    // Each step's milliseconds, for the host's log.
+    const phases: Record<string, number> = {};
+    let tp = performance.now();
+    const phase = (name: string) => {
+      phases[`${name}_ms`] = Math.round(performance.now() - tp);
+      tp = performance.now();
+    };
     await prepareFreeze(o.vmDir, work, o.snapshotId);
-    await m.sync().catch(() => undefined);
+    phase('prepare');
+    // A kept snapshot's disks are whole on their own too (its memory may one day not load: another
+    // machine shape, a newer QEMU). A branch's VMs resume its memory at once: no need, and it cost
+    // the branch 120–170 ms under TCG.
+    if (o.hashed) await m.sync().catch(() => undefined);
+    phase('sync');
     const t0 = performance.now();
     await m.qmp('stop');
     paused = true;
@@ -281,6 +294,7 @@ export async function takeSnapshot(
     await m.qmp('cont');
     paused = false;
     pausedMs = Math.round(performance.now() - t0);
+    tp = performance.now();
     // The memory's own record goes: a VM made from it gets its own (prepareFromSnapshot).
     await rm(sf.record, { force: true });
     const files: SnapshotRecord['files'] = {};
@@ -306,7 +320,8 @@ export async function takeSnapshot(
     await rm(o.snapDir, { recursive: true, force: true });
     await rename(work, o.snapDir);
     await syncFile(path.dirname(o.snapDir)).catch(() => undefined);
-    return { record, size_bytes: size };
+    phase('kept');
+    return { record, size_bytes: size, phases };
   } catch (err) {
     if (paused) await m.qmp('cont').catch(() => undefined);
     await undoFreeze(o.vmDir, o.snapshotId, switched).catch(() => undefined);

@@ -5,10 +5,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtemp, rm, stat } from 'node:fs/promises';
+import { mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { DiskMaker, UPPER_GIB } from './disks.ts';
+import { DiskMaker, emptyTopOver, UPPER_GIB } from './disks.ts';
 import { machineFiles } from './machine.ts';
 
 const info = (file: string) => JSON.parse(execFileSync('qemu-img', ['info', '-U', '--output=json', file], { encoding: 'utf8' })) as Record<string, unknown>;
@@ -37,4 +37,22 @@ test('disks over a backing file: children of it of their own size, one file each
   // A backing that is not there is an error, not a disk.
   const c = machineFiles(path.join(dir, 'vm_c'));
   await assert.rejects(disks.prepare(c, { diskGib: 2, upperBacking: path.join(dir, 'missing.qcow2') }, true));
+});
+
+test("an empty top over a snapshot's layer is qemu-img's image with the layer's name in its header: whole, of the size asked", async () => {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'agentvm-tops-'));
+  try {
+    for (const [name, size] of [['layer-snap_aaaaaaaaaaaaaaaaaaaaaa-upper.qcow2', 8 * 1024 ** 3], ['layer-snap_bbbbbbbbbbbbbbbbbbbbbb-upper.qcow2', 8 * 1024 ** 3], ['layer-snap_c-persist.qcow2', 10 * 1024 ** 3]] as const) {
+      execFileSync('qemu-img', ['create', '-q', '-f', 'qcow2', path.join(dir, name), String(size)]);
+      const file = path.join(dir, `top-${name}`);
+      await writeFile(file, await emptyTopOver(name, size, dir));
+      const got = info(file);
+      assert.equal(got['backing-filename'], name);
+      assert.equal(got['virtual-size'], size);
+      execFileSync('qemu-img', ['check', '-q', file]);
+    }
+    assert.deepEqual((await readdir(dir)).filter((n) => !/^(top-)?layer-/.test(n)), [], 'nothing else is left');
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
 });

@@ -34,6 +34,41 @@ export function runQemuImg(args: string[]): Promise<void> {
   return runTool('qemu-img', args, `qemu-img ${args[0]}`);
 }
 
+/** Empty qcow2 tops by size and backing name length: made by qemu-img once, then given each name. */
+const emptyTops = new Map<string, Promise<{ bytes: Buffer; at: number }>>();
+
+/**
+ * An empty qcow2 image of `sizeBytes` over the backing file `backing` (a bare name, qcow2), as bytes:
+ * qemu-img makes one per size and name length over a stand-in name, and each is that with the name
+ * written where its header says the backing name is (a qcow2 header has no checksum). No process per
+ * image: a snapshot makes one for each disk while its VM waits.
+ */
+export async function emptyTopOver(backing: string, sizeBytes: number, scratchDir: string): Promise<Buffer> {
+  const key = `${sizeBytes}:${backing.length}`;
+  let made = emptyTops.get(key);
+  if (!made) {
+    made = (async () => {
+      const tmp = tmpName(path.join(scratchDir, 'top.qcow2'));
+      const standIn = 'x'.repeat(backing.length);
+      try {
+        await runQemuImg(['create', '-q', '-f', 'qcow2', '-F', 'qcow2', '-u', '-b', standIn, tmp, String(sizeBytes)]);
+        const bytes = await readFile(tmp);
+        const at = Number(bytes.readBigUInt64BE(8));
+        if (bytes.readUInt32BE(16) !== backing.length || bytes.toString('latin1', at, at + backing.length) !== standIn) throw new Error('qemu-img wrote the backing name elsewhere');
+        return { bytes, at };
+      } finally {
+        await rm(tmp, { force: true });
+      }
+    })();
+    made.catch(() => emptyTops.delete(key));
+    emptyTops.set(key, made);
+  }
+  const { bytes, at } = await made;
+  const out = Buffer.from(bytes);
+  out.write(backing, at, 'latin1');
+  return out;
+}
+
 /** How many empty children of backing files (about 200 KiB each) a disk maker keeps. */
 const CHILDREN_KEPT = 32;
 
