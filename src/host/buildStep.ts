@@ -192,3 +192,18 @@ export function lastStepArgv(configPath: string, workdir: string): string[] {
   const script = `mkdir -p "\${1%/*}" && cat > "$1" && { [ -z "$2" ] || mkdir -p "$2"; } && pk=$(dpkg-query -W -f "$3" || true) && { ( ${FREEZE_ROOT} ) || sync; } && echo ok && echo "$pk"`;
   return ['/bin/sh', '-c', script, 'config', configPath, workdir, PACKAGE_FORMAT];
 }
+
+/** The build's running state: its builder VM (once needed), the user RUN steps run as, the env. */
+export interface BuildState {
+  vmId: string | null;
+  env: Map<string, string>;
+  workdir: string;
+  user: string;
+  /** The layer the builder's root started from, and the newest captured since. */
+  startLayer: string | null;
+  layer: string | null;
+  /** The builder's step directory is made (the first RUN makes it). */
+  stepDir: boolean;
+  /** The builder's filesystems were flushed since its last change (a RUN flushes at its end). */
+  synced: boolean;
+}

@@ -30,7 +30,7 @@ import { IMAGE_CONFIG_PATH } from '../wire/protocol.ts';
 import type { ExecArgs, ExecResult } from '../wire/protocol.ts';
 import type { EgressGateway } from './egress/gateway.ts';
 import { PROXY_ENV } from '../harness/invoke.ts';
-import { lastStepArgv, PACKAGE_FORMAT, parsePackages, runStreamed, shellQuote } from './buildStep.ts';
+import { lastStepArgv, PACKAGE_FORMAT, parsePackages, runStreamed, shellQuote, type BuildState } from './buildStep.ts';
 import { chainBytes, chainOf, collectLayers } from './layerGc.ts';
 import * as imageStore from '../store/images.ts';
 
@@ -70,21 +70,6 @@ interface PlannedStep {
   key: string;
   /** Changes files: has a layer. */
   fs: boolean;
-}
-
-/** The build's running state: its builder VM (once needed), the user RUN steps run as, the env. */
-interface BuildState {
-  vmId: string | null;
-  env: Map<string, string>;
-  workdir: string;
-  user: string;
-  /** The layer the builder's root started from, and the newest captured since. */
-  startLayer: string | null;
-  layer: string | null;
-  /** The builder's step directory is made (the first RUN makes it). */
-  stepDir: boolean;
-  /** The builder's filesystems were flushed since its last change (a RUN flushes at its end). */
-  synced: boolean;
 }
 
 export class ImageBuilder {
