@@ -20,7 +20,8 @@ import { recordTemplateOutcome } from '../domain/events.ts';
 /** Codes a host answers that mean the same to the customer (the VM is not running, wait and retry). */
 const PASSED_ON = new Set<ErrorCode>(['vm_not_running', 'rate_limited', 'not_found']);
 
-const target = (row: endpoints.HostEndpoint | undefined): HostTarget | null =>
+/** Where a replica reaches a host row's endpoint (null: it has none). */
+export const target = (row: endpoints.HostEndpoint | undefined): HostTarget | null =>
   row?.internal_url ? { url: row.internal_url, credentialHash: row.credential_hash } : null;
 
 export class RemoteHosts implements VmExecutor {

@@ -9,7 +9,7 @@ import { DomainError } from '../domain/errors.ts';
 import type { SnapshotHost } from '../domain/snapshots.ts';
 import * as endpoints from '../store/internalCredentials.ts';
 import type { HostTarget } from './internalClient.ts';
-import type { RemoteHosts } from './remoteHosts.ts';
+import { target, type RemoteHosts } from './remoteHosts.ts';
 
 export class RemoteSnapshots implements SnapshotHost {
   constructor(
@@ -18,8 +18,7 @@ export class RemoteSnapshots implements SnapshotHost {
   ) {}
 
   private async host(hostId: string): Promise<HostTarget | null> {
-    const row = await endpoints.endpointOfHost(this.db, hostId);
-    return row?.internal_url ? { url: row.internal_url, credentialHash: row.credential_hash } : null;
+    return target(await endpoints.endpointOfHost(this.db, hostId));
   }
 
   /** One step on the host: a host down, gone or cut off mid-answer is a 503 to try again (nothing was made). */

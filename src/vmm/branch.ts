@@ -11,15 +11,17 @@
  * too (a hard link) and a new, empty qcow2 layer is made naming it as its backing by that bare name
  * (relative, so resolved in the directory of whoever opens it); in the pause QEMU puts that layer on
  * top of the disk (`blockdev-snapshot-sync`, an existing file), so the file it wrote until now is
- * written no more, and the new layer takes the disk's usual name. Every layer of a chain is linked, under its one name, into each
- * directory whose disks stand on it: a VM's directory holds the whole chain of its disks, and a QEMU
- * (of its own user, isolation.ts) never opens a file outside its directory and the shared images.
+ * written no more, and the new layer takes the disk's usual name. Every layer of a chain is linked,
+ * under its one name, into each directory whose disks stand on it: a VM's directory holds the whole
+ * chain of its disks, and a QEMU (of its own user, isolation.ts) never opens a file outside its
+ * directory and the shared images.
  * Layers are the host's (root, 0644): many QEMUs read them, none writes them.
  *
  * A VM made from a snapshot is a suspended VM whose memory is the snapshot's: its directory gets the
- * snapshot's layers (links), a new top layer for each disk (a copy of the empty one the snapshot keeps), the saved memory (links: shared, never
- * copied) and a suspend record marked `branch`, so its first start is a resume (the driver gives it
- * a new identity then, as a clone gets one, and ends the runs that were in flight).
+ * snapshot's layers (links), a new top layer for each disk (a copy of the empty one the snapshot
+ * keeps), the saved memory (links: shared, never copied) and a suspend record marked `branch`, so its
+ * first start is a resume (the driver gives it a new identity then, as a clone gets one, and ends
+ * the runs that were in flight).
  *
  * Only once every file is on disk and hashed does `snapshot.json` appear, and the work directory
  * take the snapshot's name (rename): a snapshot cut short at any moment leaves nothing a start trusts.
@@ -29,7 +31,7 @@ import { createReadStream } from 'node:fs';
 import { chmod, chown, copyFile, link, mkdir, open, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import { emptyTopOver, NEXT_TOP, nextTopName, runQemuImg } from './disks.ts';
+import { emptyTopOver, forgetNextTops, NEXT_TOP, nextTopName, runQemuImg } from './disks.ts';
 import { isolating, sealedSource } from './isolation.ts';
 import { save, savePages } from './suspend.ts';
 import { suspendFiles, type SuspendRecord } from './suspendRecord.ts';
@@ -176,9 +178,7 @@ async function freezeDisks(qmp: Qmp, vmDir: string, work: string, snapshotId: st
     switched.add(disk);
     await becomeDisk(vmDir, disk, next);
     // The name of the top before, now read-only in QEMU, is no longer needed.
-    for (const name of await readdir(vmDir)) {
-      if (NEXT_TOP.test(name) && name.startsWith(`${disk}.`) && name !== path.basename(next)) await rm(path.join(vmDir, name), { force: true });
-    }
+    await forgetNextTops(vmDir, disk, path.basename(next));
     await link(path.join(vmDir, layerName(snapshotId, disk)), path.join(work, layerName(snapshotId, disk)));
   }
   // The layers under them (earlier snapshots'), so the snapshot's chain is whole in its directory.

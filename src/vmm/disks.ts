@@ -17,6 +17,13 @@ import type { MachineFiles } from './machine.ts';
 export const NEXT_TOP = /^(upper|persist)\.next-([A-Za-z0-9_]+)\.qcow2$/;
 export const nextTopName = (disk: string, snapshotId: string) => `${disk}.next-${snapshotId}.qcow2`;
 
+/** Removes the disk's next-top names in `dir` but `keep` (the disk they named is replaced or frozen). */
+export async function forgetNextTops(dir: string, disk: string, keep?: string): Promise<void> {
+  for (const name of await readdir(dir)) {
+    if (NEXT_TOP.test(name) && name.startsWith(`${disk}.`) && name !== keep) await rm(path.join(dir, name), { force: true });
+  }
+}
+
 /** The root layer's size: what a VM can add to its root filesystem. */
 export const UPPER_GIB = 8;
 
@@ -92,8 +99,7 @@ export class DiskMaker {
       else await writeFile(`${file}.tmp`, await this.childOf(await this.blank(gib), gib, 'raw'));
       await rename(`${file}.tmp`, file);
       // The disk it replaces goes with its other names (a snapshot's next top, branch.ts).
-      const disk = path.basename(file, '.qcow2');
-      for (const name of await readdir(f.dir)) if (NEXT_TOP.test(name) && name.startsWith(`${disk}.`)) await rm(path.join(f.dir, name), { force: true });
+      await forgetNextTops(f.dir, path.basename(file, '.qcow2'));
     };
     // A whole root of the layout before root layers; its VM starts with a fresh root.
     await rm(path.join(f.dir, 'root.qcow2'), { force: true });
