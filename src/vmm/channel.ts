@@ -185,14 +185,24 @@ export class JsonLineChannel extends EventEmitter {
   }
 }
 
-/** QMP: `{"execute", "id"}` answered by `{"return", "id"}` or `{"error": {"desc"}, "id"}`. */
-export async function connectQmp(socketPath: string): Promise<JsonLineChannel> {
+/**
+ * QMP: `{"execute", "id"}` answered by `{"return", "id"}` or `{"error": {"desc"}, "id"}`. A QMP
+ * socket serves one client at a time and keeps the others waiting, so a connection that got no
+ * answer in time is closed here: left open, it would hold the monitor and every later try would wait
+ * behind it for good (a busy host's QEMU slow to answer once was then never reached again).
+ */
+export async function connectQmp(socketPath: string, timeoutMs = 5000): Promise<JsonLineChannel> {
   const ch = await JsonLineChannel.connect(socketPath, (msg) =>
     typeof msg.id === 'number' && ('return' in msg || 'error' in msg)
       ? { id: msg.id, ok: 'return' in msg, value: msg.return, error: (msg.error as { desc?: string } | undefined)?.desc }
       : null,
   );
-  await ch.request((id) => ({ execute: 'qmp_capabilities', id }), 5000);
+  try {
+    await ch.request((id) => ({ execute: 'qmp_capabilities', id }), timeoutMs);
+  } catch (err) {
+    ch.close();
+    throw err;
+  }
   return ch;
 }
 

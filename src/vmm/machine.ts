@@ -144,7 +144,9 @@ export async function spawnMachine(
     while (!qmpCh) {
       if (exitInfo) throw new Error(`qemu exited during start (${describeExit(exitInfo)}): ${(await readFile(f.log, 'utf8').catch(() => '')).trim().split('\n').slice(-2).join(' ')}`);
       if (Date.now() > deadline) throw new Error('qemu did not open its control socket in time');
-      if (existsSync(f.qmp)) qmpCh = await connectQmp(f.qmp).catch(() => undefined);
+      // QEMU answers once its main loop runs; on a busy host that can take long, so one try waits
+      // as long as the start may.
+      if (existsSync(f.qmp)) qmpCh = await connectQmp(f.qmp, Math.max(5000, deadline - Date.now())).catch(() => undefined);
       if (!qmpCh) await sleep(5);
     }
     agent = await connectAgent(f.agent);
@@ -256,8 +258,8 @@ export async function resumeIncoming(m: Machine, f: MachineFiles, stateFile: str
  */
 export async function connectMachine(f: MachineFiles): Promise<{ qmpCh: JsonLineChannel; agent: JsonLineChannel; data: DataChannel; assumePort: net.Socket | null }> {
   const qmpCh = await connectQmp(f.qmp);
-  const agent = await connectAgent(f.agent);
-  const data = await DataChannel.connect(f.data);
+  const agent = await connectAgent(f.agent).catch((err) => (qmpCh.close(), Promise.reject(err)));
+  const data = await DataChannel.connect(f.data).catch((err) => (qmpCh.close(), agent.close(), Promise.reject(err)));
   const assumePort = await new Promise<net.Socket | null>((resolve) => {
     const sock = net.connect(f.assume, () => resolve(sock));
     sock.once('error', () => resolve(null));
