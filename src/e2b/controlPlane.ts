@@ -200,7 +200,9 @@ export function controlPlane(services: Services, log: Logger, prepare: (tenantId
     if (network?.allowPublicTraffic !== false) await services.previews.setAllPortsPublic(vmId, true);
     const vm = await services.vms.waitFor(principal.tenantId, vmId, 'running', START_WAIT_MS, c.req.raw.signal);
     if (vm.status !== 'running') return e2bError(c, 500, `the sandbox did not start: it is ${vm.status}${vm.status_reason ? ` (${vm.status_reason})` : ''}`);
-    await prepare(vm.tenant_id, vm.vm_id);
+    // The base image has E2B's home (a link to the workspace); an image of the tenant's or a snapshot
+    // may have been made over an older base that did not.
+    if (image || snapshot) await prepare(vm.tenant_id, vm.vm_id);
     return c.json(created(vm, record), 201);
   }
 

@@ -6,13 +6,9 @@
 import { GuestProcess, type ProcessSpec } from './guestProcess.ts';
 import type { SandboxContext } from './context.ts';
 
-/** The VM's workspace, where agentvm's runs, shells and files API work. */
-export const WORKSPACE = '/persist/workspace';
-/**
- * E2B's user directory: a sandbox made through `/e2b` has it as a link to the workspace (made at
- * create), so E2B's paths and agentvm's name the same files. Relative paths and `~` land here.
- */
-export const E2B_HOME = '/home/user';
+/** The VM's workspace (where agentvm's runs, shells and files API work), and E2B's home, a link to it. */
+import { E2B_HOME, WORKSPACE } from '../wire/protocol.ts';
+export { E2B_HOME, WORKSPACE };
 
 /** An E2B path made absolute (relative to the user's directory, as E2B's are; `~` is that directory). */
 export function absolutePath(p: string): string {

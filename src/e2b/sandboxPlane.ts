@@ -76,7 +76,7 @@ function sameToken(a: string, b: string): boolean {
 export interface SandboxPlane {
   /** Answers the request if it is the sandbox plane's (true), else leaves it (false). */
   handle(req: IncomingMessage, res: ServerResponse): boolean;
-  /** Readies a new sandbox's guest: E2B's user directory (`/home/user`) as a link to the workspace. */
+  /** Readies a new sandbox's guest of an image that may lack E2B's user directory (`/home/user`, a link to the workspace). */
   prepare(tenantId: string, vmId: string): Promise<void>;
 }
 

@@ -15,11 +15,9 @@ import { asImageAsks } from './imageConfig.ts';
 import { HANGUP_GRACE_MS, harnessLogin } from './shell.ts';
 import { dataPort } from './dataPort.ts';
 import { STREAM_WINDOW } from '../wire/frames.ts';
-import type { ShellOpenArgs, ProcessOpen } from '../wire/protocol.ts';
+import { E2B_HOME, type ShellOpenArgs, type ProcessOpen } from '../wire/protocol.ts';
 import type { MuxStream } from '../wire/muxStream.ts';
 
-/** E2B's home directory, where a guest has it: a program without a cwd starts there. */
-const E2B_HOME = '/home/user';
 
 const isDir = (dir: string) => fsp.stat(dir).then((s) => s.isDirectory(), () => false);
 

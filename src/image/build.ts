@@ -10,7 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build as esbuild } from 'esbuild';
-import { EGRESS_GATEWAY_URL, GUEST_AWK } from '../wire/protocol.ts';
+import { E2B_HOME, EGRESS_GATEWAY_URL, GUEST_AWK, WORKSPACE } from '../wire/protocol.ts';
 import { buildHarnesses, buildNpm, harnessesKey, npmKey } from './harnesses.ts';
 import { buildInitramfs, buildKernel, GUEST_MODULES, resolveKernelPackage, type KernelPackage } from './kernel.ts';
 import { BUILDER_VERSION, done, runTool, sha256, type Progress } from './step.ts';
@@ -117,7 +117,7 @@ function rootfsBaseKey(i: Inputs): string {
 }
 
 function imageIdOf(i: Inputs): string {
-  return sha256(String(BUILDER_VERSION), harnessesKey(), npmKey(), i.kernel.name, i.kernel.version, rootfsBaseKey(i), i.agentBundle, i.initScript, ...i.diagnostics, GUEST_MODULES.join(','), ROOTFS_SIZE, `${IDENTITY_DIR}:${IDENTITY_FILES.join(',')}`, GUEST_AWK, JSON.stringify([...proxyFiles(EGRESS_GATEWAY_URL), ...loginFiles()])).slice(0, 20);
+  return sha256(String(BUILDER_VERSION), harnessesKey(), npmKey(), i.kernel.name, i.kernel.version, rootfsBaseKey(i), i.agentBundle, i.initScript, ...i.diagnostics, GUEST_MODULES.join(','), ROOTFS_SIZE, `${IDENTITY_DIR}:${IDENTITY_FILES.join(',')}`, GUEST_AWK, `${E2B_HOME}->${WORKSPACE}`, JSON.stringify([...proxyFiles(EGRESS_GATEWAY_URL), ...loginFiles()])).slice(0, 20);
 }
 
 /** The id the current inputs make, whether or not it is built. */
@@ -233,6 +233,9 @@ async function build(imageDir: string, i: Inputs, id: string, progress: Progress
   await runTool('cp', ['-a', '--no-preserve=ownership', `${npmRoot}/.`, staging]);
   await mkdir(path.join(staging, 'opt/agentvm'), { recursive: true });
   await mkdir(path.join(staging, 'persist'), { recursive: true });
+  // E2B's home is the workspace (made here, not by each sandbox: a restart resets the root to this).
+  await rm(path.join(staging, E2B_HOME), { recursive: true, force: true });
+  await symlink(WORKSPACE, path.join(staging, E2B_HOME));
   await writeFile(path.join(staging, 'opt/agentvm/agent.mjs'), i.agentBundle);
   await writeFile(path.join(staging, 'etc/agentvm-image'), `${id}\n`);
   for (const f of [...proxyFiles(EGRESS_GATEWAY_URL), ...loginFiles()]) {

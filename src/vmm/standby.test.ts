@@ -1,7 +1,8 @@
 // The standby pool's warm-up gives way to starts: paused (QMP stop) while the host is busy, on again
 // (cont) once it is quiet, and its time limit counts only the time it ran; a warm-up run that fails
 // makes no standby. The guest here is a test double on a Unix socket (an agent that answers and
-// "runs" the warm-up's echo run for 800 ms of unpaused time, its clean-up at once); the real guest's
+// "runs" the warm-up's echo run for 800 ms of unpaused time, its clean-up at once, and answers the
+// warm-up's process as an older guest would, with a terminal); the real guest's
 // warm-up is tested in test/vm-real.test.ts.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -90,6 +91,8 @@ function poolOn(dir: string, guest: ReturnType<typeof fakeGuest>, quiet: () => b
       const m = {
         pid: 0,
         agent,
+        // Its data port: the double answers shell_open as a guest too old to start a process itself.
+        data: { stream: () => ({ id: 1, on: () => undefined, consumed: () => undefined, release: () => undefined, abort: () => undefined }) },
         exit: new Promise<string>(() => undefined),
         qmp: async (command: string) => {
           commands.push({ command, at: performance.now() });

@@ -20,7 +20,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { agentRequest } from './channel.ts';
 import { STANDBY_SLOTS } from './commandLine.ts';
 import { killMachine, machineFiles, machinePid, type Machine } from './machine.ts';
-import { HARNESS_HOME, type RunEndEvent } from '../wire/protocol.ts';
+import { HARNESS_HOME, type ProcessOpen, type RunEndEvent } from '../wire/protocol.ts';
+import type { StreamFault } from '../wire/frames.ts';
 import { buildInvocation } from '../harness/invoke.ts';
 import type { Image } from '../image/build.ts';
 
@@ -302,13 +303,47 @@ const ECHO_COUNTERS = [`${HARNESS_HOME}/.agentvm-echo-count`, '/var/lib/agentvm-
  * is one run of the echo harness as a VM's run starts it (the agent's run code, a process of the
  * harness user, the awk and the counters' appends on the persist disk and the root's layer: a first
  * echo run after it took 30–45 ms in the guest against 55–105 after a run of another awk program),
- * then one that removes its counters and `sync`s: what the standby's start and the runs left dirty is
+ * a process on a data stream (warmUpProcess), then a run that removes the counters and `sync`s: what the standby's start and the runs left dirty is
  * written now, while the host is idle, not 30 s later (the kernel's age for dirty data) in the middle
  * of creates. Each run is forgotten once acknowledged.
  */
 async function warmUp(m: Machine, pausedMs: () => number): Promise<void> {
   await warmUpRun(m, buildInvocation('echo', { task: 'warm-up' }).argv, pausedMs);
+  await warmUpProcess(m, pausedMs);
   await warmUpRun(m, ['sh', '-c', 'rm -f -- "$@" && sync', 'sh', ...ECHO_COUNTERS], pausedMs);
+}
+
+/** Fails after 30 s of the guest running (time it was paused for a start does not count). */
+function guestDeadline(pausedMs: () => number, what: string): { failed: Promise<never>; done: () => void } {
+  const t0 = performance.now();
+  let done = false;
+  const failed = (async (): Promise<never> => {
+    while (!done && performance.now() - t0 - pausedMs() < 30_000) await sleep(250);
+    throw new Error(`${what} did not end`);
+  })();
+  failed.catch(() => undefined);
+  return { failed, done: () => (done = true) };
+}
+
+/**
+ * A program the guest's agent starts on a data stream, as E2B's SDK starts each command (a login bash
+ * of the harness user, framed on the stream): a VM's first such process took ~100 ms more than the
+ * next under emulation (measured with E2B's commands.run: 300 ms, then 195). An older guest that
+ * opens a terminal in its place is let go.
+ */
+async function warmUpProcess(m: Machine, pausedMs: () => number): Promise<void> {
+  const stream = m.data.stream();
+  const ended = new Promise<void>((resolve, reject) => {
+    stream.on('data', (chunk: Buffer) => stream.consumed(chunk.length));
+    stream.on('end', () => (stream.release(), resolve()));
+    stream.on('abort', (f: StreamFault) => reject(new Error(`the warm-up process was cut: ${f.message}`)));
+  });
+  ended.catch(() => undefined);
+  const program: ProcessOpen = { argv: ['/bin/bash', '-l', '-c', ':'], env: {}, cwd: null, root: false, stdin: false };
+  const r = await agentRequest<{ framed?: boolean }>(m.agent, 'shell_open', { stream: stream.id, cols: 80, rows: 24, env: {}, process: program }, 30_000);
+  if (r?.framed !== true) return stream.abort({ error: 'closed', message: 'a terminal, not a process' });
+  const deadline = guestDeadline(pausedMs, 'the warm-up process');
+  await Promise.race([ended, deadline.failed]).finally(deadline.done);
 }
 
 async function warmUpRun(m: Machine, argv: string[], pausedMs: () => number): Promise<void> {
@@ -322,15 +357,8 @@ async function warmUpRun(m: Machine, argv: string[], pausedMs: () => number): Pr
   });
   try {
     await agentRequest(m.agent, 'run_start', { run_id: runId, argv, timeout_ms: 30_000, max_output_bytes: 4096 }, 30_000);
-    // 30 s of the guest running (time it was paused for a start does not count).
-    const t0 = performance.now();
-    let done = false;
-    const timedOut = (async (): Promise<never> => {
-      while (!done && performance.now() - t0 - pausedMs() < 30_000) await sleep(250);
-      throw new Error('the warm-up run did not end');
-    })();
-    timedOut.catch(() => undefined);
-    const { end, last_seq } = await Promise.race([ended, timedOut]).finally(() => (done = true));
+    const deadline = guestDeadline(pausedMs, 'the warm-up run');
+    const { end, last_seq } = await Promise.race([ended, deadline.failed]).finally(deadline.done);
     await agentRequest(m.agent, 'run_ack', { run_id: runId, seq: last_seq, done: true }, 30_000);
     if (end.exit_code !== 0) throw new Error(`the warm-up run ${argv[0]} ended with ${end.exit_code ?? end.signal}`);
   } finally {

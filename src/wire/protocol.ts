@@ -23,6 +23,12 @@ export const AGENT_PROTOCOL_VERSION = 8;
 export const ASSUME_PORT_CLOCK = 6;
 /** Where harness runs happen, on the persist disk, owned by the harness user. */
 export const WORKSPACE = '/persist/workspace';
+/**
+ * E2B's user directory: in every image a link to the workspace (so E2B's paths and agentvm's name the
+ * same files, on a VM of any start: a restart resets the root to the image's). Relative paths of E2B's
+ * API and `~` land here, and a process started with no directory starts here.
+ */
+export const E2B_HOME = '/home/user';
 /** The harness user's home, on the persist disk: logins and tool settings survive restarts. */
 export const HARNESS_HOME = '/persist/home';
 /** Harness credentials (bring-your-own-key variables): a JSON object, mode 0600, root only. */
