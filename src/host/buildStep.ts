@@ -193,6 +193,20 @@ export function lastStepArgv(configPath: string, workdir: string): string[] {
   return ['/bin/sh', '-c', script, 'config', configPath, workdir, PACKAGE_FORMAT];
 }
 
+/** Where a build's time goes (its log line): the builder's start, the steps, the layers taken, the config. */
+export function buildPhases() {
+  const phases = { builder_ms: 0, steps_ms: 0, capture_ms: 0, config_ms: 0 };
+  const timed = async <T,>(phase: keyof typeof phases, fn: () => Promise<T>): Promise<T> => {
+    const t = performance.now();
+    try {
+      return await fn();
+    } finally {
+      phases[phase] += Math.round(performance.now() - t);
+    }
+  };
+  return { phases, timed };
+}
+
 /** The build's running state: its builder VM (once needed), the user RUN steps run as, the env. */
 export interface BuildState {
   vmId: string | null;
@@ -204,6 +218,8 @@ export interface BuildState {
   layer: string | null;
   /** The builder's step directory is made (the first RUN makes it). */
   stepDir: boolean;
+  /** The WORKDIR this builder made (made once, as Docker does at its WORKDIR, not at each RUN). */
+  madeWorkdir: string | null;
   /** The builder's filesystems were flushed since its last change (a RUN flushes at its end). */
   synced: boolean;
 }

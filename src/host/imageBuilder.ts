@@ -30,7 +30,7 @@ import { IMAGE_CONFIG_PATH } from '../wire/protocol.ts';
 import type { ExecArgs, ExecResult } from '../wire/protocol.ts';
 import type { EgressGateway } from './egress/gateway.ts';
 import { PROXY_ENV } from '../harness/invoke.ts';
-import { lastStepArgv, PACKAGE_FORMAT, parsePackages, runStreamed, shellQuote, type BuildState } from './buildStep.ts';
+import { buildPhases, lastStepArgv, PACKAGE_FORMAT, parsePackages, runStreamed, shellQuote, STEP_DIR, type BuildState } from './buildStep.ts';
 import { chainBytes, chainOf, collectLayers } from './layerGc.ts';
 import * as imageStore from '../store/images.ts';
 
@@ -165,7 +165,8 @@ export class ImageBuilder {
     const imageId = row.image_id;
     const image = this.o.image()!;
     const t0 = performance.now();
-    const state: BuildState = { vmId: null, env: new Map(), workdir: BASE_CONFIG.workdir, user: 'root', startLayer: null, layer: null, stepDir: false, synced: false };
+    const state: BuildState = { vmId: null, env: new Map(), workdir: BASE_CONFIG.workdir, user: 'root', startLayer: null, layer: null, stepDir: false, madeWorkdir: null, synced: false };
+    const { phases, timed } = buildPhases();
     try {
       const { steps } = parseDockerfile(row.dockerfile);
       const parent = row.parent === 'base' ? null : await imageStore.byId(this.o.db, row.parent);
@@ -200,9 +201,9 @@ export class ImageBuilder {
         }
         await this.say(imageId, head);
         if (!p.fs) continue;
-        await this.ensureBuilder(row, state, image);
-        await this.runStep(imageId, state, p.step, row.context);
-        await this.capture(state, p.key);
+        await timed('builder_ms', () => this.ensureBuilder(row, state, image));
+        await timed('steps_ms', () => this.runStep(imageId, state, p.step, row.context));
+        await timed('capture_ms', () => this.capture(state, p.key));
       }
       const config = configAfter(parentConfig, steps);
       // The image describes itself to the guest agent: a last layer with its config, cached like a step.
@@ -214,17 +215,14 @@ export class ImageBuilder {
         await imageStore.touchLayers(this.o.db, this.o.hostId, [cachedConfig.path], this.o.clock.now());
       }
       else {
-        await this.ensureBuilder(row, state, image);
+        await timed('builder_ms', () => this.ensureBuilder(row, state, image));
         // One exec (each is a process or more in the guest); the builder goes after it.
-        const w = await this.exec(
-          state,
-          { argv: lastStepArgv(IMAGE_CONFIG_PATH, config.workdir), stdin: `${JSON.stringify(config)}\n`, asRoot: true, max_output_bytes: 4 * 1024 * 1024 },
-          'writing the image config',
-        );
+        const argv = lastStepArgv(IMAGE_CONFIG_PATH, config.workdir);
+        const w = await timed('config_ms', () => this.exec(state, { argv, stdin: `${JSON.stringify(config)}\n`, asRoot: true, max_output_bytes: 4 * 1024 * 1024 }, 'writing the image config'));
         if (w.exit_code !== 0 || !w.stdout.startsWith('ok\n')) throw new Error(`writing the image's config failed: ${w.stderr.trim().slice(0, 200)}`);
         state.synced = true;
         packages = parsePackages(w.stdout.slice(3));
-        await this.capture(state, configKey);
+        await timed('capture_ms', () => this.capture(state, configKey));
       }
       packages ??= state.vmId ? await this.packages(state) : ((await imageStore.packagesOfLayer(this.o.db, state.layer!)) ?? parent?.packages ?? []);
       const layerPath = state.layer!;
@@ -232,7 +230,7 @@ export class ImageBuilder {
       const secs = ((performance.now() - t0) / 1000).toFixed(1);
       await this.say(imageId, `image ${imageId} ready in ${secs} s: ${(size / 1024 / 1024).toFixed(1)} MiB of layers, ${packages.length} packages`);
       if (await imageStore.markReady(this.o.db, imageId, { layerPath, sizeBytes: size, config, packages }, this.o.clock.now(), this.o.hostId)) {
-        this.o.log.info({ image_id: imageId, bytes: size, seconds: Number(secs) }, 'image built');
+        this.o.log.info({ image_id: imageId, bytes: size, seconds: Number(secs), ...phases }, 'image built');
       } else this.o.log.warn({ image_id: imageId }, 'an image built here was taken over by another host meanwhile (this host was silent too long)');
     } catch (err) {
       const reason = (err as Error).message.slice(0, 500);
@@ -280,6 +278,7 @@ export class ImageBuilder {
     };
     state.vmId = vmId;
     state.stepDir = false;
+    state.madeWorkdir = null;
     this.o.gateway?.setPolicy(vmId, row.egress);
     await this.say(row.image_id, `starting a builder VM (egress ${row.egress.mode}${row.egress.mode === 'allowlist' ? `: ${row.egress.allow.join(' ') || 'nothing'}` : ''})`);
     await this.builders.prepareDisks(spec, true);
@@ -318,17 +317,26 @@ export class ImageBuilder {
   }
 
   private async runStep(imageId: string, state: BuildState, step: Step, context: Record<string, string>): Promise<void> {
-    if (state.workdir) await this.exec(state, { argv: ['mkdir', '-p', state.workdir], asRoot: true }, 'WORKDIR');
+    // The step's output directory and its WORKDIR, where not made yet: one exec (a process or more in the guest).
+    const make = [
+      ...(step.kind === 'run' && !state.stepDir ? [`mkdir -p ${STEP_DIR} && chmod 1777 ${STEP_DIR}`] : []),
+      ...(state.workdir && state.workdir !== state.madeWorkdir ? ['mkdir -p -- "$1"'] : []),
+    ];
+    if (make.length) {
+      const r = await this.exec(state, { argv: ['/bin/sh', '-c', make.join(' && '), 'prepare', state.workdir], asRoot: true }, `line ${step.line}`);
+      if (r.exit_code !== 0) throw new Error(`line ${step.line}: preparing it (its WORKDIR ${state.workdir}) failed: ${r.stderr.trim().slice(0, 200)}`);
+      state.stepDir ||= step.kind === 'run';
+      state.madeWorkdir = state.workdir || null;
+    }
     if (step.kind === 'workdir') return;
     if (step.kind === 'run') {
       // What it prints goes to the log line by line while it runs.
       const ids = await this.ids(state);
       const r = await runStreamed(
         (args, timeoutMs) => this.builders.exec(state.vmId!, args, timeoutMs),
-        { argv: step.argv, cwd: state.workdir || '/', env: this.env(state, ids.uid), ids, timeoutMs: STEP_TIMEOUT_MS, capBytes: STEP_OUTPUT_BYTES, name: `line${step.line}`, prepared: state.stepDir, sync: true },
+        { argv: step.argv, cwd: state.workdir || '/', env: this.env(state, ids.uid), ids, timeoutMs: STEP_TIMEOUT_MS, capBytes: STEP_OUTPUT_BYTES, name: `line${step.line}`, prepared: true, sync: true },
         (line) => this.say(imageId, line),
       );
-      state.stepDir = true;
       // Its end flushed the builder's filesystems (a step killed before its end did not: its build fails).
       state.synced = r.exitCode === 0;
       if (r.timedOut) throw new Error(`line ${step.line} ran longer than ${STEP_TIMEOUT_MS / 60_000} minutes`);
