@@ -7,7 +7,7 @@
  */
 import { agentRequest } from './channel.ts';
 import type { Machine } from './machine.ts';
-import { assumeArgs } from './launch.ts';
+import { assumeArgs, assumeSteps } from './launch.ts';
 import type { VmSpec } from './driver.ts';
 import type { BranchMark } from './branch.ts';
 import { assumeLine, factsFromAssumed, type HelloFacts } from '../wire/protocol.ts';
@@ -20,6 +20,7 @@ export async function takeBranchIdentity(m: Machine, spec: VmSpec, mark: BranchM
   // A guest whose assume program knows only the clock sets it and answers no identity.
   if (out.hostname !== spec.hostname) throw new Error('the guest did not take a new identity (its image is older than branching)');
   phases.identity_ms = performance.now() - t;
+  Object.assign(phases, assumeSteps(out));
   t = performance.now();
   for (const runId of mark.runs) await agentRequest(m.agent, 'run_cancel', { run_id: runId }, 10_000).catch(() => undefined);
   phases.runs_ended_ms = performance.now() - t;
