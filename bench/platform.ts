@@ -45,6 +45,11 @@ export async function startBenchPlatform(name: string, overrides: Partial<Config
     const adminH = { authorization: `Bearer ${config.adminToken}`, 'content-type': 'application/json' };
     const tenant = await (await fetch(`${base}/v1/admin/tenants`, { method: 'POST', headers: adminH, body: JSON.stringify({ email: `${name}@example.com` }) })).json();
     await fetch(`${base}/v1/admin/tenants/${tenant.tenant_id}/card`, { method: 'PUT', headers: adminH, body: JSON.stringify({ brand: 'visa', last4: '4242' }) });
+    // A benchmark measures the platform, not a tenant's quota: section 14's defaults (20 running VMs)
+    // would refuse the lifecycle benchmark's 20 at once beside the VMs it keeps running.
+    const limits = { vms: 10_000, running_vms: 10_000, vcpus: 100_000, memory_mib: 100_000_000, disk_gib: 1_000_000, snapshots: 10_000, images: 1000 };
+    const raised = await fetch(`${base}/v1/admin/tenants/${tenant.tenant_id}/limits`, { method: 'PUT', headers: adminH, body: JSON.stringify(limits) });
+    if (raised.status !== 200) throw new Error(`raising the bench tenant's limits: ${raised.status} ${await raised.text()}`);
     const h = { authorization: `Bearer ${tenant.api_key}`, 'content-type': 'application/json' };
     const call = async (method: string, p: string, body?: unknown) => {
       const res = await fetch(`${base}${p}`, { method, headers: h, body: body === undefined ? undefined : JSON.stringify(body) });

@@ -27,15 +27,34 @@ for (const backend of backends()) {
       return row;
     };
 
-    const insertSnapshot = async (tenantId: string, vmId: string, fields: { status?: string; kind?: string; size?: number } = {}) => {
+    const insertSnapshot = async (tenantId: string, vmId: string, fields: { status?: string; kind?: string; size?: number; ageS?: number } = {}) => {
       const id = `snap_${randomBase62(22)}`;
       await t.db.query(
         `INSERT INTO snapshots (snapshot_id, tenant_id, vm_id, host_id, name, kind, status, size_bytes, vcpus, memory_mib, disk_gib, harness, egress, created_at)
-         VALUES ($1, $2, $3, 'host_x', 'before the refactor', $4, $5, $6, 1, 1024, 10, 'echo', '{"mode":"allowlist","allow":[]}', now())`,
-        [id, tenantId, vmId, fields.kind ?? 'snapshot', fields.status ?? 'ready', fields.size ?? 3 * 1024 ** 3],
+         VALUES ($1, $2, $3, 'host_x', 'before the refactor', $4, $5, $6, 1, 1024, 10, 'echo', '{"mode":"allowlist","allow":[]}', now() - make_interval(secs => $7))`,
+        [id, tenantId, vmId, fields.kind ?? 'snapshot', fields.status ?? 'ready', fields.size ?? 3 * 1024 ** 3, fields.ageS ?? 0],
       );
       return id;
     };
+
+    test('a snapshot still being made an hour after it began (its taker gone for good) fails with the reason; a younger one and a kept one stay', async () => {
+      const { tenantId } = await t.tenant({ card: '4242' });
+      const vmId = await insertVm(t.db, tenantId, { status: 'running' });
+      const old = await insertSnapshot(tenantId, vmId, { status: 'creating', ageS: 2 * 3600 });
+      const young = await insertSnapshot(tenantId, vmId, { status: 'creating', ageS: 10 * 60 });
+      const kept = await insertSnapshot(tenantId, vmId, { status: 'ready', ageS: 5 * 3600 });
+      assert.equal(await t.services.snapshots.failAbandoned(), 1);
+      const rows = await t.db.query<{ snapshot_id: string; status: string; status_reason: string | null }>(
+        `SELECT snapshot_id, status, status_reason FROM snapshots WHERE snapshot_id = ANY($1)`,
+        [[old, young, kept]],
+      );
+      const by = new Map(rows.map((r) => [r.snapshot_id, r]));
+      assert.equal(by.get(old)?.status, 'failed');
+      assert.match(by.get(old)?.status_reason ?? '', /an hour after it began/);
+      assert.equal(by.get(young)?.status, 'creating');
+      assert.equal(by.get(kept)?.status, 'ready');
+      assert.equal(await t.services.snapshots.failAbandoned(), 0, 'once');
+    });
 
     test('a count out of range, a plan with count > 1 and a plan of another size are 400 naming the field; nothing is made', async () => {
       const { tenantId, key } = await t.tenant({ card: '4242', credits: 10_000 });

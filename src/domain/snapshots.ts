@@ -101,6 +101,9 @@ function orderFor(input: StartFromInput, machine: { plan: PlanId | null; cycle: 
   return { ...order, egress: order.egress ?? machine.egress };
 }
 
+/** How long a snapshot may stay `creating` before it is taken for abandoned (SnapshotService.failAbandoned). */
+export const ABANDONED_MS = 3600_000;
+
 export class SnapshotService {
   constructor(
     private readonly db: Db,
@@ -119,6 +122,19 @@ export class SnapshotService {
   async failCutShort(): Promise<number> {
     if (!this.takerId) return 0;
     const cut = await snapshotStore.failTakenBy(this.db, this.takerId, 'the API replica taking it stopped in the middle; nothing of it was kept');
+    for (const c of cut) await this.host?.discard(c.host_id, c.snapshot_id).catch(() => undefined);
+    return cut.length;
+  }
+
+  /**
+   * Snapshots left `creating` for over ABANDONED_MS (an hour; a snapshot takes seconds to a few
+   * minutes): whoever was taking one stopped in the middle and did not come back (a replica or host
+   * gone for good; one that comes back fails its own at its start). Failed with the reason, their
+   * files removed where their host answers (else at that host's start).
+   */
+  async failAbandoned(): Promise<number> {
+    const before = new Date(this.clock.now().getTime() - ABANDONED_MS);
+    const cut = await snapshotStore.failAbandoned(this.db, before, 'it was still being made an hour after it began (whoever was taking it stopped); nothing of it was kept');
     for (const c of cut) await this.host?.discard(c.host_id, c.snapshot_id).catch(() => undefined);
     return cut.length;
   }

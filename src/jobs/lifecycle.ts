@@ -77,6 +77,8 @@ export class LifecycleJob extends PeriodicJob {
     if (now.getTime() - this.lastReconcile >= (this.o.reconcileEveryMs ?? 180_000)) {
       this.lastReconcile = now.getTime();
       await this.billing.check();
+      const abandoned = await services.snapshots.failAbandoned();
+      if (abandoned) log.warn({ snapshots: abandoned }, 'snapshots still being made an hour after they began were failed');
     }
   }
 }

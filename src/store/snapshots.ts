@@ -82,6 +82,17 @@ export async function failTakenBy(q: Queryable, takerId: string, reason: string)
   );
 }
 
+/**
+ * Fails the snapshots still `creating` that were begun before `before`, whoever was taking them (a
+ * replica or a host that stopped in the middle and never came back); answers them.
+ */
+export async function failAbandoned(q: Queryable, before: Date, reason: string): Promise<Array<{ snapshot_id: string; host_id: string }>> {
+  return q.query<{ snapshot_id: string; host_id: string }>(
+    `UPDATE snapshots SET status = 'failed', status_reason = $2 WHERE status = 'creating' AND created_at < $1 RETURNING snapshot_id, host_id`,
+    [before, reason],
+  );
+}
+
 /** Whether the snapshot is still being made (not given up by whoever was taking it). */
 export async function isCreating(q: Queryable, snapshotId: string): Promise<boolean> {
   return (await q.query(`SELECT 1 FROM snapshots WHERE snapshot_id = $1 AND status = 'creating'`, [snapshotId])).length > 0;
