@@ -27,10 +27,11 @@ export async function startBenchPlatform(name: string, overrides: Partial<Config
     rateLimitPerSecond: 1_000_000,
     rateLimitBurst: 1_000_000,
     snapshots: true,
-    // Nor the host's placement capacity (4 vCPUs a core, its memory less 1 GiB): the lifecycle
-    // benchmark keeps 35 idle VMs on this host to weigh them.
+    // Nor the host's placement capacity (4 vCPUs a core, its memory less 1 GiB, 4× its free disk): the
+    // lifecycle benchmark keeps 35 idle VMs on this host to weigh them.
     hostVcpus: 100_000,
     hostMemoryMib: 100_000_000,
+    hostDiskGib: 100_000_000,
     ...overrides,
   };
   const server = await startServer(config, createLogger(process.env.BENCH_LOG_LEVEL ?? 'warn', process.stderr));
