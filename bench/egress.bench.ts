@@ -152,6 +152,7 @@ if (process.env[FLAG] !== '1') {
       row('egress', `${MIB} MiB by a host process through the gateway (CONNECT, as HTTPS), MiB/s`, mibs(hostTunnelMs).toFixed(1), `${hostMibs.toFixed(1)} host straight`, mibs(hostTunnelMs) / hostMibs, '≥ 50% of the host', mibs(hostTunnelMs) / hostMibs >= 0.5),
       row('egress', `${MIB} MiB by a host process through the gateway (plain HTTP, proxied), MiB/s`, mibs(hostGatewayMs).toFixed(1), `${hostMibs.toFixed(1)} host straight`, mibs(hostGatewayMs) / hostMibs),
     ]);
+    relay.close(); // left listening, it kept the process from ending after its report
     await fetch(`${base}/v1/api/vms/${vmId}`, { method: 'DELETE', headers: h });
     await server.host.reconciler!.settled();
   } finally {
