@@ -121,9 +121,7 @@ export class SnapshotService {
    */
   async failCutShort(): Promise<number> {
     if (!this.takerId) return 0;
-    const cut = await snapshotStore.failTakenBy(this.db, this.takerId, 'the API replica taking it stopped in the middle; nothing of it was kept');
-    for (const c of cut) await this.host?.discard(c.host_id, c.snapshot_id).catch(() => undefined);
-    return cut.length;
+    return this.discardFailed(await snapshotStore.failTakenBy(this.db, this.takerId, 'the API replica taking it stopped in the middle; nothing of it was kept'));
   }
 
   /**
@@ -134,7 +132,11 @@ export class SnapshotService {
    */
   async failAbandoned(): Promise<number> {
     const before = new Date(this.clock.now().getTime() - ABANDONED_MS);
-    const cut = await snapshotStore.failAbandoned(this.db, before, 'it was still being made an hour after it began (whoever was taking it stopped); nothing of it was kept');
+    return this.discardFailed(await snapshotStore.failAbandoned(this.db, before, 'it was still being made an hour after it began (whoever was taking it stopped); nothing of it was kept'));
+  }
+
+  /** Removes the files of snapshots just failed where their host answers (else at its start); answers how many. */
+  private async discardFailed(cut: Array<{ snapshot_id: string; host_id: string }>): Promise<number> {
     for (const c of cut) await this.host?.discard(c.host_id, c.snapshot_id).catch(() => undefined);
     return cut.length;
   }

@@ -12,7 +12,8 @@ import { MAX_FILE_BYTES } from '../domain/guestAccess.ts';
 import { HARNESS_USER } from '../wire/protocol.ts';
 import type { Services } from '../domain/services.ts';
 import type { SandboxContext } from './context.ts';
-import { absolutePath, collect, E2B_HOME, WORKSPACE } from './guestFs.ts';
+import { absolutePath, collect } from './guestFs.ts';
+import { E2B_HOME, WORKSPACE } from '../wire/protocol.ts';
 import { sendError } from './sandboxPlane.ts';
 
 /** The path on the persist disk an E2B path names (E2B's user directory is the workspace), or null. */

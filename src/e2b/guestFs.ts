@@ -5,10 +5,7 @@
  */
 import { GuestProcess, type ProcessSpec } from './guestProcess.ts';
 import type { SandboxContext } from './context.ts';
-
-/** The VM's workspace (where agentvm's runs, shells and files API work), and E2B's home, a link to it. */
-import { E2B_HOME, WORKSPACE } from '../wire/protocol.ts';
-export { E2B_HOME, WORKSPACE };
+import { E2B_HOME } from '../wire/protocol.ts';
 
 /** An E2B path made absolute (relative to the user's directory, as E2B's are; `~` is that directory). */
 export function absolutePath(p: string): string {

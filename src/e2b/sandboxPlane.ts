@@ -24,7 +24,8 @@ import { filesystemService } from './filesystemService.ts';
 import { SANDBOX, type SandboxContext } from './context.ts';
 import * as store from './store.ts';
 import { downloadFile, uploadFiles } from './files.ts';
-import { collect, E2B_HOME, WORKSPACE } from './guestFs.ts';
+import { collect } from './guestFs.ts';
+import { E2B_HOME, WORKSPACE } from '../wire/protocol.ts';
 
 /** The port E2B's SDKs reach a sandbox's envd on. */
 export const ENVD_PORT = 49983;

@@ -88,7 +88,7 @@ test('a step that prints little is one exec: its output and status come back wit
   try {
     let execs = 0;
     const counted: BuilderExec = (args, ms) => (execs++, localExec(args, ms));
-    const step = (name: string, script: string, capBytes: number) => ({ argv: ['/bin/sh', '-c', script], cwd: dir, env: { PATH: process.env.PATH! }, ids: { uid: process.getuid!(), gid: process.getgid!() }, timeoutMs: 30_000, capBytes, name, dir, prepared: true });
+    const step = (name: string, script: string, capBytes: number) => ({ argv: ['/bin/sh', '-c', script], cwd: dir, env: { PATH: process.env.PATH! }, ids: { uid: process.getuid!(), gid: process.getgid!() }, timeoutMs: 30_000, capBytes, name, dir });
     const small: string[] = [];
     const a = await runStreamed(counted, step('small', 'echo one; echo two >&2; exit 3', 1024), async (t) => void small.push(t), 10_000);
     assert.deepEqual(small, ['one', 'two']);

@@ -30,8 +30,6 @@ export interface StreamedStep {
   name: string;
   /** Where its files go: STEP_DIR unless said. */
   dir?: string;
-  /** Its directory was made by an earlier step (of the same machine). */
-  prepared?: boolean;
   /** Flush the machine's filesystems at its end (an image build takes the step's layer next). */
   sync?: boolean;
 }
@@ -96,15 +94,11 @@ export function splitLines(held: Buffer, bytes: Buffer): { lines: string[]; rest
 /**
  * Runs the step, calling `line` with each line it prints as soon as the host has read it (lines that
  * are only a carriage-return's progress are given as their last state). Resolves when the step ended.
- * `s.prepared`: the step's directory is there already (made by an earlier step of the same builder).
+ * The step's directory is the caller's to make (an image build makes it with the step's WORKDIR).
  */
 export async function runStreamed(exec: BuilderExec, s: StreamedStep, line: (text: string) => Promise<void>, pollMs = 1000): Promise<StepOutcome> {
   const dir = s.dir ?? STEP_DIR;
   const f = (what: string) => `${dir}/${s.name}.${what}`;
-  if (!s.prepared) {
-    const prep = await exec({ argv: ['/bin/sh', '-c', `mkdir -p ${dir} && chmod 1777 ${dir}`] }, 60_000);
-    if (prep.exit_code !== 0) throw new Error(`preparing the step's output failed: ${prep.stderr.trim().slice(0, 200)}`);
-  }
   let offset = 0;
   let held: Buffer = Buffer.alloc(0);
   const tail: string[] = [];

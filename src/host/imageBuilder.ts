@@ -334,7 +334,7 @@ export class ImageBuilder {
       const ids = await this.ids(state);
       const r = await runStreamed(
         (args, timeoutMs) => this.builders.exec(state.vmId!, args, timeoutMs),
-        { argv: step.argv, cwd: state.workdir || '/', env: this.env(state, ids.uid), ids, timeoutMs: STEP_TIMEOUT_MS, capBytes: STEP_OUTPUT_BYTES, name: `line${step.line}`, prepared: true, sync: true },
+        { argv: step.argv, cwd: state.workdir || '/', env: this.env(state, ids.uid), ids, timeoutMs: STEP_TIMEOUT_MS, capBytes: STEP_OUTPUT_BYTES, name: `line${step.line}`, sync: true },
         (line) => this.say(imageId, line),
       );
       // Its end flushed the builder's filesystems (a step killed before its end did not: its build fails).
