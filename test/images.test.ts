@@ -27,6 +27,7 @@ WORKDIR /opt/tool
 COPY bin/ ./bin/
 RUN chmod 755 bin/agentvm-echo && echo "$GREETING from the build as $(id -un)${tag}" > built.txt
 USER nobody
+RUN [ "$(id -un)" = nobody ] && [ "$(pwd)" = /opt/tool ] && echo "as $(id -un) in $(pwd)"
 `;
 
 describe('images of your own, built from a Dockerfile', { skip }, () => {
@@ -91,15 +92,16 @@ describe('images of your own, built from a Dockerfile', { skip }, () => {
 
   test('a build, its cache, a VM of it, restart, reprovision to a newer build, and deletion', { timeout: 20 * 60_000 }, async () => {
     const first = await build('hello');
-    assert.ok(first.lines.some((l) => /^step 5\/6: RUN chmod/.test(l)), first.lines.join('\n'));
+    assert.ok(first.lines.some((l) => /^step 5\/7: RUN chmod/.test(l)), first.lines.join('\n'));
     assert.ok(first.lines.some((l) => /starting a builder VM \(egress none/.test(l)));
+    assert.ok(first.lines.includes('as nobody in /opt/tool'), 'a RUN after USER runs as that user, in the WORKDIR');
     assert.ok(!first.lines.some((l) => /\(cached\)/.test(l)), 'nothing was cached the first time');
     assert.ok(first.image.size_bytes > 0);
     assert.ok(first.image.packages.some((p: { name: string }) => p.name === 'nodejs'), 'the packages are read from the built root');
     // The same Dockerfile again: every step from the cache, no builder VM.
     const again = await build('hello');
     assert.notEqual(again.image.image_id, first.image.image_id, 'each build is a new image');
-    assert.equal(again.lines.filter((l) => /\(cached\)$/.test(l)).length, 6, again.lines.join('\n'));
+    assert.equal(again.lines.filter((l) => /\(cached\)$/.test(l)).length, 7, again.lines.join('\n'));
     assert.ok(!again.lines.some((l) => /builder VM/.test(l)));
     assert.deepEqual(again.image.packages, first.image.packages, 'a build from the cache has the packages its layers were built with');
     assert.equal((await api('GET', '/v1/api/images/tool-box')).body.image_id, again.image.image_id, 'the slug names the newest ready build');
@@ -133,8 +135,8 @@ describe('images of your own, built from a Dockerfile', { skip }, () => {
     // A newer build of the name; reprovision moves the VM to it.
     // A changed RUN: the steps before it come from the cache, it and the ones after run again.
     const newer = await build('hello', ' (v2)');
-    assert.ok(newer.lines.some((l) => /step 4\/6: COPY bin\/ \.\/bin\/ \(cached\)/.test(l)), 'steps before the changed one come from the cache');
-    assert.ok(newer.lines.some((l) => /^step 5\/6: RUN chmod.*\(v2\)" > built.txt$/.test(l)), 'the changed RUN runs again');
+    assert.ok(newer.lines.some((l) => /step 4\/7: COPY bin\/ \.\/bin\/ \(cached\)/.test(l)), 'steps before the changed one come from the cache');
+    assert.ok(newer.lines.some((l) => /^step 5\/7: RUN chmod.*\(v2\)" > built.txt$/.test(l)), 'the changed RUN runs again');
     assert.equal((await api('POST', `/v1/api/vms/${vmId}/reprovision`)).status, 200);
     await until('reprovisioned', async () => {
       const vm = (await api('GET', `/v1/api/vms/${vmId}`)).body;

@@ -16,6 +16,7 @@
 import { EventEmitter } from 'node:events';
 import type { GuestShell } from '../domain/guestAccess.ts';
 import type { ProcessOpen } from '../wire/protocol.ts';
+import { processFrame, ProcessFrameReader, waitStatus } from '../wire/processFrames.ts';
 import type { SandboxContext } from './context.ts';
 
 /** Marks where the program's frames (or a PTY's own bytes) start; the echo of the typed line never holds it. */
@@ -120,7 +121,9 @@ export class GuestProcess extends EventEmitter {
   ended: ProcessExit | null = null;
   /** Output from the start until the first follower takes it (frames come in bursts: a short command's all at once). */
   private backlog: { kind: 'stdout' | 'stderr' | 'pty'; data: Buffer }[] | null = [];
+  /** What came before the start's marker (an older guest's terminal), then the frames' reader. */
   private buf: Buffer = Buffer.alloc(0);
+  private readonly frames = new ProcessFrameReader();
   private started = false;
   private readonly ready: Promise<void>;
 
@@ -232,12 +235,9 @@ export class GuestProcess extends EventEmitter {
       this.buf = Buffer.alloc(0);
       return;
     }
-    while (this.buf.length >= 9) {
-      const len = parseInt(this.buf.subarray(1, 9).toString('latin1'), 16);
-      if (this.buf.length < 9 + len) break;
-      const type = String.fromCharCode(this.buf[0]);
-      const data = Buffer.from(this.buf.subarray(9, 9 + len));
-      this.buf = this.buf.subarray(9 + len);
+    const frames = this.frames.push(this.buf);
+    this.buf = Buffer.alloc(0);
+    for (const { type, data } of frames) {
       if (type === 'P') {
         this.pid = Number(data.toString());
         this.emit('start', this.pid);
@@ -245,9 +245,8 @@ export class GuestProcess extends EventEmitter {
       } else if (type === 'O') this.out('stdout', data);
       else if (type === 'E') this.out('stderr', data);
       else if (type === 'X') {
-        const status = Number(data.toString());
-        const sig = status & 0x7f;
-        this.finish(sig ? { exitCode: -1, signal: SIGNALS[sig] ?? `SIG${sig}`, error: null } : { exitCode: status >> 8, signal: null, error: null });
+        const { exitCode, signal } = waitStatus(Number(data.toString()));
+        this.finish(signal ? { exitCode: -1, signal: SIGNALS[signal] ?? `SIG${signal}`, error: null } : { exitCode: exitCode!, signal: null, error: null });
         this.shell.close();
       }
     }
@@ -260,8 +259,7 @@ export class GuestProcess extends EventEmitter {
   }
 
   private frame(type: string, data: Buffer | number): Promise<void> {
-    if (typeof data === 'number') return this.shell.write(Buffer.from(type + data.toString(16).padStart(8, '0')));
-    return this.shell.write(Buffer.concat([Buffer.from(type + data.length.toString(16).padStart(8, '0')), data]));
+    return this.shell.write(processFrame(type, data));
   }
 
   async sendStdin(data: Buffer): Promise<void> {

@@ -1,33 +1,63 @@
 /**
- * A build step's output streamed line by line (buildStep.ts), with this machine's shell standing in
- * for the builder VM's exec (the same /bin/sh, tail and base64 the guest has): lines reach the log
- * while the step still runs, the cap counts what it cuts, the exit code is the step's.
+ * A build step's output streamed line by line (buildStep.ts), with a process of this machine standing
+ * in for the builder's agent (the same frames as guest/process.ts sends: `P`, `O`, `E`, `X`; `K` kills
+ * the group) and this machine's /bin/sh running the step's own shell: lines reach the log while the
+ * step still runs, the cap counts what it cuts, the exit code is the step's, a timeout kills it.
+ * The same path on a real builder VM: test/images.test.ts.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import type { ExecArgs, ExecResult } from '../wire/protocol.ts';
-import { runStreamed, splitLines, type BuilderExec } from './buildStep.ts';
+import type { GuestShell, ShellEnd } from '../domain/guestAccess.ts';
+import type { ProcessOpen } from '../wire/protocol.ts';
+import { processFrame } from '../wire/processFrames.ts';
+import { runStreamed, splitLines, type BuilderProcess, type StreamedStep } from './buildStep.ts';
 
-/** The guest agent's exec, on this machine. */
-const localExec: BuilderExec = (args: ExecArgs) =>
-  new Promise((resolve) => {
-    const child = spawn(args.argv[0], args.argv.slice(1), { cwd: args.cwd ?? '/', env: args.env ?? process.env, stdio: ['pipe', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c) => (stdout += c));
-    child.stderr.on('data', (c) => (stderr += c));
-    child.stdin.on('error', () => undefined);
-    child.stdin.end(args.stdin ?? '');
-    const t0 = Date.now();
-    child.on('close', (code, signal) =>
-      resolve({ exit_code: code, signal, stdout, stderr, stdout_truncated_bytes: 0, stderr_truncated_bytes: 0, timed_out: false, duration_ms: Date.now() - t0 } satisfies ExecResult),
-    );
-  });
+/** The builder's agent starting a program on a stream, on this machine. */
+const localProcess: BuilderProcess = async (p: ProcessOpen) => {
+  const child = spawn(p.argv[0], p.argv.slice(1), { cwd: p.cwd ?? '/', env: p.env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  let sink: ((chunk: Buffer, done: () => void) => void) | null = null;
+  const early: Buffer[] = [];
+  const send = (b: Buffer) => (sink ? sink(b, () => undefined) : early.push(b));
+  send(processFrame('P', Buffer.from(String(child.pid))));
+  child.stdout.on('data', (c: Buffer) => send(processFrame('O', c)));
+  child.stderr.on('data', (c: Buffer) => send(processFrame('E', c)));
+  const ended = new Promise<ShellEnd>((resolve) =>
+    child.on('close', (code, signal) => {
+      send(processFrame('X', Buffer.from(String(signal ? os.constants.signals[signal] : (code ?? 0) << 8))));
+      resolve({ kind: 'exit', exit_code: code, signal });
+    }),
+  );
+  const shell: GuestShell = {
+    framed: true,
+    ended,
+    write: async (bytes) => {
+      // The step's runner writes only `K` frames: no bytes, the signal's number where a length would be.
+      if (bytes[0] === 'K'.charCodeAt(0)) process.kill(-child.pid!, Number.parseInt(bytes.subarray(1, 9).toString(), 16));
+    },
+    resize: () => undefined,
+    output: (fn) => {
+      sink = fn;
+      for (const b of early.splice(0)) fn(b, () => undefined);
+    },
+    close: () => undefined,
+  };
+  return shell;
+};
+
+const step = (dir: string, script: string, more: Partial<StreamedStep> = {}): StreamedStep => ({
+  argv: ['/bin/sh', '-c', script],
+  cwd: dir,
+  env: { PATH: process.env.PATH! },
+  ids: { uid: 0, gid: 0 },
+  timeoutMs: 30_000,
+  capBytes: 1024,
+  ...more,
+});
 
 test('lines split on newlines across reads; a partial line is held, a multi-byte character split between reads is whole', () => {
   const euro = Buffer.from('€');
@@ -38,71 +68,52 @@ test('lines split on newlines across reads; a partial line is held, a multi-byte
   assert.equal(b.rest.toString(), 'three');
 });
 
-test('a step streams its lines while it runs, stdout and stderr together; its exit code and tail are its own', { timeout: 60_000 }, async () => {
+test('a step streams its lines while it runs, stdout and stderr; its exit code and tail are its own; its WORKDIR is made', { timeout: 60_000 }, async () => {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'agentvm-step-'));
   try {
-    const got: Array<{ text: string; at: number }> = [];
+    const got: string[] = [];
     const gate = path.join(dir, 'gate');
     // The step waits for a file the test makes only once the first line has reached it.
-    const script = `echo first; echo to-stderr >&2; printf '10%%\\r50%%\\r100%%\\n'; until [ -e ${gate} ]; do sleep 0.05; done; echo last; exit 7`;
-    const outcome = await runStreamed(
-      localExec,
-      { argv: ['/bin/sh', '-c', script], cwd: dir, env: { PATH: process.env.PATH! }, ids: { uid: process.getuid!(), gid: process.getgid!() }, timeoutMs: 30_000, capBytes: 1024, name: 'line3', dir },
-      async (text) => {
-        got.push({ text, at: Date.now() });
-        if (text === 'first') await import('node:fs/promises').then((fs) => fs.writeFile(gate, ''));
-      },
-      50,
-    );
-    assert.deepEqual(got.map((g) => g.text), ['first', 'to-stderr', '100%', 'last']);
+    const script = `echo first; echo to-stderr >&2; printf '10%%\\r50%%\\r100%%\\n'; until [ -e ${gate} ]; do sleep 0.05; done; pwd; printf last; exit 7`;
+    const workdir = path.join(dir, 'app', 'src');
+    const outcome = await runStreamed(localProcess, step(workdir, script, { sync: true }), async (text) => {
+      got.push(text);
+      if (text === 'first') await writeFile(gate, '');
+    });
+    assert.deepEqual(got.filter((t) => t !== 'to-stderr'), ['first', '100%', workdir, 'last']);
+    assert.ok(got.includes('to-stderr'));
     assert.equal(outcome.exitCode, 7);
-    assert.deepEqual(outcome.tail, ['first', 'to-stderr', '100%', 'last']);
+    assert.deepEqual(outcome.tail.filter((t) => t !== 'to-stderr'), ['first', '100%', workdir, 'last']);
     assert.equal(outcome.droppedBytes, 0);
-    assert.ok(!existsSync(path.join(dir, 'line3.out')), "the step's files are removed");
+    assert.equal(outcome.timedOut, false);
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
 });
 
-test('past the cap the rest is counted, not kept, and the step still runs to its end', { timeout: 60_000 }, async () => {
+test('past the cap the rest is counted, not kept, and the step still runs to its end; the tail is the real end', { timeout: 60_000 }, async () => {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'agentvm-step-'));
   try {
     const lines: string[] = [];
-    const outcome = await runStreamed(
-      localExec,
-      { argv: ['/bin/sh', '-c', `for i in $(seq 1 200); do echo "line $i of the output"; done; touch ${dir}/ran-to-the-end`], cwd: dir, env: { PATH: process.env.PATH! }, ids: { uid: process.getuid!(), gid: process.getgid!() }, timeoutMs: 30_000, capBytes: 100, name: 'cap', dir },
-      async (t) => void lines.push(t),
-      50,
-    );
+    const outcome = await runStreamed(localProcess, step(dir, `for i in $(seq 1 200); do echo "line $i of the output"; done; touch ${dir}/ran-to-the-end`, { capBytes: 100 }), async (t) => void lines.push(t));
     assert.equal(outcome.exitCode, 0, JSON.stringify(outcome));
     assert.deepEqual(lines, ['line 1 of the output', 'line 2 of the output', 'line 3 of the output', 'line 4 of the output', 'line 5 of the ou'], 'the first 100 bytes, the last line cut');
     assert.ok(outcome.droppedBytes > 3000, String(outcome.droppedBytes));
+    assert.equal(outcome.tail.at(-1), 'line 200 of the output');
     assert.ok(existsSync(path.join(dir, 'ran-to-the-end')));
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
 });
 
-test('a step that prints little is one exec: its output and status come back with it; more than that is read from its file', { timeout: 60_000 }, async () => {
+test('a step past its time is killed with its children: no exit code, timed out', { timeout: 60_000 }, async () => {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'agentvm-step-'));
   try {
-    let execs = 0;
-    const counted: BuilderExec = (args, ms) => (execs++, localExec(args, ms));
-    const step = (name: string, script: string, capBytes: number) => ({ argv: ['/bin/sh', '-c', script], cwd: dir, env: { PATH: process.env.PATH! }, ids: { uid: process.getuid!(), gid: process.getgid!() }, timeoutMs: 30_000, capBytes, name, dir });
-    const small: string[] = [];
-    const a = await runStreamed(counted, step('small', 'echo one; echo two >&2; exit 3', 1024), async (t) => void small.push(t), 10_000);
-    assert.deepEqual(small, ['one', 'two']);
-    assert.equal(a.exitCode, 3);
-    assert.equal(execs, 1);
-    assert.deepEqual((await readdir(dir)).filter((n) => n.startsWith('small.')), [], "the step's files are removed");
-    // 3000 lines (about 60 KiB: more than comes back whole), all kept under a cap of 100 KB.
-    const big: string[] = [];
-    const b = await runStreamed(counted, step('big', 'seq 1 3000 | sed "s/^/line of the output /"', 100_000), async (t) => void big.push(t), 10_000);
-    assert.equal(b.exitCode, 0);
-    assert.equal(big.length, 3000);
-    assert.equal(big[2999], 'line of the output 3000');
-    assert.equal(b.droppedBytes, 0);
-    assert.deepEqual((await readdir(dir)).filter((n) => n.startsWith('big.')), [], "the step's files are removed");
+    const outcome = await runStreamed(localProcess, step(dir, `echo started; sleep 30 & wait; touch ${dir}/not-killed`, { timeoutMs: 300 }), async () => undefined);
+    assert.equal(outcome.timedOut, true);
+    assert.equal(outcome.exitCode, null);
+    assert.deepEqual(outcome.tail, ['started']);
+    assert.ok(!existsSync(path.join(dir, 'not-killed')));
   } finally {
     await rm(dir, { recursive: true, force: true });
   }

@@ -1,35 +1,31 @@
 /**
- * A RUN step of an image build with its output streamed: the step writes what it prints (stdout and
- * stderr together, as a terminal shows them) to a file in the builder's /run (a tmpfs, so nothing of
- * it lands in the step's layer), at most `capBytes` of it, the rest counted; while it runs the host
- * reads what is new each `pollMs` and hands on each whole line as it comes. So a build's log is live,
- * line by line, not a step's output at its end. A step that prints little and ends before the first
- * look costs the builder one exec: its output comes back with its status (under emulation each exec
- * is a process or more in the guest, 50–180 ms each). Also here: the image's last exec in its builder
- * (lastStepArgv).
+ * A RUN step of an image build with its output streamed: the builder's agent starts the step as a
+ * program on a stream of the VM's data port (wire/processFrames.ts), so each line it prints (stdout and
+ * stderr, as a terminal shows them) reaches the build's log as it comes, at most `capBytes` of it, the
+ * rest counted. One process in the guest besides the step's own: the shell that goes to its WORKDIR
+ * (made where missing), drops to its USER (`setpriv`) and flushes the filesystems at its end (under
+ * emulation each process is 50–180 ms). Also here: the image's last exec in its builder (lastStepArgv).
  */
-import { UPPER_MODEL, type ExecArgs, type ExecResult } from '../wire/protocol.ts';
+import type { GuestShell } from '../domain/guestAccess.ts';
+import { UPPER_MODEL, type ProcessOpen } from '../wire/protocol.ts';
+import { processFrame, ProcessFrameReader, waitStatus } from '../wire/processFrames.ts';
 
 /** A value as one word for sh. */
 export function shellQuote(s: string): string {
   return `'${s.replace(/'/g, `'\\''`)}'`;
 }
 
-/** Where the builder keeps the output of its running step. */
-export const STEP_DIR = '/run/agentvm-build';
+/** Starts a program in the builder on a stream of its data port. */
+export type BuilderProcess = (p: ProcessOpen) => Promise<GuestShell>;
 
 export interface StreamedStep {
-  /** The step's command, run as `ids` in `cwd` with `env`. */
+  /** The step's command, run as `ids` in `cwd` (made when missing) with `env`. */
   argv: string[];
   cwd: string;
   env: Record<string, string>;
   ids: { uid: number; gid: number };
   timeoutMs: number;
   capBytes: number;
-  /** A name of the step's files, unique in the build. */
-  name: string;
-  /** Where its files go: STEP_DIR unless said. */
-  dir?: string;
   /** Flush the machine's filesystems at its end (an image build takes the step's layer next). */
   sync?: boolean;
 }
@@ -39,44 +35,18 @@ export interface StepOutcome {
   timedOut: boolean;
   /** Bytes printed beyond the cap (not kept). */
   droppedBytes: number;
-  /** The last lines it printed. */
+  /** The last lines it printed (past the cap too). */
   tail: string[];
 }
 
-/** Runs one request in the builder; root unless the args say otherwise. */
-export type BuilderExec = (args: ExecArgs, timeoutMs: number) => Promise<ExecResult>;
+/** `$1` the WORKDIR, `$2` whether to sync, then the command; its status is the command's. */
+const STEP_SHELL = '{ [ -d "$1" ] || mkdir -p -- "$1"; } && cd -- "$1" || exit 1; s=$2; shift 2; "$@"; c=$?; [ -z "$s" ] || sync; exit $c';
 
-/** A step's output up to this many bytes comes back with its status, in the step's own exec (no look after it). */
-export const WHOLE_BYTES = 32 * 1024;
-
-/**
- * Writes the first N bytes of its input into OUT as they come (the host reads that file while the
- * step runs), reads the rest to the end (so the step is never stopped by a closed pipe) and counts it.
- * At the end: a sync when asked (the step's files on the disk, for its layer), then one line on its
- * own output, `<status> <bytes not kept> <whole>`, the status read from CODE; and when what it kept is
- * at most WHOLE bytes (`whole` 1), those bytes in hex after it, and its files removed. So a step that
- * prints little costs one exec, not a look at its file and a clean-up after it. Core Perl only (no
- * module: an image may have perl-base alone).
- */
-const STEP_FILTER =
-  'my ($n, $out, $codef, $whole, $sync) = @ARGV; open(my $o, ">", $out) or die "$out: $!"; my ($k, $t, $b, $kept, $big) = (0, 0, "", "", 0); ' +
-  'while (my $r = sysread(STDIN, $b, 65536)) { $t += $r; if ($k < $n) { my $w = substr($b, 0, $n - $k); syswrite($o, $w); $k += length $w; if ($k > $whole) { $big = 1; $kept = "" } else { $kept .= $w } } } ' +
-  'close $o; syscall(162) if $sync; my $code = ""; if (open(my $c, "<", $codef)) { $code = <$c> // ""; chomp $code } ' +
-  'print "$code ", $t - $k, " ", ($big ? 0 : 1), "\n"; if (!$big) { print unpack("H*", $kept); unlink $out, $codef }';
-
-/** The shell that runs a step: its output into `out` (cut at the cap, the rest counted), its status into `code`, both told at its end. */
-export function stepScript(name: string, capBytes: number, dir = STEP_DIR, sync = false): string {
-  const f = (what: string) => `${dir}/${name}.${what}`;
-  return `{ "$@" </dev/null; echo $? > ${f('code')}; } 2>&1 | perl -e '${STEP_FILTER}' ${capBytes} ${f('out')} ${f('code')} ${WHOLE_BYTES} ${sync ? 1 : 0}`;
-}
-
-/** The step's last line: its status (empty: it wrote none), the bytes not kept, and whether its whole output follows in hex. */
-export function stepEnd(stdout: string): { code: string; rest: number; whole: Buffer | null } | null {
-  const nl = stdout.indexOf('\n');
-  const m = /^(\d*) (\d+) ([01])$/.exec(nl < 0 ? '' : stdout.slice(0, nl));
-  if (!m) return null;
-  const hex = stdout.slice(nl + 1).trim();
-  return { code: m[1], rest: Number(m[2]), whole: m[3] === '1' && /^([0-9a-f]{2})*$/.test(hex) ? Buffer.from(hex, 'hex') : null };
+/** The argv the builder's agent starts (as root) for a step. */
+export function stepArgv(s: StreamedStep): string[] {
+  const { uid, gid } = s.ids;
+  const drop = uid === 0 && gid === 0 ? [] : ['setpriv', `--reuid=${uid}`, `--regid=${gid}`, '--init-groups', '--'];
+  return ['/bin/sh', '-c', STEP_SHELL, 'step', s.cwd || '/', s.sync ? '1' : '', ...drop, ...s.argv];
 }
 
 /** Whole lines of `bytes` after a partial line held from before; answers them and the new partial line. */
@@ -91,68 +61,72 @@ export function splitLines(held: Buffer, bytes: Buffer): { lines: string[]; rest
   return { lines, rest: Buffer.from(all.subarray(start)) };
 }
 
+/** A line as a terminal leaves it: of a carriage-return's progress, its last state ('' for none). */
+const shown = (text: string) => (text.includes('\r') ? text.split('\r').filter(Boolean).at(-1) ?? '' : text);
+
 /**
- * Runs the step, calling `line` with each line it prints as soon as the host has read it (lines that
- * are only a carriage-return's progress are given as their last state). Resolves when the step ended.
- * The step's directory is the caller's to make (an image build makes it with the step's WORKDIR).
+ * Runs the step, calling `line` with each line it prints (within the cap) as soon as it comes; the
+ * guest is held back while `line` works (the stream's window). Resolves when the step ended.
  */
-export async function runStreamed(exec: BuilderExec, s: StreamedStep, line: (text: string) => Promise<void>, pollMs = 1000): Promise<StepOutcome> {
-  const dir = s.dir ?? STEP_DIR;
-  const f = (what: string) => `${dir}/${s.name}.${what}`;
-  let offset = 0;
-  let held: Buffer = Buffer.alloc(0);
+export async function runStreamed(open: BuilderProcess, s: StreamedStep, line: (text: string) => Promise<void>): Promise<StepOutcome> {
+  const shell = await open({ argv: stepArgv(s), env: s.env, cwd: '/', root: true, stdin: false });
+  if (!shell.framed) {
+    shell.close();
+    throw new Error("the builder's agent cannot start a program on a stream (an agent older than the image's)");
+  }
+  const frames = new ProcessFrameReader();
   const tail: string[] = [];
-  const hand = async (text: string) => {
-    const shown = text.includes('\r') ? text.split('\r').filter(Boolean).at(-1) ?? '' : text;
-    if (!shown) return;
-    tail.push(shown);
+  // Per stream: the bytes of a line not ended yet, within the cap and in all.
+  const held = { O: { kept: Buffer.alloc(0), all: Buffer.alloc(0) }, E: { kept: Buffer.alloc(0), all: Buffer.alloc(0) } };
+  let kept = 0;
+  let dropped = 0;
+  let status: number | null = null;
+  const remember = (text: string) => {
+    if (!shown(text)) return;
+    tail.push(shown(text).slice(0, 1000));
     if (tail.length > 5) tail.shift();
-    await line(shown);
   };
-  /** Hands on what of `got` (the output from byte `at` on) the host has not yet read. */
-  const handNew = async (got: Buffer, at: number) => {
-    const bytes = got.subarray(offset - at);
-    offset += bytes.length;
-    const split = splitLines(held, bytes);
-    held = split.rest;
-    for (const l of split.lines) await hand(l);
+  const take = async (h: { kept: Buffer; all: Buffer }, data: Buffer) => {
+    const all = splitLines(h.all, data);
+    all.lines.forEach(remember);
+    h.all = all.rest.length > 4096 ? all.rest.subarray(all.rest.length - 4096) : all.rest;
+    const keep = data.subarray(0, Math.max(0, s.capBytes - kept));
+    kept += keep.length;
+    dropped += data.length - keep.length;
+    if (!keep.length) return;
+    const split = splitLines(h.kept, keep);
+    h.kept = split.rest;
+    for (const l of split.lines) if (shown(l)) await line(shown(l));
   };
-  /** Reads what the step printed since the last look. */
-  const readNew = async () => {
-    const r = await exec({ argv: ['/bin/sh', '-c', `tail -c +${offset + 1} ${f('out')} | base64 -w0`], max_output_bytes: 2 * s.capBytes + 1024 }, 60_000);
-    if (r.exit_code !== 0) return;
-    await handNew(Buffer.from(r.stdout.trim(), 'base64'), offset);
-  };
-  let done = false;
-  const main = exec(
-    {
-      argv: ['/bin/sh', '-c', stepScript(s.name, s.capBytes, dir, s.sync), 'step', ...s.argv],
-      cwd: s.cwd,
-      env: s.env,
-      ...s.ids,
-      timeout_ms: s.timeoutMs,
-      max_output_bytes: 2 * WHOLE_BYTES + 1024,
-    },
-    s.timeoutMs + 30_000,
-  ).finally(() => (done = true));
-  // Follow the file until the step ends (a failed look is tried again at the next one).
-  while (!done) {
-    await Promise.race([main.catch(() => undefined), new Promise((r) => setTimeout(r, pollMs))]);
-    if (!done) await readNew().catch(() => undefined);
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    shell.write(processFrame('K', 9)).catch(() => undefined);
+  }, s.timeoutMs);
+  let work = Promise.resolve();
+  shell.output((chunk, done) => {
+    work = work.then(async () => {
+      for (const f of frames.push(chunk)) {
+        if (f.type === 'O' || f.type === 'E') await take(held[f.type], f.data);
+        else if (f.type === 'X') status = Number(f.data.toString());
+      }
+    }).finally(done);
+  });
+  try {
+    await shell.ended;
+    await work;
+  } finally {
+    clearTimeout(timer);
+    shell.close();
   }
-  const r = await main;
-  let end = r.timed_out ? null : stepEnd(r.stdout);
-  if (end?.whole) await handNew(end.whole, 0);
-  else {
-    // Killed before its end, or more than comes back with its status: the rest from its file, then its files go.
-    await readNew();
-    const left = await exec({ argv: ['/bin/sh', '-c', `cat ${f('code')} 2>/dev/null; rm -f ${f('out')} ${f('code')}`] }, 60_000);
-    if (!end) end = { code: left.stdout.trim(), rest: 0, whole: null };
+  // What was left without a newline at the end is a line too.
+  for (const h of [held.O, held.E]) {
+    if (h.all.length) remember(h.all.toString('utf8'));
+    if (h.kept.length && shown(h.kept.toString('utf8'))) await line(shown(h.kept.toString('utf8')));
   }
-  if (held.length) await hand(held.toString('utf8'));
-  // No status written: the step did not run to its end (its shell was killed).
-  const exitCode = r.timed_out ? null : /^\d+$/.test(end.code) ? Number(end.code) : r.exit_code || null;
-  return { exitCode, timedOut: r.timed_out, droppedBytes: end.rest, tail };
+  // No status: the program did not end on its own (its VM went, or its stream was cut).
+  const exitCode = timedOut || status === null ? null : waitStatus(status).exitCode;
+  return { exitCode, timedOut, droppedBytes: dropped, tail };
 }
 
 /**
@@ -210,10 +184,6 @@ export interface BuildState {
   /** The layer the builder's root started from, and the newest captured since. */
   startLayer: string | null;
   layer: string | null;
-  /** The builder's step directory is made (the first RUN makes it). */
-  stepDir: boolean;
-  /** The WORKDIR this builder made (made once, as Docker does at its WORKDIR, not at each RUN). */
-  madeWorkdir: string | null;
   /** The builder's filesystems were flushed since its last change (a RUN flushes at its end). */
   synced: boolean;
 }

@@ -26,12 +26,12 @@ import { randomBase62, sha256Hex } from '../domain/ids.ts';
 import { PLANS } from '../domain/plans.ts';
 import { configAfter, filesOfSource, joinWorkdir, parseDockerfile, type ImageConfig, type Step } from '../domain/dockerfile.ts';
 import { BASE_CONFIG, type ImageFeed } from '../domain/images.ts';
-import { IMAGE_CONFIG_PATH } from '../wire/protocol.ts';
-import type { ExecArgs, ExecResult } from '../wire/protocol.ts';
+import { IMAGE_CONFIG_PATH, type ExecArgs, type ExecResult } from '../wire/protocol.ts';
 import type { EgressGateway } from './egress/gateway.ts';
 import { PROXY_ENV } from '../harness/invoke.ts';
-import { buildPhases, lastStepArgv, PACKAGE_FORMAT, parsePackages, runStreamed, shellQuote, STEP_DIR, type BuildState } from './buildStep.ts';
+import { buildPhases, lastStepArgv, PACKAGE_FORMAT, parsePackages, runStreamed, shellQuote, type BuildState } from './buildStep.ts';
 import { chainBytes, chainOf, collectLayers } from './layerGc.ts';
+import { LocalGuestAccess } from './guestAccess.ts';
 import * as imageStore from '../store/images.ts';
 
 export interface ImageBuilderOptions {
@@ -74,6 +74,8 @@ interface PlannedStep {
 
 export class ImageBuilder {
   private readonly builders: QemuDriver;
+  /** Programs in the builders on streams of their data ports (a RUN step's output as it comes). */
+  private readonly access: LocalGuestAccess;
   private running: Promise<void> | null = null;
   private again = false;
   private closed = false;
@@ -84,6 +86,7 @@ export class ImageBuilder {
 
   constructor(private readonly o: ImageBuilderOptions) {
     this.builders = new QemuDriver({ ...o.driver.opts, vmsDir: o.buildDir, standby: 0 });
+    this.access = new LocalGuestAccess(this.builders);
   }
 
   /** Builds interrupted by a crash go back to the queue, and their builder VMs go; then queued builds start. */
@@ -165,7 +168,7 @@ export class ImageBuilder {
     const imageId = row.image_id;
     const image = this.o.image()!;
     const t0 = performance.now();
-    const state: BuildState = { vmId: null, env: new Map(), workdir: BASE_CONFIG.workdir, user: 'root', startLayer: null, layer: null, stepDir: false, madeWorkdir: null, synced: false };
+    const state: BuildState = { vmId: null, env: new Map(), workdir: BASE_CONFIG.workdir, user: 'root', startLayer: null, layer: null, synced: false };
     const { phases, timed } = buildPhases();
     try {
       const { steps } = parseDockerfile(row.dockerfile);
@@ -277,8 +280,6 @@ export class ImageBuilder {
       upperBacking: state.startLayer,
     };
     state.vmId = vmId;
-    state.stepDir = false;
-    state.madeWorkdir = null;
     this.o.gateway?.setPolicy(vmId, row.egress);
     await this.say(row.image_id, `starting a builder VM (egress ${row.egress.mode}${row.egress.mode === 'allowlist' ? `: ${row.egress.allow.join(' ') || 'nothing'}` : ''})`);
     await this.builders.prepareDisks(spec, true);
@@ -317,24 +318,17 @@ export class ImageBuilder {
   }
 
   private async runStep(imageId: string, state: BuildState, step: Step, context: Record<string, string>): Promise<void> {
-    // The step's output directory and its WORKDIR, where not made yet: one exec (a process or more in the guest).
-    const make = [
-      ...(step.kind === 'run' && !state.stepDir ? [`mkdir -p ${STEP_DIR} && chmod 1777 ${STEP_DIR}`] : []),
-      ...(state.workdir && state.workdir !== state.madeWorkdir ? ['mkdir -p -- "$1"'] : []),
-    ];
-    if (make.length) {
-      const r = await this.exec(state, { argv: ['/bin/sh', '-c', make.join(' && '), 'prepare', state.workdir], asRoot: true }, `line ${step.line}`);
-      if (r.exit_code !== 0) throw new Error(`line ${step.line}: preparing it (its WORKDIR ${state.workdir}) failed: ${r.stderr.trim().slice(0, 200)}`);
-      state.stepDir ||= step.kind === 'run';
-      state.madeWorkdir = state.workdir || null;
+    if (step.kind === 'workdir') {
+      const r = await this.exec(state, { argv: ['mkdir', '-p', '--', state.workdir], asRoot: true }, `line ${step.line}`);
+      if (r.exit_code !== 0) throw new Error(`line ${step.line}: making ${state.workdir} failed: ${r.stderr.trim().slice(0, 200)}`);
+      return;
     }
-    if (step.kind === 'workdir') return;
     if (step.kind === 'run') {
       // What it prints goes to the log line by line while it runs.
       const ids = await this.ids(state);
       const r = await runStreamed(
-        (args, timeoutMs) => this.builders.exec(state.vmId!, args, timeoutMs),
-        { argv: step.argv, cwd: state.workdir || '/', env: this.env(state, ids.uid), ids, timeoutMs: STEP_TIMEOUT_MS, capBytes: STEP_OUTPUT_BYTES, name: `line${step.line}`, sync: true },
+        (process) => this.access.openShell(state.vmId!, { cols: 80, rows: 24, env: {}, process }),
+        { argv: step.argv, cwd: state.workdir || '/', env: this.env(state, ids.uid), ids, timeoutMs: STEP_TIMEOUT_MS, capBytes: STEP_OUTPUT_BYTES, sync: true },
         (line) => this.say(imageId, line),
       );
       // Its end flushed the builder's filesystems (a step killed before its end did not: its build fails).

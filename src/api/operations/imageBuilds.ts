@@ -114,7 +114,7 @@ export const streamImageBuild = defineOperation({
   summary: "An image build's log as server-sent events, live, then its end (extension)",
   description:
     'Exactly as a run\'s stream: a finished build replays and ends; after a dropped connection send the last `id:` seen as `Last-Event-ID`. ' +
-    'A RUN step\'s output (stdout and stderr together) comes line by line while the step runs, read from the builder each second; 256 KiB of it per step.',
+    'A RUN step\'s output (stdout and stderr together) comes line by line while the step runs, each line as soon as it reaches the host; 256 KiB of it per step.',
   tag: 'Images',
   audience: 'customer',
   extension: true,
