@@ -85,6 +85,8 @@ class Chaos {
   readonly snapshots: string[] = [];
   /** Why snapshots were refused (a VM not running, or not yet re-adopted by its host): printed at the end. */
   readonly snapshotRefusals: string[] = [];
+  /** Calls this test gave up waiting for (no kill cut them): printed at the end. */
+  readonly timeouts: string[] = [];
   readonly serverErrors: string[] = [];
   readonly listenMs: number[] = [];
   readonly kills: string[] = [];
@@ -106,6 +108,7 @@ class Chaos {
 
   /** Starts a process and waits for its URL; the listen time is its own figure (process start → listening). */
   async start(p: Proc): Promise<void> {
+    p.earlier = (p.earlier ?? '') + p.out.split('\n').filter((l) => l.includes('snap_')).join('\n');
     p.out = '';
     const proc = spawn(process.execPath, [BIN, ...p.args, '--port', '0', '--data-dir', p.dir], {
       env: { ...process.env, ...p.env },
@@ -164,22 +167,28 @@ class Chaos {
     return this.procs.map((p) => `--- ${p.name}\n${p.out.slice(-3000)}`).join('\n');
   }
 
+  /** Every line the processes logged that names this id (a snapshot's, a VM's). */
+  linesOf(id: string): string {
+    return this.procs.flatMap((p) => `${p.earlier ?? ''}\n${p.out}`.split('\n').filter((l) => l.includes(id)).map((l) => `${p.name}: ${l.slice(0, 1000)}`)).join('\n');
+  }
+
   /** The last errors the processes logged (an answer 500 says no more than `internal`). */
   errors(): string {
     return this.procs.flatMap((p) => p.out.split('\n').filter((l) => l.includes('"level":50')).slice(-5).map((l) => `${p.name}: ${l.slice(0, 2000)}`)).join('\n');
   }
 
   /** One request; a connection the kill cut answers null. Every 5xx but a 503 with Retry-After is recorded. */
-  async call(method: string, p: string, body?: object, headers: Record<string, string> = {}, key = this.key): Promise<Answer | null> {
+  async call(method: string, p: string, body?: object, headers: Record<string, string> = {}, key = this.key, ms = 120_000): Promise<Answer | null> {
     let res: Response;
     try {
       res = await fetch(`${this.api.url}${p}`, {
         method,
         headers: { authorization: `Bearer ${key}`, ...(body ? { 'content-type': 'application/json' } : {}), ...headers },
         body: body ? JSON.stringify(body) : undefined,
-        signal: AbortSignal.timeout(120_000),
+        signal: AbortSignal.timeout(ms),
       });
-    } catch {
+    } catch (err) {
+      if ((err as Error).name === 'TimeoutError') this.timeouts.push(`${method} ${p} after ${ms} ms`);
       return null;
     }
     const text = await res.text().catch(() => null);
@@ -235,7 +244,9 @@ class Chaos {
 
   /** A snapshot of a VM (no key: a lost one is not asked again; the restart fails it, or it was made). */
   async snapshot(vmId: string): Promise<void> {
-    const res = await this.call('POST', `/v1/api/vms/${vmId}/snapshots`, { name: `chaos ${vmId}` });
+    // Waited for longer than the replica waits for its host's take (150 s, remoteSnapshots.ts): a
+    // call this test gave up on would leave a take going on beyond the test's last look.
+    const res = await this.call('POST', `/v1/api/vms/${vmId}/snapshots`, { name: `chaos ${vmId}` }, {}, this.key, 200_000);
     if (res && res.status !== 201) this.snapshotRefusals.push(`${res.status} ${res.body?.message ?? ''}`);
     if (!res || [409, 404, 503].includes(res.status)) return;
     assert.equal(res.status, 201, `snapshot of ${vmId}: ${JSON.stringify(res.body)}; ${this.where()}`);
@@ -423,6 +434,8 @@ interface Proc {
   env: Record<string, string>;
   proc?: ChildProcess;
   out: string;
+  /** The lines of its earlier runs that name a snapshot (linesOf). */
+  earlier?: string;
   url?: string;
 }
 
@@ -613,7 +626,7 @@ for (const form of forms) {
         }
         const kept = snaps.filter((x) => x.status === 'ready' && !x.deleted_at && x.kind === 'snapshot');
         for (const x of snaps) {
-          assert.notEqual(x.status, 'creating', `snapshot ${x.snapshot_id} is still being made; ${chaos.where()}`);
+          assert.notEqual(x.status, 'creating', `snapshot ${x.snapshot_id} is still being made; ${chaos.where()}\n${chaos.linesOf(x.snapshot_id)}`);
           if (x.status === 'failed') assert.ok(x.status_reason, `snapshot ${x.snapshot_id} failed with no reason; ${chaos.where()}`);
         }
         assert.deepEqual([...onDisk.keys()].sort(), kept.map((x) => x.snapshot_id).sort(), `the hosts keep exactly the snapshots kept; ${chaos.where()}`);
@@ -625,7 +638,7 @@ for (const form of forms) {
       // Listening never waits for the VMs: each process's own figure from its start, on this machine.
       const worst = Math.max(...chaos.listenMs);
       process.stderr.write(
-        `chaos (${form.name}): ${ROUNDS} rounds, kills ${chaos.kills.join(' ')}, ${chaos.money.length} money calls (branches ${chaos.money.filter((m) => m.path.endsWith('/branch')).length}, starts of snapshots ${chaos.money.filter((m) => m.path.startsWith('/v1/api/snapshots/')).length}), ${made.size} VMs, ${chaos.snapshots.length} snapshots kept (refused: ${chaos.snapshotRefusals.join('; ') || 'none'}), ` +
+        `chaos (${form.name}): ${ROUNDS} rounds, kills ${chaos.kills.join(' ')}, ${chaos.money.length} money calls (branches ${chaos.money.filter((m) => m.path.endsWith('/branch')).length}, starts of snapshots ${chaos.money.filter((m) => m.path.startsWith('/v1/api/snapshots/')).length}), ${made.size} VMs, ${chaos.snapshots.length} snapshots kept (refused: ${chaos.snapshotRefusals.join('; ') || 'none'}), calls given up: ${chaos.timeouts.join('; ') || 'none'}, ` +
           `${running.length} running at the end; listen after start: max ${worst} ms, all ${chaos.listenMs.join(' ')} ms; ${chaos.where()}\n`,
       );
       assert.ok(worst < 10_000, `a restart took ${worst} ms to listen; ${chaos.where()}`);
