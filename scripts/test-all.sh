@@ -80,6 +80,9 @@ echo "PostgreSQL $("$pgbin/postgres" --version | awk '{print $3}') for the tests
 # Two files that boot VMs at a time (scripts/test-vm-slot.mjs): on two cores a VM file alone leaves
 # a core mostly idle once the files without VMs are done; two at once took the run from 33 to 21-26 min.
 export AGENTVM_TEST_VM_SLOTS="${AGENTVM_TEST_VM_SLOTS:-2}"
+# No builder VM kept ready in each test's server (a VM more beside every test's, on two cores): the
+# image tests that take one ask for it (test/images.test.ts); the others build with a builder started.
+export AGENTVM_STANDBY_BUILDERS="${AGENTVM_STANDBY_BUILDERS:-0}"
 status=0
 AGENTVM_TEST_TIMES="$times/files.jsonl" npm test || status=$?
 cat "$golden/make.log"

@@ -28,6 +28,8 @@ export interface Config {
   snapshots: boolean;
   /** Standby VMs kept of the starter shape, so a new VM starts by taking one (0: none; needs snapshots). */
   standbyVms: number;
+  /** Builder VMs kept ready for image builds FROM base (AGENTVM_STANDBY_BUILDERS, default 1; 0: each build starts one). */
+  standbyBuilders: number;
   /**
    * The share of the host's cores that must be idle before a standby VM is made (AGENTVM_STANDBY_IDLE_SHARE,
    * 0–1, default 0.5): a standby takes CPU from the VMs already running; 0 makes them whatever the load.
@@ -148,6 +150,7 @@ export function loadConfig(flags: { host?: string; port?: string | number; dataD
     hostStaleMs: intFromEnv('AGENTVM_HOST_STALE_S', 30) * 1000,
     snapshots: process.env.AGENTVM_SNAPSHOTS === undefined || process.env.AGENTVM_SNAPSHOTS === '' ? true : boolFromEnv('AGENTVM_SNAPSHOTS'),
     standbyVms: countFromEnv('AGENTVM_STANDBY_VMS', 2),
+    standbyBuilders: countFromEnv('AGENTVM_STANDBY_BUILDERS', 1),
     standbyIdleShare: shareFromEnv('AGENTVM_STANDBY_IDLE_SHARE', 0.5),
     bootTimeoutMs: intFromEnv('AGENTVM_BOOT_TIMEOUT_S', 180) * 1000,
     meterIntervalMs: intFromEnv('AGENTVM_METER_INTERVAL_S', 10) * 1000,

@@ -38,7 +38,8 @@ describe('images of your own, built from a Dockerfile', { skip }, () => {
   let key: string;
 
   before(async () => {
-    t = await startVmTestServer('images', { prewarmed: true });
+    // A builder VM kept ready (off elsewhere in the suite, scripts/test-all.sh): the first build takes it.
+    t = await startVmTestServer('images', { prewarmed: true, config: { standbyBuilders: 1 } });
     server = t.server;
     const { admin } = t;
     key = t.tenant.api_key;
@@ -91,7 +92,9 @@ describe('images of your own, built from a Dockerfile', { skip }, () => {
   };
 
   test('a build, its cache, a VM of it, restart, reprovision to a newer build, and deletion', { timeout: 20 * 60_000 }, async () => {
+    await until('a builder VM is kept ready', async () => (server.host.buildersReady?.() ?? 0) > 0);
     const first = await build('hello');
+    assert.ok(first.lines.includes('it was kept ready: its programs run warm'), first.lines.join('\n'));
     assert.ok(first.lines.some((l) => /^step 5\/7: RUN chmod/.test(l)), first.lines.join('\n'));
     assert.ok(first.lines.some((l) => /starting a builder VM \(egress none/.test(l)));
     assert.ok(first.lines.includes('as nobody in /opt/tool'), 'a RUN after USER runs as that user, in the WORKDIR');

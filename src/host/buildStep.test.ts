@@ -118,3 +118,21 @@ test('a step past its time is killed with its children: no exit code, timed out'
     await rm(dir, { recursive: true, force: true });
   }
 });
+
+test('a shell form runs as `sh -c` would (no arguments, `exit` its status, nothing of the runner seen); an exec form runs as its own program', { timeout: 60_000 }, async () => {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'agentvm-step-'));
+  try {
+    const lines: string[] = [];
+    const shell = await runStreamed(localProcess, step(dir, 'echo "args:$#:$1"; set -e; false; echo not reached'), async (t) => void lines.push(t));
+    assert.deepEqual(lines, ['args:0:']);
+    assert.equal(shell.exitCode, 1);
+    const exited = await runStreamed(localProcess, step(dir, 'trap "echo trapped" EXIT; exit 3'), async (t) => void lines.push(t));
+    assert.equal(exited.exitCode, 3);
+    assert.equal(lines.at(-1), 'trapped');
+    const exec = await runStreamed(localProcess, { ...step(dir, ''), argv: ['/bin/echo', 'one word', '$HOME'] }, async (t) => void lines.push(t));
+    assert.equal(exec.exitCode, 0);
+    assert.equal(lines.at(-1), 'one word $HOME');
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});

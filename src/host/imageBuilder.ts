@@ -29,7 +29,7 @@ import { BASE_CONFIG, type ImageFeed } from '../domain/images.ts';
 import { IMAGE_CONFIG_PATH, type ExecArgs, type ExecResult } from '../wire/protocol.ts';
 import type { EgressGateway } from './egress/gateway.ts';
 import { PROXY_ENV } from '../harness/invoke.ts';
-import { buildPhases, lastStepArgv, PACKAGE_FORMAT, parsePackages, runStreamed, shellQuote, type BuildState } from './buildStep.ts';
+import { buildPhases, copyStep, lastStepArgv, PACKAGE_FORMAT, parsePackages, runStreamed, type BuildState } from './buildStep.ts';
 import { chainBytes, chainOf, collectLayers } from './layerGc.ts';
 import { LocalGuestAccess } from './guestAccess.ts';
 import * as imageStore from '../store/images.ts';
@@ -50,18 +50,20 @@ export interface ImageBuilderOptions {
   /** How long a cached step no image uses is kept (layerGc.ts's default unless given). */
   keepUnusedMs?: number;
   image: () => Image | null;
+  /** Builder VMs kept ready (standbys of the builders' driver; 0: none). */
+  standbyBuilders?: number;
 }
 
 /** Network slots of builder VMs: apart from tenant VMs and scrub VMs. */
 const BUILD_SLOT_BASE = 0x7e00;
+/** The network slots of builders kept ready (standbys of the builders' driver), beside the others'. */
+const BUILD_STANDBY_SLOTS = { first: 0x7f00, last: 0x7f0f };
 /** A host silent this long has its image builds taken over (queued again or failed) by the others. */
 export const LOST_HOST_MS = 10 * 60_000;
 /** How long one step may run. */
 const STEP_TIMEOUT_MS = 30 * 60_000;
 /** What of one step's output the log keeps (the rest is counted). */
 const STEP_OUTPUT_BYTES = 256 * 1024;
-/** Bytes of a file written into the builder per exec (base64 on the guest channel). */
-const COPY_CHUNK = 512 * 1024;
 const BUILD_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
 /** A step of the build with its cache key: steps that change files have a layer under that key. */
@@ -85,7 +87,8 @@ export class ImageBuilder {
   private gcTimer: NodeJS.Timeout | null = null;
 
   constructor(private readonly o: ImageBuilderOptions) {
-    this.builders = new QemuDriver({ ...o.driver.opts, vmsDir: o.buildDir, standby: 0 });
+    // A builder kept ready (a standby with its translated code warm, standby.ts) for a build FROM base.
+    this.builders = new QemuDriver({ ...o.driver.opts, vmsDir: o.buildDir, standby: o.standbyBuilders ?? 1, standbySlots: BUILD_STANDBY_SLOTS, busyElsewhere: () => !o.driver.quiet() });
     this.access = new LocalGuestAccess(this.builders);
   }
 
@@ -96,6 +99,7 @@ export class ImageBuilder {
       await mkdir(dir, { recursive: true, mode: 0o711 });
       await chmod(dir, 0o711);
     }
+    await this.builders.sweepStandbys();
     for (const vmId of await this.builders.listVmDirs()) {
       await this.builders.adopt(vmId).catch(() => null);
       await this.builders.destroy(vmId).catch((err) => this.o.log.warn({ err, vm_id: vmId }, 'removing a builder VM failed'));
@@ -112,6 +116,7 @@ export class ImageBuilder {
   /** Takes queued builds one at a time until none is left; a kick while that runs, or as it ends, makes it look again. */
   kick(): void {
     if (this.closed || !this.swept || !this.o.image()) return;
+    this.keepBuilderReady();
     this.again = true;
     if (this.running) return;
     this.running = (async () => {
@@ -139,6 +144,23 @@ export class ImageBuilder {
     this.closed = true;
     if (this.gcTimer) clearInterval(this.gcTimer);
     await this.running;
+    await this.builders.dropStandbys();
+  }
+
+  /** The builder shape of the current image is the one kept ready (none before the image is there). */
+  private keepBuilderReady(): void {
+    const image = this.o.image();
+    if (!image || this.builders.keptStandbyShape()?.image.id === image.id) return;
+    this.builders.keepStandby(this.builderShape(image));
+  }
+
+  /** Builder VMs kept ready now. */
+  buildersReady(): number {
+    return this.builders.standbyCount();
+  }
+
+  private builderShape(image: Image) {
+    return { image, vcpus: PLANS.starter.vcpus, memoryMib: PLANS.starter.memory_mib, diskGib: 1 };
   }
 
   /** Builds of a host silent for LOST_HOST_MS go back to the queue (or fail, saying why): none stays `building`. */
@@ -267,14 +289,10 @@ export class ImageBuilder {
 
   private async ensureBuilder(row: imageStore.ImageRow, state: BuildState, image: Image): Promise<void> {
     if (state.vmId) return;
-    const starter = PLANS.starter;
     const vmId = `vm_build${randomBase62(14)}`;
     const spec: VmSpec = {
       vmId,
-      vcpus: starter.vcpus,
-      memoryMib: starter.memory_mib,
-      diskGib: 1,
-      image,
+      ...this.builderShape(image),
       netSlot: BUILD_SLOT_BASE + (this.slot++ % 0xff),
       hostname: 'agentvm-build',
       upperBacking: state.startLayer,
@@ -282,6 +300,8 @@ export class ImageBuilder {
     state.vmId = vmId;
     this.o.gateway?.setPolicy(vmId, row.egress);
     await this.say(row.image_id, `starting a builder VM (egress ${row.egress.mode}${row.egress.mode === 'allowlist' ? `: ${row.egress.allow.join(' ') || 'nothing'}` : ''})`);
+    // A build FROM base with nothing cached takes the builder kept ready, where there is one.
+    if (await this.builders.claimStandby(spec)) return this.say(row.image_id, 'it was kept ready: its programs run warm');
     await this.builders.prepareDisks(spec, true);
     await this.builders.start(spec);
   }
@@ -343,30 +363,8 @@ export class ImageBuilder {
       return;
     }
     if (step.kind !== 'copy') return;
-    const names = Object.keys(context);
-    const targets: string[] = [];
-    const dest = step.dest.startsWith('/') ? step.dest : joinWorkdir(state.workdir || '/', step.dest);
-    const many = step.sources.length > 1 || step.dest.endsWith('/');
-    for (const source of step.sources) {
-      const dir = source.replace(/\/+$/, '').replace(/^\.\/?/, '');
-      for (const file of filesOfSource(source, names)) {
-        const isDir = file !== dir;
-        const target = isDir ? path.posix.join(dest, file.slice(dir === '' ? 0 : dir.length + 1)) : many ? path.posix.join(dest, path.posix.basename(file)) : dest;
-        const bytes = Buffer.from(context[file], 'base64');
-        for (let off = 0; off === 0 || off < bytes.length; off += COPY_CHUNK) {
-          const chunk = bytes.subarray(off, off + COPY_CHUNK).toString('base64');
-          const r = await this.exec(state, { argv: ['/bin/sh', '-c', `mkdir -p "$(dirname "$1")" && base64 -d ${off === 0 ? '>' : '>>'} "$1"`, 'copy', target], stdin: chunk, asRoot: true }, `line ${step.line}`);
-          if (r.exit_code !== 0) throw new Error(`line ${step.line}: copying ${file} to ${target} failed: ${r.stderr.trim().slice(0, 200)}`);
-        }
-        targets.push(target);
-      }
-    }
-    const fix = [step.chown ? `chown -h ${shellQuote(step.chown)} "$@"` : '', step.chmod ? `chmod ${step.chmod} "$@"` : ''].filter(Boolean).join(' && ');
-    if (fix) {
-      const r = await this.exec(state, { argv: ['/bin/sh', '-c', fix, 'copy', ...targets], asRoot: true }, `line ${step.line}`);
-      if (r.exit_code !== 0) throw new Error(`line ${step.line}: ${r.stderr.trim().slice(0, 200)}`);
-    }
-    await this.say(imageId, `copied ${targets.length} file${targets.length === 1 ? '' : 's'}`);
+    const copied = await copyStep((args) => this.exec(state, { ...args, asRoot: true }, `line ${step.line}`), step, state.workdir, context);
+    await this.say(imageId, `copied ${copied} file${copied === 1 ? '' : 's'}`);
   }
 
   /** Flushes the builder's root and keeps what changed since the last layer as the layer of `key`. */

@@ -62,6 +62,8 @@ export interface VmHost {
   vmsChanged(): void;
   /** An image build was queued: a builder here may take it. */
   imagesQueued?(): void;
+  /** Builder VMs kept ready for image builds now. */
+  buildersReady?(): number;
   /** Resolves once the starter shape's snapshot has been made (or could not be), after the image. */
   prewarmed?: Promise<void>;
   /** What /readyz reports: usable once QEMU is there, the image is built and the VMs are re-adopted. */
@@ -194,6 +196,7 @@ export class LocalVmHost implements VmHost {
       hostId: d.hostId,
       layersDir: path.join(config.dataDir, 'image-layers'),
       buildDir: path.join(config.dataDir, 'builds'),
+      standbyBuilders: this.snapshots ? config.standbyBuilders : 0,
       feed: d.imageFeed,
       log,
       image: () => this.image,
@@ -222,6 +225,10 @@ export class LocalVmHost implements VmHost {
 
   imagesQueued(): void {
     this.images.kick();
+  }
+
+  buildersReady(): number {
+    return this.images.buildersReady();
   }
 
   start(opts: { internalUrl?: string } = {}): Promise<void> {

@@ -59,6 +59,7 @@ export class QemuDriver extends EventEmitter implements VmDriver {
       hasSnapshot: async (shape) => (await opts.snapshots?.has({ vmId: 'standby', ...shape, netSlot: STANDBY_SLOTS.first, hostname: 'standby' })) ?? false,
       launch: (id, shape, netSlot) => launchStandby(this.vms, this.disks, id, shape, netSlot),
       idleShare: opts.standbyIdleShare,
+      slots: opts.standbySlots,
       slotsInUse: async () => {
         const held = (await opts.standbySlotsHeld?.()) ?? new Set<number>();
         // A running VM that took a standby holds its slot (its row may not name it yet).
@@ -70,7 +71,7 @@ export class QemuDriver extends EventEmitter implements VmDriver {
       },
       // A new VM's first work (a shell, a run) comes right after its start: a standby made then would
       // take CPU from it.
-      quiet: () => this.vms.quiet(),
+      quiet: () => this.vms.quiet() && !opts.busyElsewhere?.(),
       log: opts.log,
     });
   }
@@ -298,6 +299,11 @@ export class QemuDriver extends EventEmitter implements VmDriver {
   /** The shape standby VMs are kept of (null: none). */
   keptStandbyShape(): StandbyShape | null {
     return this.standby.keptShape;
+  }
+
+  /** No VM start under way here, and none just ended. */
+  quiet(): boolean {
+    return this.vms.quiet();
   }
 
   /** How many standby VMs are ready now. */

@@ -27,6 +27,10 @@ export interface DriverOptions extends MachineOptions {
   standbyIdleShare?: number;
   /** Network slots in the standby range held by VMs that were standbys (so not free for a new one). */
   standbySlotsHeld?: () => Promise<Set<number>>;
+  /** The network slots standbys take (STANDBY_SLOTS unless said: a driver of builder VMs has a range of its own). */
+  standbySlots?: { first: number; last: number };
+  /** Another driver's VMs are starting (a driver of builders waits for the host's VMs before it makes a standby). */
+  busyElsewhere?: () => boolean;
   /** Cold boots at once through run(); more wait their turn (TCG boots are CPU-bound). */
   maxConcurrentBoots?: number;
   /** Starts from a saved machine (a golden snapshot, a suspend) at once through run() and resumeSaved(): each is a fraction of a boot. */

@@ -65,6 +65,8 @@ export interface StandbyPoolDeps {
   idleCores?: (ms: number) => Promise<number>;
   /** The share of the cores that must be idle before a standby is made (default 0.5; 0: whatever the load). */
   idleShare?: number;
+  /** The network slots standbys take (STANDBY_SLOTS unless said). */
+  slots?: { first: number; last: number };
   log?: (msg: string, fields?: object) => void;
 }
 
@@ -286,7 +288,8 @@ export class StandbyPool {
   private async freeSlot(): Promise<number> {
     const held = await this.d.slotsInUse();
     for (const s of this.ready) held.add(s.netSlot);
-    for (let slot = STANDBY_SLOTS.first; slot <= STANDBY_SLOTS.last; slot++) if (!held.has(slot)) return slot;
+    const { first, last } = this.d.slots ?? STANDBY_SLOTS;
+    for (let slot = first; slot <= last; slot++) if (!held.has(slot)) return slot;
     throw new Error('every standby network slot is taken');
   }
 }
