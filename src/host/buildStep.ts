@@ -244,4 +244,6 @@ export interface BuildState {
   layer: string | null;
   /** The builder's filesystems were flushed since its last change (a RUN flushes at its end). */
   synced: boolean;
+  /** The uid and gid of each USER the build looked up (once a build: a RUN after USER costs no lookup). */
+  idsOf: Map<string, { uid: number; gid: number }>;
 }

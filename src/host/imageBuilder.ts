@@ -190,7 +190,7 @@ export class ImageBuilder {
     const imageId = row.image_id;
     const image = this.o.image()!;
     const t0 = performance.now();
-    const state: BuildState = { vmId: null, env: new Map(), workdir: BASE_CONFIG.workdir, user: 'root', startLayer: null, layer: null, synced: false };
+    const state: BuildState = { vmId: null, env: new Map(), workdir: BASE_CONFIG.workdir, user: 'root', startLayer: null, layer: null, synced: false, idsOf: new Map() };
     const { phases, timed } = buildPhases();
     try {
       const { steps } = parseDockerfile(row.dockerfile);
@@ -331,9 +331,12 @@ export class ImageBuilder {
   private async ids(state: BuildState): Promise<{ uid: number; gid: number }> {
     const [user, group] = state.user.split(':');
     if (user === 'root' && !group) return { uid: 0, gid: 0 };
+    const known = state.idsOf.get(state.user);
+    if (known) return known;
     const r = await this.exec(state, { argv: ['/bin/sh', '-c', 'id -u "$1" && if [ -n "$2" ]; then getent group "$2" | cut -d: -f3 || echo "$2"; else id -g "$1"; fi', 'ids', user, group ?? ''], asRoot: true }, 'USER');
     const [uid, gid] = r.stdout.trim().split('\n').map(Number);
     if (r.exit_code !== 0 || !Number.isInteger(uid) || !Number.isInteger(gid)) throw new Error(`USER ${state.user}: no such user in the image`);
+    state.idsOf.set(state.user, { uid, gid });
     return { uid, gid };
   }
 
