@@ -136,3 +136,20 @@ test('a shell form runs as `sh -c` would (no arguments, `exit` its status, nothi
     await rm(dir, { recursive: true, force: true });
   }
 });
+
+test('a stream cut before the step ends (its builder went) is told as such, with no exit code', async () => {
+  let sink: ((chunk: Buffer, done: () => void) => void) | null = null;
+  let cut!: (end: ShellEnd) => void;
+  const ended = new Promise<ShellEnd>((r) => (cut = r));
+  const shell: GuestShell = { framed: true, ended, write: async () => undefined, resize: () => undefined, close: () => undefined, output: (fn) => (sink = fn) };
+  const running = runStreamed(async () => shell, step('/', 'sleep 60'), async () => undefined);
+  await new Promise((r) => setImmediate(r));
+  sink!(processFrame('P', Buffer.from('42')), () => undefined);
+  sink!(processFrame('O', Buffer.from('working\n')), () => undefined);
+  cut({ kind: 'cut', error: 'vm_not_running', message: 'the VM stopped' });
+  const outcome = await running;
+  assert.equal(outcome.exitCode, null);
+  assert.equal(outcome.timedOut, false);
+  assert.equal(outcome.cut, 'the VM stopped');
+  assert.deepEqual(outcome.tail, ['working']);
+});

@@ -40,6 +40,8 @@ export interface StepOutcome {
   droppedBytes: number;
   /** The last lines it printed (past the cap too). */
   tail: string[];
+  /** Why its stream ended before the step did (its builder went, the stream was cut); null when it ended. */
+  cut: string | null;
 }
 
 /** `$1` the WORKDIR (made where missing), `$2` whether to sync at the end; its status is the command's. */
@@ -127,8 +129,10 @@ export async function runStreamed(open: BuilderProcess, s: StreamedStep, line: (
       }
     }).finally(done);
   });
+  let cut: string | null = null;
   try {
-    await shell.ended;
+    const end = await shell.ended;
+    if (end.kind === 'cut') cut = end.message;
     await work;
   } finally {
     clearTimeout(timer);
@@ -141,7 +145,7 @@ export async function runStreamed(open: BuilderProcess, s: StreamedStep, line: (
   }
   // No status: the program did not end on its own (its VM went, or its stream was cut).
   const exitCode = timedOut || status === null ? null : waitStatus(status).exitCode;
-  return { exitCode, timedOut, droppedBytes: dropped, tail };
+  return { exitCode, timedOut, droppedBytes: dropped, tail, cut: status === null && !timedOut ? (cut ?? 'its stream ended with no status') : null };
 }
 
 /** Bytes of a file written into the builder per exec (base64 on the guest channel). */

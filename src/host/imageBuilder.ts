@@ -357,6 +357,7 @@ export class ImageBuilder {
       // Its end flushed the builder's filesystems (a step killed before its end did not: its build fails).
       state.synced = r.exitCode === 0;
       if (r.timedOut) throw new Error(`line ${step.line} ran longer than ${STEP_TIMEOUT_MS / 60_000} minutes`);
+      if (r.cut) throw new Error(`line ${step.line}: the builder stopped in the middle of the step (${r.cut})`);
       if (r.droppedBytes > 0) await this.say(imageId, `(${r.droppedBytes} more bytes of output not kept)`);
       if (r.exitCode !== 0) {
         // The reason carries the step, its exit code and the tail of what it printed.
