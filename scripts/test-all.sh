@@ -45,7 +45,7 @@ node bin/agentvm.js image build --image-dir "$AGENTVM_TEST_IMAGE_DIR"
 make_golden() {
   set +e
   local data="$golden/server" t0=$SECONDS key=
-  AGENTVM_IMAGE_DIR="$AGENTVM_TEST_IMAGE_DIR" AGENTVM_IMAGE_BUILD=off AGENTVM_STANDBY_VMS=0 AGENTVM_LOG_LEVEL=info \
+  AGENTVM_IMAGE_DIR="$AGENTVM_TEST_IMAGE_DIR" AGENTVM_IMAGE_BUILD=off AGENTVM_STANDBY_VMS=0 AGENTVM_STANDBY_BUILDERS=0 AGENTVM_LOG_LEVEL=info \
     DATABASE_URL= AGENTVM_ADMIN_TOKEN="avm_admin_golden_$RANDOM$RANDOM$RANDOM$RANDOM" \
     node bin/agentvm.js serve --port 0 --data-dir "$data" >"$golden/server.log" 2>&1 &
   local pid=$!
@@ -61,6 +61,8 @@ make_golden() {
   wait "$pid" 2>/dev/null || true
   if [ -n "$key" ]; then
     mv "$data/snapshots/$key" "$golden/$key"
+    # The server's folder goes before the mark: the tests copy every folder here once it is there.
+    rm -rf "$data"
     touch "$golden/.ready"
     echo "golden snapshot $key for the run in $((SECONDS - t0)) s"
   else

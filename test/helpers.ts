@@ -346,7 +346,8 @@ export async function seedSnapshots(dataDir: string): Promise<boolean> {
     await new Promise((r) => setTimeout(r, 200));
   }
   for (const dir of await readdir(from, { withFileTypes: true })) {
-    if (!dir.isDirectory()) continue;
+    // A snapshot's folder has its record (the making server's own folder is not one).
+    if (!dir.isDirectory() || !existsSync(path.join(from, dir.name, 'meta.json'))) continue;
     const key = dir.name;
     const to = path.join(dataDir, 'snapshots', key);
     if (existsSync(to)) continue;
