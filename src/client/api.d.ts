@@ -765,7 +765,7 @@ export interface paths {
         put?: never;
         /**
          * Build an image of your own from a Dockerfile (extension)
-         * @description Answers 202 with the queued image at once; the build runs in a builder VM of yours under the request's `egress`, each RUN as root unless a USER says otherwise. Follow it with `GET /v1/api/images/{id}/build/events`. A step whose parent and text (and, for COPY, its files) are unchanged is taken from the cache. VMs of the image (`image` on create and fork) start with its root.
+         * @description Answers 202 with the queued image at once; the build runs in a builder VM of yours under the request's `egress` (a build FROM base whose first step is not cached takes the one its host keeps ready), each RUN as root unless a USER says otherwise. Follow it with `GET /v1/api/images/{id}/build/events`. A step whose parent and text (and, for COPY, its files) are unchanged is taken from the cache. VMs of the image (`image` on create and fork) start with its root.
          */
         post: operations["createImage"];
         delete?: never;
