@@ -7,15 +7,15 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { GuestShell, ShellEnd } from '../domain/guestAccess.ts';
 import type { ProcessOpen } from '../wire/protocol.ts';
 import { processFrame } from '../wire/processFrames.ts';
-import { runStreamed, splitLines, type BuilderProcess, type StreamedStep } from './buildStep.ts';
+import { runStreamed, splitLines, workdirArgv, type BuilderProcess, type StreamedStep } from './buildStep.ts';
 
 /** The builder's agent starting a program on a stream, on this machine. */
 const localProcess: BuilderProcess = async (p: ProcessOpen) => {
@@ -152,4 +152,22 @@ test('a stream cut before the step ends (its builder went) is told as such, with
   assert.equal(outcome.timedOut, false);
   assert.equal(outcome.cut, 'the VM stopped');
   assert.deepEqual(outcome.tail, ['working']);
+});
+
+test("a WORKDIR's folders it makes are the USER's; those already there keep their owner", { skip: process.getuid!() !== 0 && 'needs root (chown)' }, async () => {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'agentvm-step-'));
+  try {
+    await mkdir(path.join(dir, 'home'));
+    const argv = workdirArgv(path.join(dir, 'home', 'app', 'src'), '65534:65534');
+    assert.equal(spawnSync(argv[0], argv.slice(1)).status, 0);
+    for (const [sub, uid] of [['home', 0], ['home/app', 65534], ['home/app/src', 65534]] as const) assert.equal((await stat(path.join(dir, sub))).uid, uid, sub);
+    const again = workdirArgv(path.join(dir, 'home', 'app'), '');
+    assert.equal(spawnSync(again[0], again.slice(1)).status, 0);
+    assert.equal((await stat(path.join(dir, 'home', 'app'))).uid, 65534, 'a folder there already keeps its owner');
+    const asRoot = workdirArgv(path.join(dir, 'opt', 'tool'), '');
+    assert.equal(spawnSync(asRoot[0], asRoot.slice(1)).status, 0);
+    assert.equal((await stat(path.join(dir, 'opt', 'tool'))).uid, 0);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
 });

@@ -148,6 +148,17 @@ export async function runStreamed(open: BuilderProcess, s: StreamedStep, line: (
   return { exitCode, timedOut, droppedBytes: dropped, tail, cut: status === null && !timedOut ? (cut ?? 'its stream ended with no status') : null };
 }
 
+/**
+ * A WORKDIR step: its folder made with the folders above it that are missing, those it made given to
+ * `owner` (`uid:gid`; none: root's), as BuildKit does for the USER of the moment.
+ */
+export function workdirArgv(dir: string, owner: string): string[] {
+  const script =
+    'd=$1; o=$2; set --; p=$d; while [ -n "$p" ] && [ ! -d "$p" ]; do set -- "$p" "$@"; p=${p%/*}; done; ' +
+    'mkdir -p -- "$d" && { [ -z "$o" ] || [ $# -eq 0 ] || chown -- "$o" "$@"; }';
+  return ['/bin/sh', '-c', script, 'workdir', dir, owner];
+}
+
 /** Bytes of a file written into the builder per exec (base64 on the guest channel). */
 const COPY_CHUNK = 512 * 1024;
 

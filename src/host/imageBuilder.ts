@@ -29,7 +29,7 @@ import { BASE_CONFIG, type ImageFeed } from '../domain/images.ts';
 import { IMAGE_CONFIG_PATH, type ExecArgs, type ExecResult } from '../wire/protocol.ts';
 import type { EgressGateway } from './egress/gateway.ts';
 import { PROXY_ENV } from '../harness/invoke.ts';
-import { buildPhases, copyStep, lastStepArgv, PACKAGE_FORMAT, parsePackages, runStreamed, type BuildState } from './buildStep.ts';
+import { buildPhases, copyStep, lastStepArgv, workdirArgv, PACKAGE_FORMAT, parsePackages, runStreamed, type BuildState } from './buildStep.ts';
 import { chainBytes, chainOf, collectLayers } from './layerGc.ts';
 import { LocalGuestAccess } from './guestAccess.ts';
 import * as imageStore from '../store/images.ts';
@@ -342,7 +342,9 @@ export class ImageBuilder {
 
   private async runStep(imageId: string, state: BuildState, step: Step, context: Record<string, string>): Promise<void> {
     if (step.kind === 'workdir') {
-      const r = await this.exec(state, { argv: ['mkdir', '-p', '--', state.workdir], asRoot: true }, `line ${step.line}`);
+      // The folders it makes are the USER's, as BuildKit makes them (root's under USER root).
+      const { uid, gid } = await this.ids(state);
+      const r = await this.exec(state, { argv: workdirArgv(state.workdir, uid === 0 && gid === 0 ? '' : `${uid}:${gid}`), asRoot: true }, `line ${step.line}`);
       if (r.exit_code !== 0) throw new Error(`line ${step.line}: making ${state.workdir} failed: ${r.stderr.trim().slice(0, 200)}`);
       return;
     }
