@@ -9,11 +9,10 @@ import { Readable } from 'node:stream';
 import { createGunzip } from 'node:zlib';
 import { E2bError, e2bErrorOf } from './errors.ts';
 import { MAX_FILE_BYTES } from '../domain/guestAccess.ts';
-import { HARNESS_USER } from '../wire/protocol.ts';
+import { E2B_HOME, HARNESS_USER, WORKSPACE } from '../wire/protocol.ts';
 import type { Services } from '../domain/services.ts';
 import type { SandboxContext } from './context.ts';
 import { absolutePath, collect } from './guestFs.ts';
-import { E2B_HOME, WORKSPACE } from '../wire/protocol.ts';
 import { sendError } from './sandboxPlane.ts';
 
 /** The path on the persist disk an E2B path names (E2B's user directory is the workspace), or null. */

@@ -49,6 +49,16 @@ const localProcess: BuilderProcess = async (p: ProcessOpen) => {
   return shell;
 };
 
+/** Runs `fn` in a new folder of this machine's temporary folder, removed after. */
+async function inTempDir(fn: (dir: string) => Promise<void>): Promise<void> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'agentvm-step-'));
+  try {
+    await fn(dir);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
 const step = (dir: string, script: string, more: Partial<StreamedStep> = {}): StreamedStep => ({
   argv: ['/bin/sh', '-c', script],
   cwd: dir,
@@ -68,9 +78,8 @@ test('lines split on newlines across reads; a partial line is held, a multi-byte
   assert.equal(b.rest.toString(), 'three');
 });
 
-test('a step streams its lines while it runs, stdout and stderr; its exit code and tail are its own; its WORKDIR is made', { timeout: 60_000 }, async () => {
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'agentvm-step-'));
-  try {
+test('a step streams its lines while it runs, stdout and stderr; its exit code and tail are its own; its WORKDIR is made', { timeout: 60_000 }, () =>
+  inTempDir(async (dir) => {
     const got: string[] = [];
     const gate = path.join(dir, 'gate');
     // The step waits for a file the test makes only once the first line has reached it.
@@ -86,14 +95,10 @@ test('a step streams its lines while it runs, stdout and stderr; its exit code a
     assert.deepEqual(outcome.tail.filter((t) => t !== 'to-stderr'), ['first', '100%', workdir, 'last']);
     assert.equal(outcome.droppedBytes, 0);
     assert.equal(outcome.timedOut, false);
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
-});
+  }));
 
-test('past the cap the rest is counted, not kept, and the step still runs to its end; the tail is the real end', { timeout: 60_000 }, async () => {
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'agentvm-step-'));
-  try {
+test('past the cap the rest is counted, not kept, and the step still runs to its end; the tail is the real end', { timeout: 60_000 }, () =>
+  inTempDir(async (dir) => {
     const lines: string[] = [];
     const outcome = await runStreamed(localProcess, step(dir, `for i in $(seq 1 200); do echo "line $i of the output"; done; touch ${dir}/ran-to-the-end`, { capBytes: 100 }), async (t) => void lines.push(t));
     assert.equal(outcome.exitCode, 0, JSON.stringify(outcome));
@@ -101,27 +106,19 @@ test('past the cap the rest is counted, not kept, and the step still runs to its
     assert.ok(outcome.droppedBytes > 3000, String(outcome.droppedBytes));
     assert.equal(outcome.tail.at(-1), 'line 200 of the output');
     assert.ok(existsSync(path.join(dir, 'ran-to-the-end')));
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
-});
+  }));
 
-test('a step past its time is killed with its children: no exit code, timed out', { timeout: 60_000 }, async () => {
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'agentvm-step-'));
-  try {
+test('a step past its time is killed with its children: no exit code, timed out', { timeout: 60_000 }, () =>
+  inTempDir(async (dir) => {
     const outcome = await runStreamed(localProcess, step(dir, `echo started; sleep 30 & wait; touch ${dir}/not-killed`, { timeoutMs: 300 }), async () => undefined);
     assert.equal(outcome.timedOut, true);
     assert.equal(outcome.exitCode, null);
     assert.deepEqual(outcome.tail, ['started']);
     assert.ok(!existsSync(path.join(dir, 'not-killed')));
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
-});
+  }));
 
-test('a shell form runs as `sh -c` would (no arguments, `exit` its status, nothing of the runner seen); an exec form runs as its own program', { timeout: 60_000 }, async () => {
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'agentvm-step-'));
-  try {
+test('a shell form runs as `sh -c` would (no arguments, `exit` its status, nothing of the runner seen); an exec form runs as its own program', { timeout: 60_000 }, () =>
+  inTempDir(async (dir) => {
     const lines: string[] = [];
     const shell = await runStreamed(localProcess, step(dir, 'echo "args:$#:$1"; set -e; false; echo not reached'), async (t) => void lines.push(t));
     assert.deepEqual(lines, ['args:0:']);
@@ -132,10 +129,7 @@ test('a shell form runs as `sh -c` would (no arguments, `exit` its status, nothi
     const exec = await runStreamed(localProcess, { ...step(dir, ''), argv: ['/bin/echo', 'one word', '$HOME'] }, async (t) => void lines.push(t));
     assert.equal(exec.exitCode, 0);
     assert.equal(lines.at(-1), 'one word $HOME');
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
-});
+  }));
 
 test('a stream cut before the step ends (its builder went) is told as such, with no exit code', async () => {
   let sink: ((chunk: Buffer, done: () => void) => void) | null = null;
@@ -154,9 +148,8 @@ test('a stream cut before the step ends (its builder went) is told as such, with
   assert.deepEqual(outcome.tail, ['working']);
 });
 
-test("a WORKDIR's folders it makes are the USER's; those already there keep their owner", { skip: process.getuid!() !== 0 && 'needs root (chown)' }, async () => {
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'agentvm-step-'));
-  try {
+test("a WORKDIR's folders it makes are the USER's; those already there keep their owner", { skip: process.getuid!() !== 0 && 'needs root (chown)' }, () =>
+  inTempDir(async (dir) => {
     await mkdir(path.join(dir, 'home'));
     const argv = workdirArgv(path.join(dir, 'home', 'app', 'src'), '65534:65534');
     assert.equal(spawnSync(argv[0], argv.slice(1)).status, 0);
@@ -167,7 +160,4 @@ test("a WORKDIR's folders it makes are the USER's; those already there keep thei
     const asRoot = workdirArgv(path.join(dir, 'opt', 'tool'), '');
     assert.equal(spawnSync(asRoot[0], asRoot.slice(1)).status, 0);
     assert.equal((await stat(path.join(dir, 'opt', 'tool'))).uid, 0);
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
-});
+  }));

@@ -14,7 +14,7 @@ import { UPPER_MODEL, type ExecArgs, type ExecResult, type ProcessOpen } from '.
 import { processFrame, ProcessFrameReader, waitStatus } from '../wire/processFrames.ts';
 
 /** A value as one word for sh. */
-export function shellQuote(s: string): string {
+function shellQuote(s: string): string {
   return `'${s.replace(/'/g, `'\\''`)}'`;
 }
 
@@ -99,8 +99,9 @@ export async function runStreamed(open: BuilderProcess, s: StreamedStep, line: (
   let dropped = 0;
   let status: number | null = null;
   const remember = (text: string) => {
-    if (!shown(text)) return;
-    tail.push(shown(text).slice(0, 1000));
+    const seen = shown(text);
+    if (!seen) return;
+    tail.push(seen.slice(0, 1000));
     if (tail.length > 5) tail.shift();
   };
   const take = async (h: { kept: Buffer; all: Buffer }, data: Buffer) => {
@@ -113,7 +114,7 @@ export async function runStreamed(open: BuilderProcess, s: StreamedStep, line: (
     if (!keep.length) return;
     const split = splitLines(h.kept, keep);
     h.kept = split.rest;
-    for (const l of split.lines) if (shown(l)) await line(shown(l));
+    for (const seen of split.lines.map(shown)) if (seen) await line(seen);
   };
   let timedOut = false;
   const timer = setTimeout(() => {
@@ -140,8 +141,9 @@ export async function runStreamed(open: BuilderProcess, s: StreamedStep, line: (
   }
   // What was left without a newline at the end is a line too.
   for (const h of [held.O, held.E]) {
-    if (h.all.length) remember(h.all.toString('utf8'));
-    if (h.kept.length && shown(h.kept.toString('utf8'))) await line(shown(h.kept.toString('utf8')));
+    remember(h.all.toString('utf8'));
+    const seen = shown(h.kept.toString('utf8'));
+    if (seen) await line(seen);
   }
   // No status: the program did not end on its own (its VM went, or its stream was cut).
   const exitCode = timedOut || status === null ? null : waitStatus(status).exitCode;
