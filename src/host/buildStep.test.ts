@@ -85,10 +85,13 @@ test('a step streams its lines while it runs, stdout and stderr; its exit code a
     // The step waits for a file the test makes only once the first line has reached it.
     const script = `echo first; echo to-stderr >&2; printf '10%%\\r50%%\\r100%%\\n'; until [ -e ${gate} ]; do sleep 0.05; done; pwd; printf last; exit 7`;
     const workdir = path.join(dir, 'app', 'src');
-    const outcome = await runStreamed(localProcess, step(workdir, script, { sync: true }), async (text) => {
+    const mark = path.join(dir, 'mark');
+    const outcome = await runStreamed(localProcess, step(workdir, script, { sync: true, mark }), async (text) => {
       got.push(text);
       if (text === 'first') await writeFile(gate, '');
     });
+    // The mark was made before the step wrote anything (the build's packages are listed only when newer).
+    assert.ok((await stat(mark)).mtimeMs <= (await stat(gate)).mtimeMs);
     assert.deepEqual(got.filter((t) => t !== 'to-stderr'), ['first', '100%', workdir, 'last']);
     assert.ok(got.includes('to-stderr'));
     assert.equal(outcome.exitCode, 7);

@@ -12,6 +12,7 @@ import type { GuestShell } from '../domain/guestAccess.ts';
 import { filesOfSource, joinWorkdir, type Step } from '../domain/dockerfile.ts';
 import { UPPER_MODEL, type ExecArgs, type ExecResult, type ProcessOpen } from '../wire/protocol.ts';
 import { processFrame, ProcessFrameReader, waitStatus } from '../wire/processFrames.ts';
+import { DPKG_QUERY_ARGS, parseDpkgQuery, type PackageVersion } from '../image/workstation.ts';
 
 /** A value as one word for sh. */
 function shellQuote(s: string): string {
@@ -31,6 +32,8 @@ export interface StreamedStep {
   capBytes: number;
   /** Flush the machine's filesystems at its end (an image build takes the step's layer next). */
   sync?: boolean;
+  /** A file made before it runs, when missing (BUILD_MARK). */
+  mark?: string;
 }
 
 export interface StepOutcome {
@@ -44,8 +47,18 @@ export interface StepOutcome {
   cut: string | null;
 }
 
-/** `$1` the WORKDIR (made where missing), `$2` whether to sync at the end; its status is the command's. */
-const PROLOGUE = '{ [ -d "$1" ] || mkdir -p -- "$1"; } && cd -- "$1" || exit 1; __avm_sync=$2; shift 2; ';
+/**
+ * Made (a shell builtin's redirection: no process) by a build's first RUN or COPY before it writes, in
+ * the builder's /run (a tmpfs, never in a layer): Debian's package database older than it was not
+ * changed by the build (lastStepArgv).
+ */
+export const BUILD_MARK = '/run/agentvm-build.mark';
+const MARK = `[ -e ${BUILD_MARK} ] || : > ${BUILD_MARK}; `;
+/**
+ * `$1` the WORKDIR (made where missing), `$2` whether to sync at the end, `$3` the mark to make when
+ * missing (none when empty); its status is the command's.
+ */
+const PROLOGUE = '{ [ -z "$3" ] || [ -e "$3" ] || : > "$3"; } && { [ -d "$1" ] || mkdir -p -- "$1"; } && cd -- "$1" || exit 1; __avm_sync=$2; shift 3; ';
 const EPILOGUE = '__avm_status=$?; [ -z "$__avm_sync" ] || sync; exit $__avm_status';
 /** Then the command, as a program of its own. */
 const STEP_PROGRAM = `${PROLOGUE}"$@"; ${EPILOGUE}`;
@@ -60,10 +73,10 @@ export function stepArgv(s: StreamedStep): string[] {
   const { uid, gid } = s.ids;
   const head = ['/bin/sh', '-c'];
   if (uid === 0 && gid === 0 && s.argv.length === 3 && s.argv[0] === '/bin/sh' && s.argv[1] === '-c') {
-    return [...head, STEP_SCRIPT, 'step', s.cwd || '/', s.sync ? '1' : '', s.argv[2]];
+    return [...head, STEP_SCRIPT, 'step', s.cwd || '/', s.sync ? '1' : '', s.mark ?? '', s.argv[2]];
   }
   const drop = uid === 0 && gid === 0 ? [] : ['setpriv', `--reuid=${uid}`, `--regid=${gid}`, '--init-groups', '--'];
-  return [...head, STEP_PROGRAM, 'step', s.cwd || '/', s.sync ? '1' : '', ...drop, ...s.argv];
+  return [...head, STEP_PROGRAM, 'step', s.cwd || '/', s.sync ? '1' : '', s.mark ?? '', ...drop, ...s.argv];
 }
 
 /** Whole lines of `bytes` after a partial line held from before; answers them and the new partial line. */
@@ -187,7 +200,7 @@ export async function copyStep(
       const bytes = Buffer.from(context[file], 'base64');
       for (let off = 0; off === 0 || off < bytes.length; off += COPY_CHUNK) {
         const chunk = bytes.subarray(off, off + COPY_CHUNK).toString('base64');
-        const r = await exec({ argv: ['/bin/sh', '-c', `mkdir -p "$(dirname "$1")" && base64 -d ${off === 0 ? '>' : '>>'} "$1"`, 'copy', target], stdin: chunk });
+        const r = await exec({ argv: ['/bin/sh', '-c', `${MARK}mkdir -p "$(dirname "$1")" && base64 -d ${off === 0 ? '>' : '>>'} "$1"`, 'copy', target], stdin: chunk });
         if (r.exit_code !== 0) throw new Error(`line ${step.line}: copying ${file} to ${target} failed: ${r.stderr.trim().slice(0, 200)}`);
       }
       targets.push(target);
@@ -212,28 +225,35 @@ const FREEZE_ROOT =
   `dev=; for b in /sys/block/sd*; do read -r m < "$b/device/model" && [ "$m" = ${UPPER_MODEL} ] && dev=/dev/\${b##*/}; done; ` +
   `[ -n "$dev" ] && r=/mnt && { [ -d $r ] || { r=/run/agentvm-root && mkdir -p $r; }; } && PATH=/usr/sbin:/usr/bin:/sbin:/bin && mount -t ext4 "$dev" $r && fsfreeze -f $r`;
 
-/** What dpkg-query prints of each package. */
-export const PACKAGE_FORMAT = '${Package}\t${Version}\n';
+/**
+ * The image's packages: Debian's installed ones, as the base image's manifest lists them (its npm is
+ * not Debian's). `-` when the build did not change Debian's package database: the files dpkg writes
+ * (its status, renamed into its folder) are older than BUILD_MARK, made before the first RUN.
+ */
+const LIST_PACKAGES =
+  `if [ -n "$3" ] && [ /var/lib/dpkg/status -ot ${BUILD_MARK} ] && [ /var/lib/dpkg -ot ${BUILD_MARK} ]; then pk=-; ` +
+  `else pk=$(dpkg-query ${DPKG_QUERY_ARGS.map(shellQuote).join(' ')} || true); fi`;
 
-export function parsePackages(out: string): Array<{ name: string; version: string }> {
-  return out
-    .split('\n')
-    .filter(Boolean)
-    .map((l) => l.split('\t'))
-    .map(([name, version]) => ({ name, version: version ?? '' }));
+/** Lists them all (a build whose config layer was cached but not its packages). */
+export const LIST_PACKAGES_ARGV = ['dpkg-query', ...DPKG_QUERY_ARGS];
+
+/** The packages lastStepArgv printed after its `ok`: null for `-`, unchanged since the build's start. */
+export function parsePackages(out: string): PackageVersion[] | null {
+  return out.trim() === '-' ? null : parseDpkgQuery(out);
 }
 
 /**
  * The argv of an image's last exec in its builder (one exec: each is a process or more in the guest):
- * the image's config, given on stdin as one line, written at `configPath`, its WORKDIR made, its packages listed,
- * and the root's filesystem frozen (FREEZE_ROOT) for the last layer. Prints `ok`, then the packages.
+ * the image's config, given on stdin as one line, written at `configPath`, its WORKDIR made, its
+ * packages listed unless `startKnown` and unchanged (LIST_PACKAGES), and the root's filesystem frozen
+ * (FREEZE_ROOT) for the last layer. Prints `ok`, then the packages or `-`.
  */
-export function lastStepArgv(configPath: string, workdir: string): string[] {
+export function lastStepArgv(configPath: string, workdir: string, startKnown: boolean): string[] {
   // Shell builtins where they do (a test, read, printf): a process is 50–180 ms of a new guest under emulation.
   const script =
     `d=\${1%/*} && { [ -d "$d" ] || mkdir -p "$d"; } && IFS= read -r c && printf '%s\\n' "$c" > "$1" && { [ -z "$2" ] || [ -d "$2" ] || mkdir -p "$2"; } && ` +
-    `pk=$(dpkg-query -W -f "$3" || true) && { ( ${FREEZE_ROOT} ) || sync; } && echo ok && echo "$pk"`;
-  return ['/bin/sh', '-c', script, 'config', configPath, workdir, PACKAGE_FORMAT];
+    `{ ${LIST_PACKAGES}; } && { ( ${FREEZE_ROOT} ) || sync; } && echo ok && echo "$pk"`;
+  return ['/bin/sh', '-c', script, 'config', configPath, workdir, startKnown ? '1' : ''];
 }
 
 /** Where a build's time goes (its log line): the builder's start, the steps, the layers taken, the config. */

@@ -20,6 +20,7 @@ import type { Db } from '../store/db.ts';
 import type { Clock } from '../domain/clock.ts';
 import type { Logger } from '../log.ts';
 import type { Image } from '../image/build.ts';
+import { debianPackages } from '../image/workstation.ts';
 import { QemuDriver, type VmSpec } from '../vmm/qemu.ts';
 import { runQemuImg } from '../vmm/disks.ts';
 import { randomBase62, sha256Hex } from '../domain/ids.ts';
@@ -29,7 +30,7 @@ import { BASE_CONFIG, type ImageFeed } from '../domain/images.ts';
 import { IMAGE_CONFIG_PATH, type ExecArgs, type ExecResult } from '../wire/protocol.ts';
 import type { EgressGateway } from './egress/gateway.ts';
 import { PROXY_ENV } from '../harness/invoke.ts';
-import { buildPhases, copyStep, lastStepArgv, workdirArgv, PACKAGE_FORMAT, parsePackages, runStreamed, type BuildState } from './buildStep.ts';
+import { BUILD_MARK, buildPhases, copyStep, lastStepArgv, LIST_PACKAGES_ARGV, workdirArgv, parsePackages, runStreamed, type BuildState } from './buildStep.ts';
 import { chainBytes, chainOf, collectLayers } from './layerGc.ts';
 import { LocalGuestAccess } from './guestAccess.ts';
 import * as imageStore from '../store/images.ts';
@@ -155,9 +156,7 @@ export class ImageBuilder {
   }
 
   /** Builder VMs kept ready now. */
-  buildersReady(): number {
-    return this.builders.standbyCount();
-  }
+  buildersReady = (): number => this.builders.standbyCount();
 
   private builderShape(image: Image) {
     return { image, vcpus: PLANS.starter.vcpus, memoryMib: PLANS.starter.memory_mib, diskGib: 1 };
@@ -216,6 +215,8 @@ export class ImageBuilder {
       }
       // Steps after the last change of files only set the config: nothing of them is built again.
       if (plan.slice(resumeAt).every((p) => !p.fs)) resumeAt = plan.length;
+      // The packages the builder starts with, where known (a build from its parent, no step cached).
+      const startPackages = resumeAt > 0 ? null : (parent?.packages ?? debianPackages(image.manifest));
       if (state.layer) await imageStore.touchLayers(this.o.db, this.o.hostId, await chainOf(state.layer), this.o.clock.now());
       for (const [i, p] of plan.entries()) {
         const head = `step ${i + 1}/${plan.length}: ${p.step.text.slice(0, 200)}`;
@@ -242,11 +243,11 @@ export class ImageBuilder {
       else {
         await timed('builder_ms', () => this.ensureBuilder(row, state, image));
         // One exec (each is a process or more in the guest); the builder goes after it.
-        const argv = lastStepArgv(IMAGE_CONFIG_PATH, config.workdir);
+        const argv = lastStepArgv(IMAGE_CONFIG_PATH, config.workdir, startPackages !== null);
         const w = await timed('config_ms', () => this.exec(state, { argv, stdin: `${JSON.stringify(config)}\n`, asRoot: true, max_output_bytes: 4 * 1024 * 1024 }, 'writing the image config'));
         if (w.exit_code !== 0 || !w.stdout.startsWith('ok\n')) throw new Error(`writing the image's config failed: ${w.stderr.trim().slice(0, 200)}`);
         state.synced = true;
-        packages = parsePackages(w.stdout.slice(3));
+        packages = parsePackages(w.stdout.slice(3)) ?? startPackages;
         await timed('capture_ms', () => this.capture(state, configKey));
       }
       packages ??= state.vmId ? await this.packages(state) : ((await imageStore.packagesOfLayer(this.o.db, state.layer!)) ?? parent?.packages ?? []);
@@ -353,7 +354,7 @@ export class ImageBuilder {
       const ids = await this.ids(state);
       const r = await runStreamed(
         (process) => this.access.openShell(state.vmId!, { cols: 80, rows: 24, env: {}, process }),
-        { argv: step.argv, cwd: state.workdir || '/', env: this.env(state, ids.uid), ids, timeoutMs: STEP_TIMEOUT_MS, capBytes: STEP_OUTPUT_BYTES, sync: true },
+        { argv: step.argv, cwd: state.workdir || '/', env: this.env(state, ids.uid), ids, timeoutMs: STEP_TIMEOUT_MS, capBytes: STEP_OUTPUT_BYTES, sync: true, mark: BUILD_MARK },
         (line) => this.say(imageId, line),
       );
       // Its end flushed the builder's filesystems (a step killed before its end did not: its build fails).
@@ -392,7 +393,7 @@ export class ImageBuilder {
   }
 
   private async packages(state: BuildState): Promise<Array<{ name: string; version: string }>> {
-    const r = await this.exec(state, { argv: ['dpkg-query', '-W', '-f', PACKAGE_FORMAT], asRoot: true, max_output_bytes: 4 * 1024 * 1024 }, 'listing packages');
-    return parsePackages(r.stdout);
+    const r = await this.exec(state, { argv: LIST_PACKAGES_ARGV, asRoot: true, max_output_bytes: 4 * 1024 * 1024 }, 'listing packages');
+    return parsePackages(r.stdout) ?? [];
   }
 }

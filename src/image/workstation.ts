@@ -27,6 +27,11 @@ export const ROOT_PACKAGES = [...GUEST_PACKAGES, ...TOOLCHAIN_PACKAGES];
  */
 export const NPM_PACKAGE = { name: 'npm', version: '10.9.9' };
 
+/** The Debian packages of an image's manifest: all but its npm (from the npm registry, not Debian's). */
+export function debianPackages(m: { packages: PackageVersion[] }): PackageVersion[] {
+  return m.packages.filter((p) => p.name !== NPM_PACKAGE.name);
+}
+
 /**
  * No documentation, manual pages, info pages or message catalogues but English ones; copyright
  * files stay. Written before anything is trimmed, and kept in the image, so an `apt-get install` in
