@@ -11,6 +11,8 @@ import type { RunningServer } from '../src/server.ts';
 import { apiClient, until, type ApiCall } from './helpers.ts';
 import { startVmTestServer, type VmTestServer } from './vmServer.ts';
 import { DPKG_QUERY_ARGS, parseDpkgQuery } from '../src/image/workstation.ts';
+import { chainOf } from '../src/host/layerGc.ts';
+import { stat } from 'node:fs/promises';
 
 const imageDir = process.env.AGENTVM_TEST_IMAGE_DIR;
 const skip = imageDir ? false : 'set AGENTVM_TEST_IMAGE_DIR to a built image dir (npm run test:all does)';
@@ -26,7 +28,7 @@ ARG GREETING=${greeting}
 ENV GREETING=$GREETING TOOL_HOME=/opt/tool PATH=/opt/tool/bin:/usr/local/bin:/usr/bin:/bin
 WORKDIR /opt/tool
 COPY bin/ ./bin/
-RUN chmod 755 bin/agentvm-echo && echo "$GREETING from the build as $(id -un)${tag}" > built.txt
+RUN chmod 755 bin/agentvm-echo && head -c 6000000 /dev/urandom > blob && echo "$GREETING from the build as $(id -un)${tag}" > built.txt
 USER nobody
 RUN [ "$(id -un)" = nobody ] && [ "$(pwd)" = /opt/tool ] && echo "as $(id -un) in $(pwd)"
 `;
@@ -101,6 +103,10 @@ describe('images of your own, built from a Dockerfile', { skip }, () => {
     assert.ok(first.lines.includes('as nobody in /opt/tool'), 'a RUN after USER runs as that user, in the WORKDIR');
     assert.ok(!first.lines.some((l) => /\(cached\)/.test(l)), 'nothing was cached the first time');
     assert.ok(first.image.size_bytes > 0);
+    // Each layer holds what its step wrote: the 6 MB a RUN wrote are in its layer, not in those after it.
+    const [{ layer_path }] = await server.services.db.query<{ layer_path: string }>('SELECT layer_path FROM images WHERE image_id = $1', [first.image.image_id]);
+    const sizes = await Promise.all((await chainOf(layer_path)).map(async (f) => (await stat(f)).size));
+    assert.ok(sizes[2] > 6e6 && sizes[0] < 3e6 && sizes[1] < 3e6, `layers, newest first: ${sizes.join(', ')} bytes`);
     assert.ok(first.image.packages.some((p: { name: string }) => p.name === 'nodejs'), 'the packages are listed');
     // The same Dockerfile again: every step from the cache, no builder VM.
     const again = await build('hello');
@@ -136,7 +142,7 @@ describe('images of your own, built from a Dockerfile', { skip }, () => {
     assert.equal(restart.status, 200);
     assert.equal(restart.body.status, 'restarting');
     await running();
-    assert.equal((await exec(['sh', '-c', 'ls /opt/tool'])).stdout.split('\n').filter(Boolean).sort().join(','), 'bin,built.txt');
+    assert.equal((await exec(['sh', '-c', 'ls /opt/tool'])).stdout.split('\n').filter(Boolean).sort().join(','), 'bin,blob,built.txt');
 
     // A newer build of the name; reprovision moves the VM to it.
     // A changed RUN: the steps before it come from the cache, it and the ones after run again.

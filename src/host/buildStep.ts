@@ -12,6 +12,7 @@ import type { GuestShell } from '../domain/guestAccess.ts';
 import { filesOfSource, joinWorkdir, type Step } from '../domain/dockerfile.ts';
 import { UPPER_MODEL, type ExecArgs, type ExecResult, type ProcessOpen } from '../wire/protocol.ts';
 import { processFrame, ProcessFrameReader, waitStatus } from '../wire/processFrames.ts';
+import type { BuilderDisk } from '../vmm/buildLayers.ts';
 import { DPKG_QUERY_ARGS, parseDpkgQuery, type PackageVersion } from '../image/workstation.ts';
 
 /** A value as one word for sh. */
@@ -283,4 +284,6 @@ export interface BuildState {
   synced: boolean;
   /** The uid and gid of each USER the build looked up (once a build: a RUN after USER costs no lookup). */
   idsOf: Map<string, { uid: number; gid: number }>;
+  /** The builder's root disk, as its layers are taken. */
+  disk: BuilderDisk;
 }

@@ -4,8 +4,8 @@
  * through the gateway under the build's egress policy), as root unless a USER says otherwise.
  *
  * An image is the writable layer of a VM's root: after each step that changes files (RUN, COPY, ADD,
- * WORKDIR) the builder's root layer is flushed and copied as a qcow2 holding only what differs from
- * the layer before it. Those layers are the step cache: a step whose parent layer and text (and, for a
+ * WORKDIR) the builder's root is flushed and what the step wrote is kept as a qcow2 layer over the
+ * layer before it (the file the builder wrote, given a new top: vmm/buildLayers.ts). Those layers are the step cache: a step whose parent layer and text (and, for a
  * COPY, the bytes it copies) are unchanged is taken from it, and a build whose every step is cached
  * starts no VM at all. A VM of the image gets a copy-on-write child of its last layer as its root layer
  * (disks.ts), so it starts from the same golden snapshot as any VM.
@@ -14,7 +14,7 @@
  * guest agent reads them for runs and shells.
  */
 import { existsSync } from 'node:fs';
-import { chmod, mkdir, rename, rm, stat } from 'node:fs/promises';
+import { chmod, mkdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Db } from '../store/db.ts';
 import type { Clock } from '../domain/clock.ts';
@@ -22,7 +22,7 @@ import type { Logger } from '../log.ts';
 import type { Image } from '../image/build.ts';
 import { debianPackages } from '../image/workstation.ts';
 import { QemuDriver, type VmSpec } from '../vmm/qemu.ts';
-import { runQemuImg } from '../vmm/disks.ts';
+import { builderDisk, takeLayer } from '../vmm/buildLayers.ts';
 import { randomBase62, sha256Hex } from '../domain/ids.ts';
 import { PLANS } from '../domain/plans.ts';
 import { configAfter, filesOfSource, joinWorkdir, parseDockerfile, type ImageConfig, type Step } from '../domain/dockerfile.ts';
@@ -189,7 +189,7 @@ export class ImageBuilder {
     const imageId = row.image_id;
     const image = this.o.image()!;
     const t0 = performance.now();
-    const state: BuildState = { vmId: null, env: new Map(), workdir: BASE_CONFIG.workdir, user: 'root', startLayer: null, layer: null, synced: false, idsOf: new Map() };
+    const state: BuildState = { vmId: null, env: new Map(), workdir: BASE_CONFIG.workdir, user: 'root', startLayer: null, layer: null, synced: false, idsOf: new Map(), disk: builderDisk() };
     const { phases, timed } = buildPhases();
     try {
       const { steps } = parseDockerfile(row.dockerfile);
@@ -374,20 +374,15 @@ export class ImageBuilder {
     await this.say(imageId, `copied ${copied} file${copied === 1 ? '' : 's'}`);
   }
 
-  /** Flushes the builder's root and keeps what changed since the last layer as the layer of `key`. */
+  /** Flushes the builder's root and keeps what changed since the last layer as the layer of `key` (buildLayers.ts). */
   private async capture(state: BuildState, key: string): Promise<void> {
     if (!state.synced) await this.exec(state, { argv: ['sync'], asRoot: true }, 'sync');
     state.synced = false;
     await mkdir(this.o.layersDir, { recursive: true });
     const out = path.join(this.o.layersDir, `${key}.qcow2`);
-    const tmp = `${out}.${randomBase62(6)}.tmp`;
-    const backing = state.layer ? ['-B', state.layer, '-F', 'qcow2'] : [];
-    try {
-      await runQemuImg(['convert', '-U', '-O', 'qcow2', ...backing, this.builders.upperPath(state.vmId!), tmp]);
-      await rename(tmp, out);
-    } finally {
-      await rm(tmp, { force: true });
-    }
+    const m = this.builders.snapshotMachine(state.vmId!);
+    if (!m) throw new Error('the builder VM stopped');
+    await takeLayer(m, this.builders.vmDir(state.vmId!), state.disk, out, state.layer);
     await imageStore.saveLayer(this.o.db, this.o.hostId, key, out, (await stat(out)).size, this.o.clock.now());
     state.layer = out;
   }

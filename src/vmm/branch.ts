@@ -31,7 +31,7 @@ import { createReadStream } from 'node:fs';
 import { chmod, chown, copyFile, link, mkdir, open, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import { emptyTopOver, forgetNextTops, NEXT_TOP, nextTopName, runQemuImg } from './disks.ts';
+import { emptyTopOver, forgetNextTops, NEXT_TOP, nextTopName, qcow2Size, runQemuImg } from './disks.ts';
 import { isolating, sealedSource } from './isolation.ts';
 import { save, savePages } from './suspend.ts';
 import { suspendFiles, type SuspendRecord } from './suspendRecord.ts';
@@ -110,19 +110,6 @@ async function hashFile(file: string): Promise<{ bytes: number; sha256: string }
 
 /** An empty top over a snapshot's frozen layer, as the snapshot keeps it for the VMs made from it. */
 const topName = (disk: string) => `top-${disk}.qcow2`;
-
-/** A qcow2 file's virtual size, from its header (bytes 24–31): no process, no lock. */
-async function qcow2Size(file: string): Promise<number> {
-  const fh = await open(file, 'r');
-  try {
-    const b = Buffer.alloc(32);
-    await fh.read(b, 0, 32, 0);
-    if (b.readUInt32BE(0) !== 0x514649fb) throw new Error(`${path.basename(file)} is not a qcow2 file`);
-    return Number(b.readBigUInt64BE(24));
-  } finally {
-    await fh.close();
-  }
-}
 
 /**
  * Before the pause, for each disk: the file QEMU writes gets the frozen layer's name too (a link), and

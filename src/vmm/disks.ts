@@ -6,7 +6,7 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { link, mkdir, readdir, readFile, rename, rm, truncate, writeFile } from 'node:fs/promises';
+import { link, mkdir, open, readdir, readFile, rename, rm, truncate, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { MachineFiles } from './machine.ts';
 
@@ -74,6 +74,19 @@ export async function emptyTopOver(backing: string, sizeBytes: number, scratchDi
   const out = Buffer.from(bytes);
   out.write(backing, at, 'latin1');
   return out;
+}
+
+/** A qcow2 file's virtual size, from its header (bytes 24–31): no process, no lock. */
+export async function qcow2Size(file: string): Promise<number> {
+  const fh = await open(file, 'r');
+  try {
+    const b = Buffer.alloc(32);
+    await fh.read(b, 0, 32, 0);
+    if (b.readUInt32BE(0) !== 0x514649fb) throw new Error(`${path.basename(file)} is not a qcow2 file`);
+    return Number(b.readBigUInt64BE(24));
+  } finally {
+    await fh.close();
+  }
 }
 
 /** How many empty children of backing files (about 200 KiB each) a disk maker keeps. */
