@@ -274,8 +274,10 @@ export const Image = z
     status: z.enum(['queued', 'building', 'ready', 'failed']),
     status_reason: z.string().nullable().meta({ description: 'Why the image failed; null otherwise' }),
     parent: z.string().nullable().meta({ description: 'The image it is built FROM (`base` or an `img_` id); null for `base`' }),
-    size_bytes: z.int().nullable().meta({ description: 'What the image takes on disk; null until it is ready' }),
-    packages: z.array(ImagePackage).meta({ description: 'What is installed, by name; empty until the image is ready' }),
+    size_bytes: z.int().nullable().meta({ description: "What the image takes on disk (its layers: each holds only what its step wrote); null until it is ready" }),
+    packages: z.array(ImagePackage).meta({
+      description: "What is installed, by name; empty until the image is ready. For `base`: its Debian packages and npm; for an image: the Debian packages installed in its root (its parent's list when its build changed none)",
+    }),
     created_at: timestamp.meta({ description: 'When its build began (for `base` not yet ready: when this server began to look for it)' }),
     ready_at: timestamp.nullable(),
   })

@@ -1690,9 +1690,9 @@ export interface components {
             status_reason: string | null;
             /** @description The image it is built FROM (`base` or an `img_` id); null for `base` */
             parent: string | null;
-            /** @description What the image takes on disk; null until it is ready */
+            /** @description What the image takes on disk (its layers: each holds only what its step wrote); null until it is ready */
             size_bytes: number | null;
-            /** @description What is installed, by name; empty until the image is ready */
+            /** @description What is installed, by name; empty until the image is ready. For `base`: its Debian packages and npm; for an image: the Debian packages installed in its root (its parent's list when its build changed none) */
             packages: components["schemas"]["ImagePackage"][];
             /**
              * Format: date-time
