@@ -106,6 +106,7 @@ export class ImageBuilder {
       await this.builders.destroy(vmId).catch((err) => this.o.log.warn({ err, vm_id: vmId }, 'removing a builder VM failed'));
     }
     const requeued = await imageStore.requeueInterrupted(this.o.db, this.o.hostId);
+    for (const imageId of requeued) await this.say(imageId, 'its host restarted: the build is queued again, to go on from its last cached step');
     if (requeued.length) this.o.log.info({ images: requeued }, 'image builds interrupted by a restart are queued again');
     this.swept = true;
     // Deleted images' layers and old cached steps go at the latest an hour later (and after each build).
