@@ -13,9 +13,9 @@ import { mkdir, mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { GuestShell, ShellEnd } from '../domain/guestAccess.ts';
-import type { ProcessOpen } from '../wire/protocol.ts';
+import type { ExecResult, ProcessOpen } from '../wire/protocol.ts';
 import { processFrame } from '../wire/processFrames.ts';
-import { runStreamed, splitLines, workdirArgv, type BuilderProcess, type StreamedStep } from './buildStep.ts';
+import { BUSYBOX_SH, runStreamed, splitLines, withoutBusybox, workdirArgv, type BuilderProcess, type StreamedStep } from './buildStep.ts';
 
 /** The builder's agent starting a program on a stream, on this machine. */
 const localProcess: BuilderProcess = async (p: ProcessOpen) => {
@@ -164,3 +164,13 @@ test("a WORKDIR's folders it makes are the USER's; those already there keep thei
     assert.equal(spawnSync(asRoot[0], asRoot.slice(1)).status, 0);
     assert.equal((await stat(path.join(dir, 'opt', 'tool'))).uid, 0);
   }));
+
+test("the builder's own scripts fall back to /bin/sh only when BusyBox could not start", () => {
+  const argv = [...BUSYBOX_SH, 'mkdir -p "$1"', 'x', '/a'];
+  const missing = { exit_code: 127, stderr: 'spawn /bin/busybox ENOENT\n' } as ExecResult;
+  assert.deepEqual(withoutBusybox(argv, missing), ['/bin/sh', '-c', 'mkdir -p "$1"', 'x', '/a']);
+  assert.deepEqual(withoutBusybox(['/bin/busybox', 'sync'], missing), ['sync']);
+  // The script's own 127 (a command it ran was not found) is its answer, not a reason to run it again.
+  assert.equal(withoutBusybox(argv, { exit_code: 127, stderr: 'sh: nope: not found\n' } as ExecResult), null);
+  assert.equal(withoutBusybox(['/bin/sh', '-c', ':'], missing), null);
+});

@@ -30,7 +30,7 @@ import { BASE_CONFIG, type ImageFeed } from '../domain/images.ts';
 import { IMAGE_CONFIG_PATH, type ExecArgs, type ExecResult } from '../wire/protocol.ts';
 import type { EgressGateway } from './egress/gateway.ts';
 import { PROXY_ENV } from '../harness/invoke.ts';
-import { BUILD_MARK, buildPhases, copyStep, lastStepArgv, LIST_PACKAGES_ARGV, workdirArgv, parsePackages, runStreamed, type BuildState } from './buildStep.ts';
+import { BUILD_MARK, BUSYBOX_SH, buildPhases, copyStep, lastStepArgv, LIST_PACKAGES_ARGV, workdirArgv, parsePackages, runStreamed, withoutBusybox, type BuildState } from './buildStep.ts';
 import { chainBytes, chainOf, collectLayers } from './layerGc.ts';
 import { LocalGuestAccess } from './guestAccess.ts';
 import * as imageStore from '../store/images.ts';
@@ -316,7 +316,10 @@ export class ImageBuilder {
   /** Runs `args` in the builder as `state.user`, in `state.workdir`, with the build's environment. */
   private async exec(state: BuildState, args: Omit<ExecArgs, 'uid' | 'gid' | 'env'> & { asRoot?: boolean }, what: string): Promise<ExecResult> {
     const ids = args.asRoot ? { uid: 0, gid: 0 } : await this.ids(state);
-    const r = await this.builders.exec(state.vmId!, { max_output_bytes: STEP_OUTPUT_BYTES, timeout_ms: STEP_TIMEOUT_MS, ...args, ...ids, env: this.env(state, ids.uid) }, STEP_TIMEOUT_MS + 30_000);
+    const run = (argv: string[]) => this.builders.exec(state.vmId!, { max_output_bytes: STEP_OUTPUT_BYTES, timeout_ms: STEP_TIMEOUT_MS, ...args, argv, ...ids, env: this.env(state, ids.uid) }, STEP_TIMEOUT_MS + 30_000);
+    let r = await run(args.argv);
+    const plain = withoutBusybox(args.argv, r);
+    if (plain) r = await run(plain);
     if (r.timed_out) throw new Error(`${what} ran longer than ${STEP_TIMEOUT_MS / 60_000} minutes`);
     return r;
   }
@@ -335,7 +338,7 @@ export class ImageBuilder {
     if (user === 'root' && !group) return { uid: 0, gid: 0 };
     const known = state.idsOf.get(state.user);
     if (known) return known;
-    const r = await this.exec(state, { argv: ['/bin/sh', '-c', 'id -u "$1" && if [ -n "$2" ]; then getent group "$2" | cut -d: -f3 || echo "$2"; else id -g "$1"; fi', 'ids', user, group ?? ''], asRoot: true }, 'USER');
+    const r = await this.exec(state, { argv: [...BUSYBOX_SH, 'id -u "$1" && if [ -n "$2" ]; then getent group "$2" | cut -d: -f3 || echo "$2"; else id -g "$1"; fi', 'ids', user, group ?? ''], asRoot: true }, 'USER');
     const [uid, gid] = r.stdout.trim().split('\n').map(Number);
     if (r.exit_code !== 0 || !Number.isInteger(uid) || !Number.isInteger(gid)) throw new Error(`USER ${state.user}: no such user in the image`);
     state.idsOf.set(state.user, { uid, gid });
@@ -377,7 +380,7 @@ export class ImageBuilder {
 
   /** Flushes the builder's root and keeps what changed since the last layer as the layer of `key` (buildLayers.ts). */
   private async capture(state: BuildState, key: string): Promise<void> {
-    if (!state.synced) await this.exec(state, { argv: ['sync'], asRoot: true }, 'sync');
+    if (!state.synced) await this.exec(state, { argv: [BUSYBOX_SH[0], 'sync'], asRoot: true }, 'sync');
     state.synced = false;
     await mkdir(this.o.layersDir, { recursive: true });
     const out = path.join(this.o.layersDir, `${key}.qcow2`);
