@@ -9,13 +9,13 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { GuestShell, ShellEnd } from '../domain/guestAccess.ts';
 import type { ExecResult, ProcessOpen } from '../wire/protocol.ts';
 import { processFrame } from '../wire/processFrames.ts';
-import { BUSYBOX_SH, runStreamed, splitLines, withoutBusybox, workdirArgv, type BuilderProcess, type StreamedStep } from './buildStep.ts';
+import { BUSYBOX_SH, copyStep, runStreamed, splitLines, withoutBusybox, workdirArgv, type BuilderProcess, type StreamedStep } from './buildStep.ts';
 
 /** The builder's agent starting a program on a stream, on this machine. */
 const localProcess: BuilderProcess = async (p: ProcessOpen) => {
@@ -174,3 +174,35 @@ test("the builder's own scripts fall back to /bin/sh only when BusyBox could not
   assert.equal(withoutBusybox(argv, { exit_code: 127, stderr: 'sh: nope: not found\n' } as ExecResult), null);
   assert.equal(withoutBusybox(['/bin/sh', '-c', ':'], missing), null);
 });
+
+test('a COPY writes small files several to an exec and a big one in chunks, each where Docker puts it, the mark first', { timeout: 60_000 }, () =>
+  inTempDir(async (dir) => {
+    // The builder's exec, as the guest agent runs it: the program with the arguments, stdin given whole.
+    const calls: string[][] = [];
+    const exec = async (args: { argv: string[]; stdin?: string }) => {
+      calls.push(args.argv);
+      const r = spawnSync(args.argv[0], args.argv.slice(1), { input: args.stdin ?? '', encoding: 'utf8' });
+      return { exit_code: r.status, stdout: r.stdout, stderr: r.stderr } as ExecResult;
+    };
+    const big = Buffer.alloc(700 * 1024, 7);
+    const context = {
+      'app/a.txt': Buffer.from('alpha\n').toString('base64'),
+      'app/lib/b.txt': Buffer.from('beta\n').toString('base64'),
+      'app/empty': '',
+      'app/data.bin': big.toString('base64'),
+      'other.txt': Buffer.from('not copied').toString('base64'),
+    };
+    const mark = path.join(dir, 'mark');
+    const step = { kind: 'copy' as const, line: 3, text: 'COPY app/ ./srv/', sources: ['app/'], dest: './srv/', chown: null, chmod: '640' };
+    const copied = await copyStep(exec as never, step as never, path.join(dir, 'work'), context, mark);
+    assert.equal(copied, 4);
+    const srv = path.join(dir, 'work', 'srv');
+    assert.equal(await readFile(path.join(srv, 'a.txt'), 'utf8'), 'alpha\n');
+    assert.equal(await readFile(path.join(srv, 'lib', 'b.txt'), 'utf8'), 'beta\n');
+    assert.equal((await readFile(path.join(srv, 'empty'))).length, 0);
+    assert.ok((await readFile(path.join(srv, 'data.bin'))).equals(big), 'the big file whole, from its chunks');
+    assert.equal((await stat(path.join(srv, 'lib', 'b.txt'))).mode & 0o777, 0o640, '--chmod');
+    assert.ok(existsSync(mark));
+    // The big one in two chunks, the three small files in one exec, then the --chmod.
+    assert.equal(calls.length, 4, calls.map((c) => c.slice(3, 6).join(' ')).join('\n'));
+  }));
