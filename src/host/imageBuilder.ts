@@ -217,7 +217,7 @@ export class ImageBuilder {
       // Steps after the last change of files only set the config: nothing of them is built again.
       if (plan.slice(resumeAt).every((p) => !p.fs)) resumeAt = plan.length;
       // The packages the builder starts with, where known (a build from its parent, no step cached).
-      const startPackages = resumeAt > 0 ? null : (parent?.packages ?? debianPackages(image.manifest));
+      const startPackages = () => (resumeAt > 0 ? null : (parent?.packages ?? debianPackages(image.manifest)));
       if (state.layer) await imageStore.touchLayers(this.o.db, this.o.hostId, await chainOf(state.layer), this.o.clock.now());
       for (const [i, p] of plan.entries()) {
         const head = `step ${i + 1}/${plan.length}: ${p.step.text.slice(0, 200)}`;
@@ -244,11 +244,11 @@ export class ImageBuilder {
       else {
         await timed('builder_ms', () => this.ensureBuilder(row, state, image));
         // One exec (each is a process or more in the guest); the builder goes after it.
-        const argv = lastStepArgv(IMAGE_CONFIG_PATH, config.workdir, startPackages !== null);
+        const argv = lastStepArgv(IMAGE_CONFIG_PATH, config.workdir, startPackages() !== null);
         const w = await timed('config_ms', () => this.exec(state, { argv, stdin: `${JSON.stringify(config)}\n`, asRoot: true, max_output_bytes: 4 * 1024 * 1024 }, 'writing the image config'));
         if (w.exit_code !== 0 || !w.stdout.startsWith('ok\n')) throw new Error(`writing the image's config failed: ${w.stderr.trim().slice(0, 200)}`);
         state.synced = true;
-        packages = parsePackages(w.stdout.slice(3)) ?? startPackages;
+        packages = parsePackages(w.stdout.slice(3)) ?? startPackages();
         await timed('capture_ms', () => this.capture(state, configKey));
       }
       packages ??= state.vmId ? await this.packages(state) : ((await imageStore.packagesOfLayer(this.o.db, state.layer!)) ?? parent?.packages ?? []);
