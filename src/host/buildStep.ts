@@ -253,8 +253,15 @@ export async function copyStep(
   }
   await flush();
   const fix = [step.chown ? `chown -h ${shellQuote(step.chown)} "$@"` : '', step.chmod ? `chmod ${step.chmod} "$@"` : ''].filter(Boolean).join(' && ');
-  if (fix) {
-    const r = await exec({ argv: [...BUSYBOX_SH, fix, 'copy', ...targets] });
+  // The paths as arguments too, ARG_BATCH of them at most an exec.
+  for (let i = 0; fix && i < targets.length; ) {
+    const some = [targets[i++]];
+    let bytes = some[0].length;
+    while (i < targets.length && bytes + targets[i].length < ARG_BATCH) {
+      bytes += targets[i].length + 1;
+      some.push(targets[i++]);
+    }
+    const r = await exec({ argv: [...BUSYBOX_SH, fix, 'copy', ...some] });
     if (r.exit_code !== 0) throw new Error(`line ${step.line}: ${r.stderr.trim().slice(0, 200)}`);
   }
   return targets.length;
