@@ -338,4 +338,6 @@ export interface BuildState {
   idsOf: Map<string, { uid: number; gid: number }>;
   /** The builder's root disk, as its layers are taken. */
   disk: BuilderDisk;
+  /** Resolves once every layer taken is whole and in the cache. */
+  saved: Promise<void>;
 }

@@ -67,13 +67,8 @@ const STEP_TIMEOUT_MS = 30 * 60_000;
 const STEP_OUTPUT_BYTES = 256 * 1024;
 const BUILD_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
-/** A step of the build with its cache key: steps that change files have a layer under that key. */
-interface PlannedStep {
-  step: Step;
-  key: string;
-  /** Changes files: has a layer. */
-  fs: boolean;
-}
+/** A step of the build with its cache key: steps that change files (`fs`) have a layer under that key. */
+type PlannedStep = { step: Step; key: string; fs: boolean };
 
 export class ImageBuilder {
   private readonly builders: QemuDriver;
@@ -190,7 +185,7 @@ export class ImageBuilder {
     const imageId = row.image_id;
     const image = this.o.image()!;
     const t0 = performance.now();
-    const state: BuildState = { vmId: null, env: new Map(), workdir: BASE_CONFIG.workdir, user: 'root', startLayer: null, layer: null, synced: false, idsOf: new Map(), disk: builderDisk() };
+    const state: BuildState = { vmId: null, env: new Map(), workdir: BASE_CONFIG.workdir, user: 'root', startLayer: null, layer: null, synced: false, idsOf: new Map(), disk: builderDisk(), saved: Promise.resolve() };
     const { phases, timed } = buildPhases();
     try {
       const { steps } = parseDockerfile(row.dockerfile);
@@ -252,6 +247,7 @@ export class ImageBuilder {
         await timed('capture_ms', () => this.capture(state, configKey));
       }
       packages ??= state.vmId ? await this.packages(state) : ((await imageStore.packagesOfLayer(this.o.db, state.layer!)) ?? parent?.packages ?? []);
+      await state.saved;
       const layerPath = state.layer!;
       const size = await chainBytes(layerPath);
       const secs = ((performance.now() - t0) / 1000).toFixed(1);
@@ -264,6 +260,8 @@ export class ImageBuilder {
       await this.say(imageId, `build failed: ${reason}`).catch(() => undefined);
       await imageStore.markFailed(this.o.db, imageId, reason, this.o.hostId);
     } finally {
+      // The steps that went well stay in the cache (a first layer's copy reads the builder's files).
+      await state.saved.catch(() => undefined);
       if (state.vmId) await this.dropBuilder(state.vmId);
       await this.o.feed.publish({ image_id: imageId }).catch(() => undefined);
     }
@@ -386,13 +384,15 @@ export class ImageBuilder {
     const out = path.join(this.o.layersDir, `${key}.qcow2`);
     const m = this.builders.snapshotMachine(state.vmId!);
     if (!m) throw new Error('the builder VM stopped');
-    await takeLayer(m, this.builders.vmDir(state.vmId!), state.disk, out, state.layer);
-    await imageStore.saveLayer(this.o.db, this.o.hostId, key, out, (await stat(out)).size, this.o.clock.now());
+    const { whole } = await takeLayer(m, this.builders.vmDir(state.vmId!), state.disk, out, state.layer);
+    // In the cache only once it and every layer under it are whole (a first layer's copy goes on beside the next step).
+    state.saved = Promise.all([state.saved, whole]).then(async () => {
+      await imageStore.saveLayer(this.o.db, this.o.hostId, key, out, (await stat(out)).size, this.o.clock.now());
+    });
+    state.saved.catch(() => undefined); // awaited by the build: its failure fails the build there
     state.layer = out;
   }
 
-  private async packages(state: BuildState): Promise<Array<{ name: string; version: string }>> {
-    const r = await this.exec(state, { argv: LIST_PACKAGES_ARGV, asRoot: true, max_output_bytes: 4 * 1024 * 1024 }, 'listing packages');
-    return parsePackages(r.stdout) ?? [];
-  }
+  private packages = async (state: BuildState) =>
+    parsePackages((await this.exec(state, { argv: LIST_PACKAGES_ARGV, asRoot: true, max_output_bytes: 4 << 20 }, 'listing packages')).stdout) ?? [];
 }

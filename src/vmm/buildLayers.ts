@@ -30,9 +30,11 @@ export const builderDisk = (): BuilderDisk => ({ top: null, taken: 0 });
 
 /**
  * Takes what the builder wrote since its last layer (its guest flushed or frozen) as the layer `out`,
- * over `under` (the layer the builder's disk stood on when it started, for its first one).
+ * over `under` (the layer the builder's disk stood on when it started, for its first one). Resolves
+ * once the builder writes a new top; the promise it answers resolves once `out` is whole (at once for
+ * a link; the first layer's copy goes on while the builder runs its next step).
  */
-export async function takeLayer(m: RunningMachine, vmDir: string, disk: BuilderDisk, out: string, under: string | null): Promise<void> {
+export async function takeLayer(m: RunningMachine, vmDir: string, disk: BuilderDisk, out: string, under: string | null): Promise<{ whole: Promise<void> }> {
   const active = disk.top ?? path.join(vmDir, 'upper.qcow2');
   const n = disk.taken + 1;
   const next = path.join(vmDir, `upper.build-${n}.qcow2`);
@@ -47,17 +49,20 @@ export async function takeLayer(m: RunningMachine, vmDir: string, disk: BuilderD
   disk.top = next;
   disk.taken = n;
   const tmp = `${out}.${randomBytes(6).toString('hex')}.tmp`;
-  try {
-    if (n === 1) {
-      await runQemuImg(['convert', '-U', '-O', 'qcow2', ...(under ? ['-B', under, '-F', 'qcow2'] : []), active, tmp]);
-    } else {
-      await link(active, tmp);
-      // Layers are the host's (root, 0644): many QEMUs read them, none writes them.
-      if (isolating()) await chown(tmp, 0, 0);
-      await chmod(tmp, 0o644);
+  const place = async (make: () => Promise<void>) => {
+    try {
+      await make();
+      await rename(tmp, out);
+    } finally {
+      await rm(tmp, { force: true });
     }
-    await rename(tmp, out);
-  } finally {
-    await rm(tmp, { force: true });
-  }
+  };
+  if (n === 1) return { whole: place(() => runQemuImg(['convert', '-U', '-O', 'qcow2', ...(under ? ['-B', under, '-F', 'qcow2'] : []), active, tmp]).then(() => undefined)) };
+  await place(async () => {
+    await link(active, tmp);
+    // Layers are the host's (root, 0644): many QEMUs read them, none writes them.
+    if (isolating()) await chown(tmp, 0, 0);
+    await chmod(tmp, 0o644);
+  });
+  return { whole: Promise.resolve() };
 }
