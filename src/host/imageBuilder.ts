@@ -5,10 +5,11 @@
  *
  * An image is the writable layer of a VM's root: after each step that changes files (RUN, COPY, ADD,
  * WORKDIR) the builder's root is flushed and what the step wrote is kept as a qcow2 layer over the
- * layer before it (the file the builder wrote, given a new top: vmm/buildLayers.ts). Those layers are the step cache: a step whose parent layer and text (and, for a
- * COPY, the bytes it copies) are unchanged is taken from it, and a build whose every step is cached
- * starts no VM at all. A VM of the image gets a copy-on-write child of its last layer as its root layer
- * (disks.ts), so it starts from the same golden snapshot as any VM.
+ * layer before it (the file the builder wrote, given a new top: vmm/buildLayers.ts). Those layers are
+ * the step cache: a step whose parent layer and text (and, for a COPY, the bytes it copies) are
+ * unchanged is taken from it, and a build whose every step is cached starts no VM at all. A VM of the
+ * image gets a copy-on-write child of its last layer as its root layer (disks.ts), so it starts from
+ * the same golden snapshot as any VM.
  *
  * The image's ENV, WORKDIR and USER are written into its root (/etc/agentvm/image.json), where the
  * guest agent reads them for runs and shells.
