@@ -55,7 +55,7 @@ export interface StepOutcome {
  * program's start is 20–25 ms more than a static one's); withoutBusybox is the fallback for an image
  * that removed it.
  */
-const BUSYBOX = '/bin/busybox';
+export const BUSYBOX = '/bin/busybox';
 export const BUSYBOX_SH = [BUSYBOX, 'sh', '-c'];
 
 /** The same script under /bin/sh, when `r` says the builder has no BusyBox (its start failed); else null. */
@@ -72,11 +72,8 @@ export function withoutBusybox(argv: string[], r: ExecResult): string[] | null {
 export const BUILD_MARK = '/run/agentvm-build.mark';
 /** Makes the mark `$1` when it is missing (none when empty), then drops it from the arguments. */
 const MARK_FIRST = '{ [ -z "$1" ] || [ -e "$1" ] || : > "$1"; }; shift; ';
-/**
- * `$1` the WORKDIR (made where missing), `$2` whether to sync at the end, `$3` the mark to make when
- * missing (none when empty); its status is the command's.
- */
-const PROLOGUE = '{ [ -z "$3" ] || [ -e "$3" ] || : > "$3"; } && { [ -d "$1" ] || mkdir -p -- "$1"; } && cd -- "$1" || exit 1; __avm_sync=$2; shift 3; ';
+/** After the mark (MARK_FIRST): `$1` the WORKDIR (made where missing), `$2` whether to sync at the end; its status is the command's. */
+const PROLOGUE = `${MARK_FIRST}{ [ -d "$1" ] || mkdir -p -- "$1"; } && cd -- "$1" || exit 1; __avm_sync=$2; shift 2; `;
 const EPILOGUE = `__avm_status=$?; [ -z "$__avm_sync" ] || { [ -x ${BUSYBOX} ] && ${BUSYBOX} sync; } || sync; exit $__avm_status`;
 /** Then the command, as a program of its own. */
 const STEP_PROGRAM = `${PROLOGUE}"$@"; ${EPILOGUE}`;
@@ -91,10 +88,10 @@ export function stepArgv(s: StreamedStep): string[] {
   const { uid, gid } = s.ids;
   const head = ['/bin/sh', '-c'];
   if (uid === 0 && gid === 0 && s.argv.length === 3 && s.argv[0] === '/bin/sh' && s.argv[1] === '-c') {
-    return [...head, STEP_SCRIPT, 'step', s.cwd || '/', s.sync ? '1' : '', s.mark ?? '', s.argv[2]];
+    return [...head, STEP_SCRIPT, 'step', s.mark ?? '', s.cwd || '/', s.sync ? '1' : '', s.argv[2]];
   }
   const drop = uid === 0 && gid === 0 ? [] : ['setpriv', `--reuid=${uid}`, `--regid=${gid}`, '--init-groups', '--'];
-  return [...head, STEP_PROGRAM, 'step', s.cwd || '/', s.sync ? '1' : '', s.mark ?? '', ...drop, ...s.argv];
+  return [...head, STEP_PROGRAM, 'step', s.mark ?? '', s.cwd || '/', s.sync ? '1' : '', ...drop, ...s.argv];
 }
 
 /** Whole lines of `bytes` after a partial line held from before; answers them and the new partial line. */

@@ -31,7 +31,7 @@ import { BASE_CONFIG, type ImageFeed } from '../domain/images.ts';
 import { IMAGE_CONFIG_PATH, type ExecArgs, type ExecResult } from '../wire/protocol.ts';
 import type { EgressGateway } from './egress/gateway.ts';
 import { PROXY_ENV } from '../harness/invoke.ts';
-import { BUILD_MARK, BUSYBOX_SH, buildPhases, copyStep, lastStepArgv, LIST_PACKAGES_ARGV, workdirArgv, parsePackages, runStreamed, withoutBusybox, type BuildState } from './buildStep.ts';
+import { BUILD_MARK, BUSYBOX, BUSYBOX_SH, buildPhases, copyStep, lastStepArgv, LIST_PACKAGES_ARGV, workdirArgv, parsePackages, runStreamed, withoutBusybox, type BuildState } from './buildStep.ts';
 import { chainBytes, chainOf, collectLayers } from './layerGc.ts';
 import { LocalGuestAccess } from './guestAccess.ts';
 import * as imageStore from '../store/images.ts';
@@ -379,7 +379,7 @@ export class ImageBuilder {
 
   /** Flushes the builder's root and keeps what changed since the last layer as the layer of `key` (buildLayers.ts). */
   private async capture(state: BuildState, key: string): Promise<void> {
-    if (!state.synced) await this.exec(state, { argv: [BUSYBOX_SH[0], 'sync'], asRoot: true }, 'sync');
+    if (!state.synced) await this.exec(state, { argv: [BUSYBOX, 'sync'], asRoot: true }, 'sync');
     state.synced = false;
     await mkdir(this.o.layersDir, { recursive: true });
     const out = path.join(this.o.layersDir, `${key}.qcow2`);

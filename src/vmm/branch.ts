@@ -31,7 +31,7 @@ import { createReadStream } from 'node:fs';
 import { chmod, chown, copyFile, link, mkdir, open, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import { emptyTopOver, forgetNextTops, NEXT_TOP, nextTopName, qcow2Size, runQemuImg } from './disks.ts';
+import { emptyTopOver, forgetNextTops, NEXT_TOP, nextTopName, placeTopLike, qcow2Size, runQemuImg } from './disks.ts';
 import { isolating, sealedSource } from './isolation.ts';
 import { save, savePages } from './suspend.ts';
 import { suspendFiles, type SuspendRecord } from './suspendRecord.ts';
@@ -125,13 +125,8 @@ async function prepareFreeze(vmDir: string, work: string, snapshotId: string): P
       await rm(path.join(vmDir, layer), { force: true });
       await link(active, path.join(vmDir, layer));
       const top = await emptyTopOver(layer, await qcow2Size(active), work);
-      await writeFile(`${next}.tmp`, top);
       await writeFile(path.join(work, topName(disk)), top, { mode: 0o600 });
-      // QEMU (of its own user, isolation.ts) writes it as it wrote the disk.
-      const own = await stat(active);
-      await chown(`${next}.tmp`, own.uid, own.gid);
-      await chmod(`${next}.tmp`, own.mode & 0o777);
-      await rename(`${next}.tmp`, next);
+      await placeTopLike(active, next, top);
     }),
   );
 }

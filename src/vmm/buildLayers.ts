@@ -13,9 +13,9 @@
  * 20 MB step and three small ones kept 90 MB of layers, and each copy read all of it again.
  */
 import { randomBytes } from 'node:crypto';
-import { chmod, chown, link, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, chown, link, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
-import { emptyTopOver, qcow2Size, runQemuImg } from './disks.ts';
+import { emptyTopOver, placeTopLike, qcow2Size, runQemuImg } from './disks.ts';
 import { isolating } from './isolation.ts';
 import type { RunningMachine } from './branch.ts';
 
@@ -38,12 +38,7 @@ export async function takeLayer(m: RunningMachine, vmDir: string, disk: BuilderD
   const active = disk.top ?? path.join(vmDir, 'upper.qcow2');
   const n = disk.taken + 1;
   const next = path.join(vmDir, `upper.build-${n}.qcow2`);
-  // QEMU (of its own user, isolation.ts) writes the new top as it wrote the disk.
-  const own = await stat(active);
-  await writeFile(`${next}.tmp`, await emptyTopOver(out, await qcow2Size(active), vmDir));
-  await chown(`${next}.tmp`, own.uid, own.gid);
-  await chmod(`${next}.tmp`, own.mode & 0o777);
-  await rename(`${next}.tmp`, next);
+  await placeTopLike(active, next, await emptyTopOver(out, await qcow2Size(active), vmDir));
   // The file before keeps its name while the builder runs: QEMU reopens it by it, read-only.
   await m.qmp('blockdev-snapshot-sync', { device: 'upper', 'snapshot-file': next, 'snapshot-node-name': `upper-build-${n}`, format: 'qcow2', mode: 'existing' });
   disk.top = next;

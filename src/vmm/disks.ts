@@ -6,7 +6,7 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { link, mkdir, open, readdir, readFile, rename, rm, truncate, writeFile } from 'node:fs/promises';
+import { chmod, chown, link, mkdir, open, readdir, readFile, rename, rm, stat, truncate, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { MachineFiles } from './machine.ts';
 
@@ -74,6 +74,18 @@ export async function emptyTopOver(backing: string, sizeBytes: number, scratchDi
   const out = Buffer.from(bytes);
   out.write(backing, at, 'latin1');
   return out;
+}
+
+/**
+ * Puts `bytes` (a new top, emptyTopOver) in place as `file`, through a temporary name, owned and
+ * moded as `active`: QEMU (of its own user, isolation.ts) writes it as it wrote the disk.
+ */
+export async function placeTopLike(active: string, file: string, bytes: Buffer): Promise<void> {
+  const own = await stat(active);
+  await writeFile(`${file}.tmp`, bytes);
+  await chown(`${file}.tmp`, own.uid, own.gid);
+  await chmod(`${file}.tmp`, own.mode & 0o777);
+  await rename(`${file}.tmp`, file);
 }
 
 /** A qcow2 file's virtual size, from its header (bytes 24–31): no process, no lock. */

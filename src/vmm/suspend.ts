@@ -286,19 +286,20 @@ export async function checkPageFile(f: SuspendFiles, record: SuspendRecord, ramB
   }
   try {
     // One this server wrote a moment ago, unchanged since, is not read again (pageFileVouch.ts).
-    const known = isVouched(fstatSync(fd, { bigint: true }), record.sha256);
-    const hash = createHash('sha256');
-    const buf = scratch();
-    let bytes = 0;
-    for (let n = 1; !known; n++) {
-      const got = readSync(fd, buf, 0, buf.length, bytes);
-      if (got === 0) break;
-      hash.update(buf.subarray(0, got));
-      bytes += got;
-      if (n % 8 === 0) await setImmediate();
-    }
-    if (!known && (bytes !== record.bytes || hash.digest('hex') !== record.sha256)) {
-      throw new DamagedState(`the saved memory is damaged (${bytes} bytes, expected ${record.bytes}; its checksum does not match)`);
+    if (!isVouched(fstatSync(fd, { bigint: true }), record.sha256)) {
+      const hash = createHash('sha256');
+      const buf = scratch();
+      let bytes = 0;
+      for (let n = 1; ; n++) {
+        const got = readSync(fd, buf, 0, buf.length, bytes);
+        if (got === 0) break;
+        hash.update(buf.subarray(0, got));
+        bytes += got;
+        if (n % 8 === 0) await setImmediate();
+      }
+      if (bytes !== record.bytes || hash.digest('hex') !== record.sha256) {
+        throw new DamagedState(`the saved memory is damaged (${bytes} bytes, expected ${record.bytes}; its checksum does not match)`);
+      }
     }
     try {
       return readHead(fd, record.bytes, ramBytes / PAGE);
