@@ -17,6 +17,7 @@ import { EventEmitter } from 'node:events';
 import type { GuestShell } from '../domain/guestAccess.ts';
 import type { ProcessOpen } from '../wire/protocol.ts';
 import { processFrame, ProcessFrameReader, waitStatus } from '../wire/processFrames.ts';
+import { shellQuote } from '../wire/shellWords.ts';
 import type { SandboxContext } from './context.ts';
 
 /** Marks where the program's frames (or a PTY's own bytes) start; the echo of the typed line never holds it. */
@@ -47,7 +48,6 @@ const hex = (s: string) => Buffer.from(s, 'utf8').toString('hex');
 const perlString = (s: string) => `pack('H*','${hex(s)}')`;
 
 /** POSIX shell single quotes. */
-export const shellQuote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
 
 /** The Perl program for a spec: no JSON in perl-base, so the spec is written into it as hex literals. */
 function program(spec: ProcessSpec): string {

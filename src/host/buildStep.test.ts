@@ -1,53 +1,17 @@
 /**
- * A build step's output streamed line by line (buildStep.ts), with a process of this machine standing
- * in for the builder's agent (the same frames as guest/process.ts sends: `P`, `O`, `E`, `X`; `K` kills
- * the group) and this machine's /bin/sh running the step's own shell: lines reach the log while the
- * step still runs, the cap counts what it cuts, the exit code is the step's, a timeout kills it.
- * The same path on a real builder VM: test/images.test.ts.
+ * A build's steps besides RUN (buildStep.ts) with this machine's shells standing in for the builder's:
+ * a WORKDIR's owners, a COPY's files, the fallback when an image has no BusyBox. The same on a real
+ * builder VM: test/images.test.ts.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import type { GuestShell, ShellEnd } from '../domain/guestAccess.ts';
-import type { ExecResult, ProcessOpen } from '../wire/protocol.ts';
-import { processFrame } from '../wire/processFrames.ts';
-import { BUSYBOX_SH, copyStep, runStreamed, splitLines, withoutBusybox, workdirArgv, type BuilderProcess, type StreamedStep } from './buildStep.ts';
-
-/** The builder's agent starting a program on a stream, on this machine. */
-const localProcess: BuilderProcess = async (p: ProcessOpen) => {
-  const child = spawn(p.argv[0], p.argv.slice(1), { cwd: p.cwd ?? '/', env: p.env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
-  let sink: ((chunk: Buffer, done: () => void) => void) | null = null;
-  const early: Buffer[] = [];
-  const send = (b: Buffer) => (sink ? sink(b, () => undefined) : early.push(b));
-  send(processFrame('P', Buffer.from(String(child.pid))));
-  child.stdout.on('data', (c: Buffer) => send(processFrame('O', c)));
-  child.stderr.on('data', (c: Buffer) => send(processFrame('E', c)));
-  const ended = new Promise<ShellEnd>((resolve) =>
-    child.on('close', (code, signal) => {
-      send(processFrame('X', Buffer.from(String(signal ? os.constants.signals[signal] : (code ?? 0) << 8))));
-      resolve({ kind: 'exit', exit_code: code, signal });
-    }),
-  );
-  const shell: GuestShell = {
-    framed: true,
-    ended,
-    write: async (bytes) => {
-      // The step's runner writes only `K` frames: no bytes, the signal's number where a length would be.
-      if (bytes[0] === 'K'.charCodeAt(0)) process.kill(-child.pid!, Number.parseInt(bytes.subarray(1, 9).toString(), 16));
-    },
-    resize: () => undefined,
-    output: (fn) => {
-      sink = fn;
-      for (const b of early.splice(0)) fn(b, () => undefined);
-    },
-    close: () => undefined,
-  };
-  return shell;
-};
+import type { ExecResult } from '../wire/protocol.ts';
+import { BUSYBOX_SH, copyStep, withoutBusybox, workdirArgv } from './buildStep.ts';
 
 /** Runs `fn` in a new folder of this machine's temporary folder, removed after. */
 async function inTempDir(fn: (dir: string) => Promise<void>): Promise<void> {
@@ -58,98 +22,6 @@ async function inTempDir(fn: (dir: string) => Promise<void>): Promise<void> {
     await rm(dir, { recursive: true, force: true });
   }
 }
-
-const step = (dir: string, script: string, more: Partial<StreamedStep> = {}): StreamedStep => ({
-  argv: ['/bin/sh', '-c', script],
-  cwd: dir,
-  env: { PATH: process.env.PATH! },
-  ids: { uid: 0, gid: 0 },
-  timeoutMs: 30_000,
-  capBytes: 1024,
-  ...more,
-});
-
-test('lines split on newlines across reads; a partial line is held, a multi-byte character split between reads is whole', () => {
-  const euro = Buffer.from('€');
-  const a = splitLines(Buffer.alloc(0), Buffer.concat([Buffer.from('one\r\ntw'), euro.subarray(0, 1)]));
-  assert.deepEqual(a.lines, ['one']);
-  const b = splitLines(a.rest, Buffer.concat([euro.subarray(1), Buffer.from('o\nthree')]));
-  assert.deepEqual(b.lines, ['tw€o']);
-  assert.equal(b.rest.toString(), 'three');
-});
-
-test('a step streams its lines while it runs, stdout and stderr; its exit code and tail are its own; its WORKDIR is made', { timeout: 60_000 }, () =>
-  inTempDir(async (dir) => {
-    const got: string[] = [];
-    const gate = path.join(dir, 'gate');
-    // The step waits for a file the test makes only once the first line has reached it.
-    const script = `echo first; echo to-stderr >&2; printf '10%%\\r50%%\\r100%%\\n'; until [ -e ${gate} ]; do sleep 0.05; done; pwd; printf last; exit 7`;
-    const workdir = path.join(dir, 'app', 'src');
-    const mark = path.join(dir, 'mark');
-    const outcome = await runStreamed(localProcess, step(workdir, script, { sync: true, mark }), async (text) => {
-      got.push(text);
-      if (text === 'first') await writeFile(gate, '');
-    });
-    // The mark was made before the step wrote anything (the build's packages are listed only when newer).
-    assert.ok((await stat(mark)).mtimeMs <= (await stat(gate)).mtimeMs);
-    assert.deepEqual(got.filter((t) => t !== 'to-stderr'), ['first', '100%', workdir, 'last']);
-    assert.ok(got.includes('to-stderr'));
-    assert.equal(outcome.exitCode, 7);
-    assert.deepEqual(outcome.tail.filter((t) => t !== 'to-stderr'), ['first', '100%', workdir, 'last']);
-    assert.equal(outcome.droppedBytes, 0);
-    assert.equal(outcome.timedOut, false);
-  }));
-
-test('past the cap the rest is counted, not kept, and the step still runs to its end; the tail is the real end', { timeout: 60_000 }, () =>
-  inTempDir(async (dir) => {
-    const lines: string[] = [];
-    const outcome = await runStreamed(localProcess, step(dir, `for i in $(seq 1 200); do echo "line $i of the output"; done; touch ${dir}/ran-to-the-end`, { capBytes: 100 }), async (t) => void lines.push(t));
-    assert.equal(outcome.exitCode, 0, JSON.stringify(outcome));
-    assert.deepEqual(lines, ['line 1 of the output', 'line 2 of the output', 'line 3 of the output', 'line 4 of the output', 'line 5 of the ou'], 'the first 100 bytes, the last line cut');
-    assert.ok(outcome.droppedBytes > 3000, String(outcome.droppedBytes));
-    assert.equal(outcome.tail.at(-1), 'line 200 of the output');
-    assert.ok(existsSync(path.join(dir, 'ran-to-the-end')));
-  }));
-
-test('a step past its time is killed with its children: no exit code, timed out', { timeout: 60_000 }, () =>
-  inTempDir(async (dir) => {
-    const outcome = await runStreamed(localProcess, step(dir, `echo started; sleep 30 & wait; touch ${dir}/not-killed`, { timeoutMs: 300 }), async () => undefined);
-    assert.equal(outcome.timedOut, true);
-    assert.equal(outcome.exitCode, null);
-    assert.deepEqual(outcome.tail, ['started']);
-    assert.ok(!existsSync(path.join(dir, 'not-killed')));
-  }));
-
-test('a shell form runs as `sh -c` would (no arguments, `exit` its status, nothing of the runner seen); an exec form runs as its own program', { timeout: 60_000 }, () =>
-  inTempDir(async (dir) => {
-    const lines: string[] = [];
-    const shell = await runStreamed(localProcess, step(dir, 'echo "args:$#:$1"; set -e; false; echo not reached'), async (t) => void lines.push(t));
-    assert.deepEqual(lines, ['args:0:']);
-    assert.equal(shell.exitCode, 1);
-    const exited = await runStreamed(localProcess, step(dir, 'trap "echo trapped" EXIT; exit 3'), async (t) => void lines.push(t));
-    assert.equal(exited.exitCode, 3);
-    assert.equal(lines.at(-1), 'trapped');
-    const exec = await runStreamed(localProcess, { ...step(dir, ''), argv: ['/bin/echo', 'one word', '$HOME'] }, async (t) => void lines.push(t));
-    assert.equal(exec.exitCode, 0);
-    assert.equal(lines.at(-1), 'one word $HOME');
-  }));
-
-test('a stream cut before the step ends (its builder went) is told as such, with no exit code', async () => {
-  let sink: ((chunk: Buffer, done: () => void) => void) | null = null;
-  let cut!: (end: ShellEnd) => void;
-  const ended = new Promise<ShellEnd>((r) => (cut = r));
-  const shell: GuestShell = { framed: true, ended, write: async () => undefined, resize: () => undefined, close: () => undefined, output: (fn) => (sink = fn) };
-  const running = runStreamed(async () => shell, step('/', 'sleep 60'), async () => undefined);
-  await new Promise((r) => setImmediate(r));
-  sink!(processFrame('P', Buffer.from('42')), () => undefined);
-  sink!(processFrame('O', Buffer.from('working\n')), () => undefined);
-  cut({ kind: 'cut', error: 'vm_not_running', message: 'the VM stopped' });
-  const outcome = await running;
-  assert.equal(outcome.exitCode, null);
-  assert.equal(outcome.timedOut, false);
-  assert.equal(outcome.cut, 'the VM stopped');
-  assert.deepEqual(outcome.tail, ['working']);
-});
 
 test("a WORKDIR's folders it makes are the USER's; those already there keep their owner", { skip: process.getuid!() !== 0 && 'needs root (chown)' }, () =>
   inTempDir(async (dir) => {

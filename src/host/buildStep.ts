@@ -1,52 +1,16 @@
 /**
- * A RUN step of an image build with its output streamed: the builder's agent starts the step as a
- * program on a stream of the VM's data port (wire/processFrames.ts), so each line it prints (stdout and
- * stderr, as a terminal shows them) reaches the build's log as it comes, at most `capBytes` of it, the
- * rest counted. One process in the guest besides the step's own: the shell that goes to its WORKDIR
- * (made where missing), drops to its USER (`setpriv`) and flushes the filesystems at its end (under
- * emulation each process is 50–180 ms). Also here: a COPY step (copyStep) and the image's last exec in
- * its builder (lastStepArgv).
+ * An image build's steps in its builder besides RUN (buildShell.ts): a COPY step (copyStep), a
+ * WORKDIR's folders (workdirArgv), and the image's last exec in its builder (lastStepArgv), each a
+ * script of the image's static BusyBox shell (BUSYBOX_SH), one exec where it can be (under emulation
+ * each process in the guest is 25–180 ms).
  */
 import path from 'node:path';
-import type { GuestShell } from '../domain/guestAccess.ts';
 import { filesOfSource, joinWorkdir, type Step } from '../domain/dockerfile.ts';
-import { UPPER_MODEL, type ExecArgs, type ExecResult, type ProcessOpen } from '../wire/protocol.ts';
-import { processFrame, ProcessFrameReader, waitStatus } from '../wire/processFrames.ts';
+import { UPPER_MODEL, type ExecArgs, type ExecResult } from '../wire/protocol.ts';
+import { shellQuote } from '../wire/shellWords.ts';
 import type { BuilderDisk } from '../vmm/buildLayers.ts';
+import type { BuildShell } from './buildShell.ts';
 import { DPKG_QUERY_ARGS, parseDpkgQuery, type PackageVersion } from '../image/workstation.ts';
-
-/** A value as one word for sh. */
-function shellQuote(s: string): string {
-  return `'${s.replace(/'/g, `'\\''`)}'`;
-}
-
-/** Starts a program in the builder on a stream of its data port. */
-export type BuilderProcess = (p: ProcessOpen) => Promise<GuestShell>;
-
-export interface StreamedStep {
-  /** The step's command, run as `ids` in `cwd` (made when missing) with `env`. */
-  argv: string[];
-  cwd: string;
-  env: Record<string, string>;
-  ids: { uid: number; gid: number };
-  timeoutMs: number;
-  capBytes: number;
-  /** Flush the machine's filesystems at its end (an image build takes the step's layer next). */
-  sync?: boolean;
-  /** A file made before it runs, when missing (BUILD_MARK). */
-  mark?: string;
-}
-
-export interface StepOutcome {
-  exitCode: number | null;
-  timedOut: boolean;
-  /** Bytes printed beyond the cap (not kept). */
-  droppedBytes: number;
-  /** The last lines it printed (past the cap too). */
-  tail: string[];
-  /** Why its stream ended before the step did (its builder went, the stream was cut); null when it ended. */
-  cut: string | null;
-}
 
 /**
  * The builder's own scripts (never a step's: a RUN is `/bin/sh -c` as Docker runs it) run in the
@@ -72,111 +36,6 @@ export function withoutBusybox(argv: string[], r: ExecResult): string[] | null {
 export const BUILD_MARK = '/run/agentvm-build.mark';
 /** Makes the mark `$1` when it is missing (none when empty), then drops it from the arguments. */
 const MARK_FIRST = '{ [ -z "$1" ] || [ -e "$1" ] || : > "$1"; }; shift; ';
-/** After the mark (MARK_FIRST): `$1` the WORKDIR (made where missing), `$2` whether to sync at the end; its status is the command's. */
-const PROLOGUE = `${MARK_FIRST}{ [ -d "$1" ] || mkdir -p -- "$1"; } && cd -- "$1" || exit 1; __avm_sync=$2; shift 2; `;
-const EPILOGUE = `__avm_status=$?; [ -z "$__avm_sync" ] || { [ -x ${BUSYBOX} ] && ${BUSYBOX} sync; } || sync; exit $__avm_status`;
-/** Then the command, as a program of its own. */
-const STEP_PROGRAM = `${PROLOGUE}"$@"; ${EPILOGUE}`;
-/**
- * Then a shell form's script (`$1`) in a subshell, as `sh -c` runs it (no arguments, no options set)
- * but a fork of this shell, not a new program: one process less per step.
- */
-const STEP_SCRIPT = `${PROLOGUE}__avm_script=$1; shift; ( eval "$__avm_script" ); ${EPILOGUE}`;
-
-/** The argv the builder's agent starts (as root) for a step. */
-export function stepArgv(s: StreamedStep): string[] {
-  const { uid, gid } = s.ids;
-  const head = ['/bin/sh', '-c'];
-  if (uid === 0 && gid === 0 && s.argv.length === 3 && s.argv[0] === '/bin/sh' && s.argv[1] === '-c') {
-    return [...head, STEP_SCRIPT, 'step', s.mark ?? '', s.cwd || '/', s.sync ? '1' : '', s.argv[2]];
-  }
-  const drop = uid === 0 && gid === 0 ? [] : ['setpriv', `--reuid=${uid}`, `--regid=${gid}`, '--init-groups', '--'];
-  return [...head, STEP_PROGRAM, 'step', s.mark ?? '', s.cwd || '/', s.sync ? '1' : '', ...drop, ...s.argv];
-}
-
-/** Whole lines of `bytes` after a partial line held from before; answers them and the new partial line. */
-export function splitLines(held: Buffer, bytes: Buffer): { lines: string[]; rest: Buffer } {
-  const all = held.length ? Buffer.concat([held, bytes]) : bytes;
-  const lines: string[] = [];
-  let start = 0;
-  for (let i = all.indexOf(10); i !== -1; i = all.indexOf(10, start)) {
-    lines.push(all.subarray(start, i).toString('utf8').replace(/\r$/, ''));
-    start = i + 1;
-  }
-  return { lines, rest: Buffer.from(all.subarray(start)) };
-}
-
-/** A line as a terminal leaves it: of a carriage-return's progress, its last state ('' for none). */
-const shown = (text: string) => (text.includes('\r') ? text.split('\r').filter(Boolean).at(-1) ?? '' : text);
-
-/**
- * Runs the step, calling `line` with each line it prints (within the cap) as soon as it comes; the
- * guest is held back while `line` works (the stream's window). Resolves when the step ended.
- */
-export async function runStreamed(open: BuilderProcess, s: StreamedStep, line: (text: string) => Promise<void>): Promise<StepOutcome> {
-  const shell = await open({ argv: stepArgv(s), env: s.env, cwd: '/', root: true, stdin: false });
-  if (!shell.framed) {
-    shell.close();
-    throw new Error("the builder's agent cannot start a program on a stream (an agent older than the image's)");
-  }
-  const frames = new ProcessFrameReader();
-  const tail: string[] = [];
-  // Per stream: the bytes of a line not ended yet, within the cap and in all.
-  const held = { O: { kept: Buffer.alloc(0), all: Buffer.alloc(0) }, E: { kept: Buffer.alloc(0), all: Buffer.alloc(0) } };
-  let kept = 0;
-  let dropped = 0;
-  let status: number | null = null;
-  const remember = (text: string) => {
-    const seen = shown(text);
-    if (!seen) return;
-    tail.push(seen.slice(0, 1000));
-    if (tail.length > 5) tail.shift();
-  };
-  const take = async (h: { kept: Buffer; all: Buffer }, data: Buffer) => {
-    const all = splitLines(h.all, data);
-    all.lines.forEach(remember);
-    h.all = all.rest.length > 4096 ? all.rest.subarray(all.rest.length - 4096) : all.rest;
-    const keep = data.subarray(0, Math.max(0, s.capBytes - kept));
-    kept += keep.length;
-    dropped += data.length - keep.length;
-    if (!keep.length) return;
-    const split = splitLines(h.kept, keep);
-    h.kept = split.rest;
-    for (const seen of split.lines.map(shown)) if (seen) await line(seen);
-  };
-  let timedOut = false;
-  const timer = setTimeout(() => {
-    timedOut = true;
-    shell.write(processFrame('K', 9)).catch(() => undefined);
-  }, s.timeoutMs);
-  let work = Promise.resolve();
-  shell.output((chunk, done) => {
-    work = work.then(async () => {
-      for (const f of frames.push(chunk)) {
-        if (f.type === 'O' || f.type === 'E') await take(held[f.type], f.data);
-        else if (f.type === 'X') status = Number(f.data.toString());
-      }
-    }).finally(done);
-  });
-  let cut: string | null = null;
-  try {
-    const end = await shell.ended;
-    if (end.kind === 'cut') cut = end.message;
-    await work;
-  } finally {
-    clearTimeout(timer);
-    shell.close();
-  }
-  // What was left without a newline at the end is a line too.
-  for (const h of [held.O, held.E]) {
-    remember(h.all.toString('utf8'));
-    const seen = shown(h.kept.toString('utf8'));
-    if (seen) await line(seen);
-  }
-  // No status: the program did not end on its own (its VM went, or its stream was cut).
-  const exitCode = timedOut || status === null ? null : waitStatus(status).exitCode;
-  return { exitCode, timedOut, droppedBytes: dropped, tail, cut: status === null && !timedOut ? (cut ?? 'its stream ended with no status') : null };
-}
 
 /**
  * A WORKDIR step: its folder made with the folders above it that are missing, those it made given to
@@ -268,12 +127,13 @@ export async function copyStep(
  * Freezes the builder's root filesystem (the ext4 of its root layer, reached by mounting its disk once
  * more: after the guest's pivot it has no path). A frozen ext4 is whole on its disk with its journal
  * emptied, so the layer taken then needs no recovery: captured while it ran, every VM of the image
- * replayed the journal as it mounted its root (about 30 ms of each start under TCG). An image without
- * the tools (util-linux's mount and fsfreeze) is flushed instead.
+ * replayed the journal as it mounted its root (about 30 ms of each start under TCG). BusyBox's mount
+ * and fsfreeze where it is there (43 ms under TCG, against 104 for util-linux's), else util-linux's;
+ * an image without either is flushed instead.
  */
 const FREEZE_ROOT =
-  `dev=; for b in /sys/block/sd*; do read -r m < "$b/device/model" && [ "$m" = ${UPPER_MODEL} ] && dev=/dev/\${b##*/}; done; ` +
-  `[ -n "$dev" ] && r=/mnt && { [ -d $r ] || { r=/run/agentvm-root && mkdir -p $r; }; } && PATH=/usr/sbin:/usr/bin:/sbin:/bin && mount -t ext4 "$dev" $r && fsfreeze --freeze $r`;
+  `dev=; for b in /sys/block/sd*; do read -r m < "$b/device/model" && [ "$m" = ${UPPER_MODEL} ] && dev=/dev/\${b##*/}; done; bb=; [ -x ${BUSYBOX} ] && bb=${BUSYBOX}; ` +
+  `[ -n "$dev" ] && r=/mnt && { [ -d $r ] || { r=/run/agentvm-root && mkdir -p $r; }; } && PATH=/usr/sbin:/usr/bin:/sbin:/bin && $bb mount -t ext4 "$dev" $r && $bb fsfreeze --freeze $r`;
 
 /**
  * The image's packages: Debian's installed ones, as the base image's manifest lists them (its npm is
@@ -293,17 +153,33 @@ export function parsePackages(out: string): PackageVersion[] | null {
 }
 
 /**
- * The argv of an image's last exec in its builder (one exec: each is a process or more in the guest):
- * the image's config, given on stdin as one line, written at `configPath`, its WORKDIR made, its
- * packages listed unless `startKnown` and unchanged (LIST_PACKAGES), and the root's filesystem frozen
- * (FREEZE_ROOT) for the last layer. Prints `ok`, then the packages or `-`.
+ * The image's last script in its builder (one exec, or a step of the build's shell where its RUNs ran:
+ * each program is a process or more in the guest): the image's config (`$4`, or one line on stdin)
+ * written at `$1`, its WORKDIR `$2` made, its packages listed unless `$3` (the build's start knew them)
+ * and unchanged (LIST_PACKAGES), and the root's filesystem frozen (FREEZE_ROOT) for the last layer.
+ * Prints `ok`, then the packages or `-`.
  */
-export function lastStepArgv(configPath: string, workdir: string, startKnown: boolean): string[] {
+const LAST_STEP =
   // Shell builtins where they do (a test, read, printf): a process is 50–180 ms of a new guest under emulation.
-  const script =
-    `d=\${1%/*} && { [ -d "$d" ] || mkdir -p "$d"; } && IFS= read -r c && printf '%s\\n' "$c" > "$1" && { [ -z "$2" ] || [ -d "$2" ] || mkdir -p "$2"; } && ` +
-    `{ ${LIST_PACKAGES}; } && { ( ${FREEZE_ROOT} ) || sync; } && echo ok && echo "$pk"`;
-  return [...BUSYBOX_SH, script, 'config', configPath, workdir, startKnown ? '1' : ''];
+  `d=\${1%/*} && { [ -d "$d" ] || mkdir -p "$d"; } && { if [ -n "$4" ]; then c=$4; else IFS= read -r c; fi; } && printf '%s\\n' "$c" > "$1" && ` +
+  `{ [ -z "$2" ] || [ -d "$2" ] || mkdir -p "$2"; } && { ${LIST_PACKAGES}; } && { ( ${FREEZE_ROOT} ) || sync; } && echo ok && echo "$pk"`;
+
+/** LAST_STEP as an exec of its own, the config on stdin. */
+export function lastStepArgv(configPath: string, workdir: string, startKnown: boolean): string[] {
+  return [...BUSYBOX_SH, LAST_STEP, 'config', configPath, workdir, startKnown ? '1' : ''];
+}
+
+/** LAST_STEP as a step of the build's shell (buildShell.ts): its command and arguments. */
+export function lastStepInShell(configPath: string, workdir: string, startKnown: boolean, config: string): { argv: string[]; args: string[] } {
+  return { argv: ['/bin/sh', '-c', LAST_STEP], args: [configPath, workdir, startKnown ? '1' : '', config] };
+}
+
+/** What a step changes of the build's state before it runs (ENV, ARG, USER, WORKDIR). */
+export function trackStep(state: BuildState, step: Step): void {
+  if (step.kind === 'env') for (const [k, v] of step.vars) state.env.set(k, v);
+  if (step.kind === 'arg' && !state.env.has(step.name)) state.env.set(step.name, step.value ?? '');
+  if (step.kind === 'user') state.user = step.user;
+  if (step.kind === 'workdir') state.workdir = joinWorkdir(state.workdir, step.path);
 }
 
 /** Where a build's time goes (its log line): the builder's start, the steps, the layers taken, the config. */
@@ -337,4 +213,6 @@ export interface BuildState {
   disk: BuilderDisk;
   /** Resolves once every layer taken is whole and in the cache. */
   saved: Promise<void>;
+  /** The shell the build's RUN steps run in (buildShell.ts), once one ran. */
+  shell: BuildShell | null;
 }

@@ -26,12 +26,13 @@ import { QemuDriver, type VmSpec } from '../vmm/qemu.ts';
 import { builderDisk, takeLayer } from '../vmm/buildLayers.ts';
 import { randomBase62, sha256Hex } from '../domain/ids.ts';
 import { PLANS } from '../domain/plans.ts';
-import { configAfter, filesOfSource, joinWorkdir, parseDockerfile, type ImageConfig, type Step } from '../domain/dockerfile.ts';
+import { configAfter, filesOfSource, parseDockerfile, type ImageConfig, type Step } from '../domain/dockerfile.ts';
 import { BASE_CONFIG, type ImageFeed } from '../domain/images.ts';
 import { IMAGE_CONFIG_PATH, type ExecArgs, type ExecResult } from '../wire/protocol.ts';
 import type { EgressGateway } from './egress/gateway.ts';
 import { PROXY_ENV } from '../harness/invoke.ts';
-import { BUILD_MARK, BUSYBOX, BUSYBOX_SH, buildPhases, copyStep, lastStepArgv, LIST_PACKAGES_ARGV, workdirArgv, parsePackages, runStreamed, withoutBusybox, type BuildState } from './buildStep.ts';
+import { BUILD_MARK, BUSYBOX, BUSYBOX_SH, buildPhases, copyStep, lastStepArgv, lastStepInShell, LIST_PACKAGES_ARGV, trackStep, workdirArgv, parsePackages, withoutBusybox, type BuildState } from './buildStep.ts';
+import { BuildShell, type StreamedStep } from './buildShell.ts';
 import { chainBytes, chainOf, collectLayers } from './layerGc.ts';
 import { LocalGuestAccess } from './guestAccess.ts';
 import * as imageStore from '../store/images.ts';
@@ -186,7 +187,7 @@ export class ImageBuilder {
     const imageId = row.image_id;
     const image = this.o.image()!;
     const t0 = performance.now();
-    const state: BuildState = { vmId: null, env: new Map(), workdir: BASE_CONFIG.workdir, user: 'root', startLayer: null, layer: null, synced: false, idsOf: new Map(), disk: builderDisk(), saved: Promise.resolve() };
+    const state: BuildState = { vmId: null, env: new Map(), workdir: BASE_CONFIG.workdir, user: 'root', startLayer: null, layer: null, synced: false, idsOf: new Map(), disk: builderDisk(), saved: Promise.resolve(), shell: null };
     const { phases, timed } = buildPhases();
     try {
       const { steps } = parseDockerfile(row.dockerfile);
@@ -217,7 +218,7 @@ export class ImageBuilder {
       if (state.layer) await imageStore.touchLayers(this.o.db, this.o.hostId, await chainOf(state.layer), this.o.clock.now());
       for (const [i, p] of plan.entries()) {
         const head = `step ${i + 1}/${plan.length}: ${p.step.text.slice(0, 200)}`;
-        this.track(state, p.step);
+        trackStep(state, p.step);
         if (i < resumeAt) {
           await this.say(imageId, `${head} (cached)`);
           continue;
@@ -239,9 +240,7 @@ export class ImageBuilder {
       }
       else {
         await timed('builder_ms', () => this.ensureBuilder(row, state, image));
-        // One exec (each is a process or more in the guest); the builder goes after it.
-        const argv = lastStepArgv(IMAGE_CONFIG_PATH, config.workdir, startPackages() !== null);
-        const w = await timed('config_ms', () => this.exec(state, { argv, stdin: `${JSON.stringify(config)}\n`, asRoot: true, max_output_bytes: 4 * 1024 * 1024 }, 'writing the image config'));
+        const w = await timed('config_ms', () => this.writeConfig(state, config, startPackages() !== null));
         if (w.exit_code !== 0 || !w.stdout.startsWith('ok\n')) throw new Error(`writing the image's config failed: ${w.stderr.trim().slice(0, 200)}`);
         state.synced = true;
         packages = parsePackages(w.stdout.slice(3)) ?? startPackages();
@@ -263,6 +262,7 @@ export class ImageBuilder {
     } finally {
       // The steps that went well stay in the cache (a first layer's copy reads the builder's files).
       await state.saved.catch(() => undefined);
+      state.shell?.close();
       if (state.vmId) await this.dropBuilder(state.vmId);
       await this.o.feed.publish({ image_id: imageId }).catch(() => undefined);
     }
@@ -278,14 +278,6 @@ export class ImageBuilder {
       key = sha256Hex(`${key}\n${step.text}\n${inputs.join(',')}\n${step.kind === 'run' ? args.join(',') : ''}`);
       return { step, key, fs: step.kind === 'run' || step.kind === 'copy' || step.kind === 'workdir' };
     });
-  }
-
-  /** What a step changes of the build's state before it runs (ENV, ARG, USER, WORKDIR). */
-  private track(state: BuildState, step: Step): void {
-    if (step.kind === 'env') for (const [k, v] of step.vars) state.env.set(k, v);
-    if (step.kind === 'arg' && !state.env.has(step.name)) state.env.set(step.name, step.value ?? '');
-    if (step.kind === 'user') state.user = step.user;
-    if (step.kind === 'workdir') state.workdir = joinWorkdir(state.workdir, step.path);
   }
 
   private async ensureBuilder(row: imageStore.ImageRow, state: BuildState, image: Image): Promise<void> {
@@ -310,6 +302,16 @@ export class ImageBuilder {
   private async dropBuilder(vmId: string): Promise<void> {
     await this.builders.destroy(vmId).catch((err) => this.o.log.warn({ err, vm_id: vmId }, 'removing a builder VM failed'));
     this.o.gateway?.setPolicy(vmId, null);
+  }
+
+  /** The image's last script (buildStep.ts LAST_STEP) in the build's shell where its RUNs ran, else one exec; the builder goes after it. */
+  private async writeConfig(state: BuildState, config: ImageConfig, startKnown: boolean): Promise<Pick<ExecResult, 'exit_code' | 'stdout' | 'stderr'>> {
+    if (!state.shell?.running) {
+      return this.exec(state, { argv: lastStepArgv(IMAGE_CONFIG_PATH, config.workdir, startKnown), stdin: `${JSON.stringify(config)}\n`, asRoot: true, max_output_bytes: 4 << 20 }, 'writing the image config');
+    }
+    const out = { O: [] as string[], E: [] as string[] };
+    const r = await state.shell.run({ ...lastStepInShell(IMAGE_CONFIG_PATH, config.workdir, startKnown, JSON.stringify(config)), cwd: '/', env: this.env(state, 0), ids: { uid: 0, gid: 0 }, timeoutMs: STEP_TIMEOUT_MS, capBytes: 4 << 20 }, async (text, stream) => void out[stream].push(text));
+    return { exit_code: r.exitCode, stdout: out.O.map((l) => `${l}\n`).join(''), stderr: out.E.join('\n') || (r.cut ?? '') };
   }
 
   /** Runs `args` in the builder as `state.user`, in `state.workdir`, with the build's environment. */
@@ -353,13 +355,11 @@ export class ImageBuilder {
       return;
     }
     if (step.kind === 'run') {
-      // What it prints goes to the log line by line while it runs.
+      // In the build's shell (one for all its RUNs), what it prints to the log line by line while it runs.
       const ids = await this.ids(state);
-      const r = await runStreamed(
-        (process) => this.access.openShell(state.vmId!, { cols: 80, rows: 24, env: {}, process }),
-        { argv: step.argv, cwd: state.workdir || '/', env: this.env(state, ids.uid), ids, timeoutMs: STEP_TIMEOUT_MS, capBytes: STEP_OUTPUT_BYTES, sync: true, mark: BUILD_MARK },
-        (line) => this.say(imageId, line),
-      );
+      const run: StreamedStep = { argv: step.argv, cwd: state.workdir || '/', env: this.env(state, ids.uid), ids, timeoutMs: STEP_TIMEOUT_MS, capBytes: STEP_OUTPUT_BYTES, sync: true, mark: BUILD_MARK };
+      state.shell = await BuildShell.alive(state.shell, (process) => this.access.openShell(state.vmId!, { cols: 80, rows: 24, env: {}, process }), run.env);
+      const r = await state.shell.run(run, (line) => this.say(imageId, line));
       // Its end flushed the builder's filesystems (a step killed before its end did not: its build fails).
       state.synced = r.exitCode === 0;
       if (r.timedOut) throw new Error(`line ${step.line} ran longer than ${STEP_TIMEOUT_MS / 60_000} minutes`);
