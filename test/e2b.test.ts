@@ -155,28 +155,35 @@ describe("E2B's SDK against agentvm", { skip }, () => {
     assert.ok(!(await sandbox.commands.list()).some((p) => p.pid === handle.pid));
   });
 
-  test('files: write, read, list, stat, mkdir, rename, remove, and a path outside the persist disk', async () => {
-    const info = await sandbox.files.write('e2b-dir/a.txt', 'first file');
+  test('files: write, read, list, stat, mkdir, rename, remove, metadata, and a path outside the persist disk', async () => {
+    const info = await sandbox.files.write('e2b-dir/a.txt', 'first file', { metadata: { author: 'mish' } });
     assert.equal(info.path, '/home/user/e2b-dir/a.txt', "E2B's user directory, a link to the workspace");
+    assert.deepEqual(info.metadata, { author: 'mish' });
     assert.equal(await sandbox.files.read('e2b-dir/a.txt'), 'first file');
     assert.equal((await sandbox.commands.run('cat /persist/workspace/e2b-dir/a.txt')).stdout, 'first file');
     const entries = await sandbox.files.list('e2b-dir');
-    assert.deepEqual(entries.map((e) => [e.name, e.type, e.size]), [['a.txt', 'file', 10]]);
+    assert.deepEqual(entries.map((e) => [e.name, e.type, e.size, e.metadata]), [['a.txt', 'file', 10, { author: 'mish' }]]);
     const stat = await sandbox.files.getInfo('e2b-dir/a.txt');
     assert.equal(stat.type, 'file');
+    assert.deepEqual(stat.metadata, { author: 'mish' }, "kept as the file's extended attribute user.e2b.author");
     assert.equal(stat.owner, 'user', "agentvm's agent by E2B's name");
     assert.equal(await sandbox.files.makeDir('e2b-dir/sub'), true);
     assert.equal(await sandbox.files.makeDir('e2b-dir/sub'), false, 'made already');
-    await sandbox.files.rename('e2b-dir/a.txt', 'e2b-dir/sub/b.txt');
+    assert.deepEqual((await sandbox.files.rename('e2b-dir/a.txt', 'e2b-dir/sub/b.txt')).metadata, { author: 'mish' });
     assert.equal(await sandbox.files.exists('e2b-dir/a.txt'), false);
     assert.equal(await sandbox.files.read('e2b-dir/sub/b.txt'), 'first file');
+    assert.equal((await sandbox.files.write('e2b-dir/sub/b.txt', 'again')).metadata, undefined);
+    assert.equal((await sandbox.files.getInfo('e2b-dir/sub/b.txt')).metadata, undefined, 'a write without metadata leaves none');
     await sandbox.files.remove('e2b-dir');
     assert.equal(await sandbox.files.exists('e2b-dir'), false);
     await sandbox.files.remove('e2b-dir', {}); // gone already: E2B's remove of nothing is no error
     await sandbox.files.write('/tmp/e2b-outside.txt', 'not on the persist disk');
     assert.equal(await sandbox.files.read('/tmp/e2b-outside.txt'), 'not on the persist disk');
     // Where only root may write, as E2B's envd: root writes, the user gets the file and the directories made.
+    await sandbox.files.write('/e2b-top/sub/f.txt', 'at the top', { metadata: { where: 'top' } });
+    assert.deepEqual((await sandbox.files.getInfo('/e2b-top/sub/f.txt')).metadata, { where: 'top' });
     await sandbox.files.write('/e2b-top/sub/f.txt', 'at the top');
+    assert.equal((await sandbox.files.getInfo('/e2b-top/sub/f.txt')).metadata, undefined, 'the same file written over: its metadata gone');
     assert.equal((await sandbox.commands.run('stat -c %U /e2b-top /e2b-top/sub /e2b-top/sub/f.txt; cat /e2b-top/sub/f.txt')).stdout, 'agent\nagent\nagent\nat the top');
     await sandbox.commands.run('ln -s f.txt /e2b-top/sub/link.txt');
     assert.equal((await sandbox.files.getInfo('/e2b-top/sub/link.txt')).symlinkTarget, '/e2b-top/sub/f.txt', 'a relative link, answered whole');

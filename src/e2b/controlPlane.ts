@@ -18,7 +18,7 @@ import { forgetProcesses } from './processService.ts';
 import { isSnapshotId, snapshotRoutes } from './snapshots.ts';
 
 /** The envd version agentvm answers: the SDK features it gates on that version are the ones served here. */
-export const ENVD_VERSION = '0.5.7';
+export const ENVD_VERSION = '0.6.4';
 /** E2B's default sandbox timeout (seconds), and its longest. */
 const DEFAULT_TIMEOUT_S = 300;
 const MAX_TIMEOUT_S = 24 * 3600;

@@ -6,7 +6,7 @@ import type { Entry } from './guestFs.ts';
 
 const entry = (p: string, o: Partial<Entry> = {}): [string, Entry] => [
   p,
-  { name: p.split('/').pop()!, path: p, type: 'file', size: 0, mode: 0o644, owner: 'user', group: 'user', mtimeS: 1, symlinkTarget: null, ...o },
+  { name: p.split('/').pop()!, path: p, type: 'file', size: 0, mode: 0o644, owner: 'user', group: 'user', mtimeS: 1, symlinkTarget: null, metadata: null, ...o },
 ];
 
 test("a watch's events between two looks are those inotify gives: a file made and written is a create and a write", () => {

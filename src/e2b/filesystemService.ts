@@ -37,6 +37,7 @@ export function entryInfo(e: Entry): EntryInit {
     group: e2bName(e.group),
     modifiedTime: timestampFromMs(e.mtimeS * 1000),
     ...(e.symlinkTarget !== null ? { symlinkTarget: e.symlinkTarget } : {}),
+    ...(e.metadata ? { metadata: e.metadata } : {}),
   };
 }
 
