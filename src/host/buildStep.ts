@@ -8,6 +8,7 @@ import path from 'node:path';
 import { filesOfSource, joinWorkdir, type Step } from '../domain/dockerfile.ts';
 import { UPPER_MODEL, type ExecArgs, type ExecResult } from '../wire/protocol.ts';
 import { shellQuote } from '../wire/shellWords.ts';
+import { sha256Hex } from '../domain/ids.ts';
 import type { BuilderDisk } from '../vmm/buildLayers.ts';
 import type { BuildShell } from './buildShell.ts';
 import { DPKG_QUERY_ARGS, parseDpkgQuery, type PackageVersion } from '../image/workstation.ts';
@@ -128,12 +129,12 @@ export async function copyStep(
  * more: after the guest's pivot it has no path). A frozen ext4 is whole on its disk with its journal
  * emptied, so the layer taken then needs no recovery: captured while it ran, every VM of the image
  * replayed the journal as it mounted its root (about 30 ms of each start under TCG). BusyBox's mount
- * and fsfreeze where it is there (43 ms under TCG, against 104 for util-linux's), else util-linux's;
- * an image without either is flushed instead.
+ * and fsfreeze where it is there (`$bb`: 43 ms under TCG, against 104 for util-linux's), else
+ * util-linux's; an image without either is flushed instead.
  */
 const FREEZE_ROOT =
-  `dev=; for b in /sys/block/sd*; do read -r m < "$b/device/model" && [ "$m" = ${UPPER_MODEL} ] && dev=/dev/\${b##*/}; done; bb=; [ -x ${BUSYBOX} ] && bb=${BUSYBOX}; ` +
-  `[ -n "$dev" ] && r=/mnt && { [ -d $r ] || { r=/run/agentvm-root && mkdir -p $r; }; } && PATH=/usr/sbin:/usr/bin:/sbin:/bin && $bb mount -t ext4 "$dev" $r && $bb fsfreeze --freeze $r`;
+  `dev=; for b in /sys/block/sd*; do read -r m < "$b/device/model" && [ "$m" = ${UPPER_MODEL} ] && dev=/dev/\${b##*/}; done; ` +
+  `[ -n "$dev" ] && r=/mnt && { [ -d $r ] || { r=/run/agentvm-root && $bb mkdir -p $r; }; } && PATH=/usr/sbin:/usr/bin:/sbin:/bin && $bb mount -t ext4 "$dev" $r && $bb fsfreeze --freeze $r`;
 
 /**
  * The image's packages: Debian's installed ones, as the base image's manifest lists them (its npm is
@@ -156,13 +157,13 @@ export function parsePackages(out: string): PackageVersion[] | null {
  * The image's last script in its builder (one exec, or a step of the build's shell where its RUNs ran:
  * each program is a process or more in the guest): the image's config (`$4`, or one line on stdin)
  * written at `$1`, its WORKDIR `$2` made, its packages listed unless `$3` (the build's start knew them)
- * and unchanged (LIST_PACKAGES), and the root's filesystem frozen (FREEZE_ROOT) for the last layer.
- * Prints `ok`, then the packages or `-`.
+ * and unchanged (LIST_PACKAGES), and the root's filesystem frozen (FREEZE_ROOT) for the last layer;
+ * BusyBox's programs (`$bb`) where it is there. Prints `ok`, then the packages or `-`.
  */
 const LAST_STEP =
   // Shell builtins where they do (a test, read, printf): a process is 50–180 ms of a new guest under emulation.
-  `d=\${1%/*} && { [ -d "$d" ] || mkdir -p "$d"; } && { if [ -n "$4" ]; then c=$4; else IFS= read -r c; fi; } && printf '%s\\n' "$c" > "$1" && ` +
-  `{ [ -z "$2" ] || [ -d "$2" ] || mkdir -p "$2"; } && { ${LIST_PACKAGES}; } && { ( ${FREEZE_ROOT} ) || sync; } && echo ok && echo "$pk"`;
+  `bb=; [ -x ${BUSYBOX} ] && bb=${BUSYBOX}; d=\${1%/*} && { [ -d "$d" ] || $bb mkdir -p "$d"; } && { if [ -n "$4" ]; then c=$4; else IFS= read -r c; fi; } && printf '%s\\n' "$c" > "$1" && ` +
+  `{ [ -z "$2" ] || [ -d "$2" ] || $bb mkdir -p "$2"; } && { ${LIST_PACKAGES}; } && { ( ${FREEZE_ROOT} ) || sync; } && echo ok && echo "$pk"`;
 
 /** LAST_STEP as an exec of its own, the config on stdin. */
 export function lastStepArgv(configPath: string, workdir: string, startKnown: boolean): string[] {
@@ -181,6 +182,22 @@ export function trackStep(state: BuildState, step: Step): void {
   if (step.kind === 'user') state.user = step.user;
   if (step.kind === 'workdir') state.workdir = joinWorkdir(state.workdir, step.path);
 }
+
+/** A step of the build with its cache key: steps that change files (`fs`) have a layer under that key. */
+export type PlannedStep = { step: Step; key: string; fs: boolean };
+
+/** Each step's cache key: its parent's key, its text, what it copies, and the build arguments it sees. */
+export function planSteps(steps: Step[], parentKey: string, context: Record<string, string>): PlannedStep[] {
+  let key = parentKey;
+  const args: string[] = [];
+  return steps.map((step) => {
+    if (step.kind === 'arg') args.push(`${step.name}=${step.value ?? ''}`);
+    const inputs = step.kind === 'copy' ? step.sources.flatMap((s) => filesOfSource(s, Object.keys(context)).map((f) => `${f}:${sha256Hex(context[f])}`)) : [];
+    key = sha256Hex(`${key}\n${step.text}\n${inputs.join(',')}\n${step.kind === 'run' ? args.join(',') : ''}`);
+    return { step, key, fs: step.kind === 'run' || step.kind === 'copy' || step.kind === 'workdir' };
+  });
+}
+
 
 /** Where a build's time goes (its log line): the builder's start, the steps, the layers taken, the config. */
 export function buildPhases() {

@@ -21,17 +21,17 @@ import type { Db } from '../store/db.ts';
 import type { Clock } from '../domain/clock.ts';
 import type { Logger } from '../log.ts';
 import type { Image } from '../image/build.ts';
-import { debianPackages } from '../image/workstation.ts';
+import { debianPackages, type PackageVersion } from '../image/workstation.ts';
 import { QemuDriver, type VmSpec } from '../vmm/qemu.ts';
 import { builderDisk, takeLayer } from '../vmm/buildLayers.ts';
 import { randomBase62, sha256Hex } from '../domain/ids.ts';
 import { PLANS } from '../domain/plans.ts';
-import { configAfter, filesOfSource, parseDockerfile, type ImageConfig, type Step } from '../domain/dockerfile.ts';
+import { configAfter, parseDockerfile, type ImageConfig, type Step } from '../domain/dockerfile.ts';
 import { BASE_CONFIG, type ImageFeed } from '../domain/images.ts';
 import { IMAGE_CONFIG_PATH, type ExecArgs, type ExecResult } from '../wire/protocol.ts';
 import type { EgressGateway } from './egress/gateway.ts';
 import { PROXY_ENV } from '../harness/invoke.ts';
-import { BUILD_MARK, BUSYBOX, BUSYBOX_SH, buildPhases, copyStep, lastStepArgv, lastStepInShell, LIST_PACKAGES_ARGV, trackStep, workdirArgv, parsePackages, withoutBusybox, type BuildState } from './buildStep.ts';
+import { BUILD_MARK, BUSYBOX, BUSYBOX_SH, buildPhases, copyStep, lastStepArgv, lastStepInShell, LIST_PACKAGES_ARGV, planSteps, trackStep, workdirArgv, parsePackages, withoutBusybox, type BuildState } from './buildStep.ts';
 import { BuildShell, type StreamedStep } from './buildShell.ts';
 import { chainBytes, chainOf, collectLayers } from './layerGc.ts';
 import { LocalGuestAccess } from './guestAccess.ts';
@@ -68,9 +68,6 @@ const STEP_TIMEOUT_MS = 30 * 60_000;
 /** What of one step's output the log keeps (the rest is counted). */
 const STEP_OUTPUT_BYTES = 256 * 1024;
 const BUILD_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
-
-/** A step of the build with its cache key: steps that change files (`fs`) have a layer under that key. */
-type PlannedStep = { step: Step; key: string; fs: boolean };
 
 export class ImageBuilder {
   private readonly builders: QemuDriver;
@@ -200,7 +197,7 @@ export class ImageBuilder {
       state.workdir = parentConfig.workdir;
       state.user = parentConfig.user || 'root';
       state.startLayer = state.layer = parent?.layer_path ?? null;
-      const plan = this.plan(steps, parent ? `image:${parent.image_id}` : `base:${image.id}`, row.context);
+      const plan = planSteps(steps, parent ? `image:${parent.image_id}` : `base:${image.id}`, row.context);
       await this.say(imageId, `building ${row.name} (${imageId}) FROM ${row.parent}: ${steps.length} step${steps.length === 1 ? '' : 's'}`);
       // The longest prefix the cache has: the build goes on from its last layer.
       let resumeAt = 0;
@@ -216,6 +213,16 @@ export class ImageBuilder {
       // The packages the builder starts with, where known (a build from its parent, no step cached).
       const startPackages = () => (resumeAt > 0 ? null : (parent?.packages ?? debianPackages(image.manifest)));
       if (state.layer) await imageStore.touchLayers(this.o.db, this.o.hostId, await chainOf(state.layer), this.o.clock.now());
+      const config = configAfter(parentConfig, steps);
+      // The image describes itself to the guest agent: a last layer with its config, cached like a step.
+      const configKey = sha256Hex(`${plan.at(-1)?.key ?? (parent ? `image:${parent.image_id}` : `base:${image.id}`)}\nCONFIG ${JSON.stringify(config)}`);
+      const cachedConfig = await imageStore.layer(this.o.db, this.o.hostId, configKey);
+      const hasConfig = cachedConfig !== undefined && existsSync(cachedConfig.path);
+      // A last RUN is followed by the config in its shell, and one layer is both's (its step's key names a
+      // layer with a config file then, which the config of any image built on it writes over).
+      const lastFs = plan.reduce((last, p, i) => (p.fs ? i : last), -1);
+      let packages: Array<{ name: string; version: string }> | null = null;
+      let configured = false;
       for (const [i, p] of plan.entries()) {
         const head = `step ${i + 1}/${plan.length}: ${p.step.text.slice(0, 200)}`;
         trackStep(state, p.step);
@@ -225,26 +232,20 @@ export class ImageBuilder {
         }
         await this.say(imageId, head);
         if (!p.fs) continue;
+        const withConfig = i === lastFs && p.step.kind === 'run' && !hasConfig;
         await timed('builder_ms', () => this.ensureBuilder(row, state, image));
-        await timed('steps_ms', () => this.runStep(imageId, state, p.step, row.context));
-        await timed('capture_ms', () => this.capture(state, p.key));
+        await timed('steps_ms', () => this.runStep(imageId, state, p.step, row.context, !withConfig));
+        if (withConfig) packages = await timed('config_ms', () => this.configure(state, config, startPackages));
+        configured ||= withConfig;
+        await timed('capture_ms', () => this.capture(state, withConfig ? [p.key, configKey] : [p.key]));
       }
-      const config = configAfter(parentConfig, steps);
-      // The image describes itself to the guest agent: a last layer with its config, cached like a step.
-      const configKey = sha256Hex(`${plan.at(-1)?.key ?? (parent ? `image:${parent.image_id}` : `base:${image.id}`)}\nCONFIG ${JSON.stringify(config)}`);
-      const cachedConfig = await imageStore.layer(this.o.db, this.o.hostId, configKey);
-      let packages: Array<{ name: string; version: string }> | null = null;
-      if (cachedConfig && existsSync(cachedConfig.path)) {
+      if (hasConfig) {
         state.layer = cachedConfig.path;
         await imageStore.touchLayers(this.o.db, this.o.hostId, [cachedConfig.path], this.o.clock.now());
-      }
-      else {
+      } else if (!configured) {
         await timed('builder_ms', () => this.ensureBuilder(row, state, image));
-        const w = await timed('config_ms', () => this.writeConfig(state, config, startPackages() !== null));
-        if (w.exit_code !== 0 || !w.stdout.startsWith('ok\n')) throw new Error(`writing the image's config failed: ${w.stderr.trim().slice(0, 200)}`);
-        state.synced = true;
-        packages = parsePackages(w.stdout.slice(3)) ?? startPackages();
-        await timed('capture_ms', () => this.capture(state, configKey));
+        packages = await timed('config_ms', () => this.configure(state, config, startPackages));
+        await timed('capture_ms', () => this.capture(state, [configKey]));
       }
       packages ??= state.vmId ? await this.packages(state) : ((await imageStore.packagesOfLayer(this.o.db, state.layer!)) ?? parent?.packages ?? []);
       await state.saved;
@@ -266,18 +267,6 @@ export class ImageBuilder {
       if (state.vmId) await this.dropBuilder(state.vmId);
       await this.o.feed.publish({ image_id: imageId }).catch(() => undefined);
     }
-  }
-
-  /** Each step's cache key: its parent's key, its text, what it copies, and the build arguments it sees. */
-  private plan(steps: Step[], parentKey: string, context: Record<string, string>): PlannedStep[] {
-    let key = parentKey;
-    const args: string[] = [];
-    return steps.map((step) => {
-      if (step.kind === 'arg') args.push(`${step.name}=${step.value ?? ''}`);
-      const inputs = step.kind === 'copy' ? step.sources.flatMap((s) => filesOfSource(s, Object.keys(context)).map((f) => `${f}:${sha256Hex(context[f])}`)) : [];
-      key = sha256Hex(`${key}\n${step.text}\n${inputs.join(',')}\n${step.kind === 'run' ? args.join(',') : ''}`);
-      return { step, key, fs: step.kind === 'run' || step.kind === 'copy' || step.kind === 'workdir' };
-    });
   }
 
   private async ensureBuilder(row: imageStore.ImageRow, state: BuildState, image: Image): Promise<void> {
@@ -304,14 +293,23 @@ export class ImageBuilder {
     this.o.gateway?.setPolicy(vmId, null);
   }
 
-  /** The image's last script (buildStep.ts LAST_STEP) in the build's shell where its RUNs ran, else one exec; the builder goes after it. */
-  private async writeConfig(state: BuildState, config: ImageConfig, startKnown: boolean): Promise<Pick<ExecResult, 'exit_code' | 'stdout' | 'stderr'>> {
+  /**
+   * The image's last script (buildStep.ts LAST_STEP: its config, its packages, its root frozen) in the
+   * build's shell where its RUNs ran, else one exec; the builder goes after it. Answers the packages.
+   */
+  private async configure(state: BuildState, config: ImageConfig, startPackages: () => PackageVersion[] | null): Promise<PackageVersion[] | null> {
+    const startKnown = startPackages() !== null;
+    let w: Pick<ExecResult, 'exit_code' | 'stdout' | 'stderr'>;
     if (!state.shell?.running) {
-      return this.exec(state, { argv: lastStepArgv(IMAGE_CONFIG_PATH, config.workdir, startKnown), stdin: `${JSON.stringify(config)}\n`, asRoot: true, max_output_bytes: 4 << 20 }, 'writing the image config');
+      w = await this.exec(state, { argv: lastStepArgv(IMAGE_CONFIG_PATH, config.workdir, startKnown), stdin: `${JSON.stringify(config)}\n`, asRoot: true, max_output_bytes: 4 << 20 }, 'writing the image config');
+    } else {
+      const out = { O: [] as string[], E: [] as string[] };
+      const r = await state.shell.run({ ...lastStepInShell(IMAGE_CONFIG_PATH, config.workdir, startKnown, JSON.stringify(config)), cwd: '/', env: this.env(state, 0), ids: { uid: 0, gid: 0 }, timeoutMs: STEP_TIMEOUT_MS, capBytes: 4 << 20 }, async (text, stream) => void out[stream].push(text));
+      w = { exit_code: r.exitCode, stdout: out.O.map((l) => `${l}\n`).join(''), stderr: out.E.join('\n') || (r.cut ?? '') };
     }
-    const out = { O: [] as string[], E: [] as string[] };
-    const r = await state.shell.run({ ...lastStepInShell(IMAGE_CONFIG_PATH, config.workdir, startKnown, JSON.stringify(config)), cwd: '/', env: this.env(state, 0), ids: { uid: 0, gid: 0 }, timeoutMs: STEP_TIMEOUT_MS, capBytes: 4 << 20 }, async (text, stream) => void out[stream].push(text));
-    return { exit_code: r.exitCode, stdout: out.O.map((l) => `${l}\n`).join(''), stderr: out.E.join('\n') || (r.cut ?? '') };
+    if (w.exit_code !== 0 || !w.stdout.startsWith('ok\n')) throw new Error(`writing the image's config failed: ${w.stderr.trim().slice(0, 200)}`);
+    state.synced = true;
+    return parsePackages(w.stdout.slice(3)) ?? startPackages();
   }
 
   /** Runs `args` in the builder as `state.user`, in `state.workdir`, with the build's environment. */
@@ -346,7 +344,7 @@ export class ImageBuilder {
     return { uid, gid };
   }
 
-  private async runStep(imageId: string, state: BuildState, step: Step, context: Record<string, string>): Promise<void> {
+  private async runStep(imageId: string, state: BuildState, step: Step, context: Record<string, string>, sync: boolean): Promise<void> {
     if (step.kind === 'workdir') {
       // The folders it makes are the USER's, as BuildKit makes them (root's under USER root).
       const { uid, gid } = await this.ids(state);
@@ -357,11 +355,11 @@ export class ImageBuilder {
     if (step.kind === 'run') {
       // In the build's shell (one for all its RUNs), what it prints to the log line by line while it runs.
       const ids = await this.ids(state);
-      const run: StreamedStep = { argv: step.argv, cwd: state.workdir || '/', env: this.env(state, ids.uid), ids, timeoutMs: STEP_TIMEOUT_MS, capBytes: STEP_OUTPUT_BYTES, sync: true, mark: BUILD_MARK };
+      const run: StreamedStep = { argv: step.argv, cwd: state.workdir || '/', env: this.env(state, ids.uid), ids, timeoutMs: STEP_TIMEOUT_MS, capBytes: STEP_OUTPUT_BYTES, sync, mark: BUILD_MARK };
       state.shell = await BuildShell.alive(state.shell, (process) => this.access.openShell(state.vmId!, { cols: 80, rows: 24, env: {}, process }), run.env);
       const r = await state.shell.run(run, (line) => this.say(imageId, line));
       // Its end flushed the builder's filesystems (a step killed before its end did not: its build fails).
-      state.synced = r.exitCode === 0;
+      state.synced = sync && r.exitCode === 0;
       if (r.timedOut) throw new Error(`line ${step.line} ran longer than ${STEP_TIMEOUT_MS / 60_000} minutes`);
       if (r.cut) throw new Error(`line ${step.line}: the builder stopped in the middle of the step (${r.cut})`);
       if (r.droppedBytes > 0) await this.say(imageId, `(${r.droppedBytes} more bytes of output not kept)`);
@@ -377,18 +375,19 @@ export class ImageBuilder {
     await this.say(imageId, `copied ${copied} file${copied === 1 ? '' : 's'}`);
   }
 
-  /** Flushes the builder's root and keeps what changed since the last layer as the layer of `key` (buildLayers.ts). */
-  private async capture(state: BuildState, key: string): Promise<void> {
+  /** Flushes the builder's root and keeps what changed since the last layer as the layer of `keys` (buildLayers.ts). */
+  private async capture(state: BuildState, keys: string[]): Promise<void> {
     if (!state.synced) await this.exec(state, { argv: [BUSYBOX, 'sync'], asRoot: true }, 'sync');
     state.synced = false;
     await mkdir(this.o.layersDir, { recursive: true });
-    const out = path.join(this.o.layersDir, `${key}.qcow2`);
+    const out = path.join(this.o.layersDir, `${keys[0]}.qcow2`);
     const m = this.builders.snapshotMachine(state.vmId!);
     if (!m) throw new Error('the builder VM stopped');
     const { whole } = await takeLayer(m, this.builders.vmDir(state.vmId!), state.disk, out, state.layer);
     // In the cache only once it and every layer under it are whole (a first layer's copy goes on beside the next step).
     state.saved = Promise.all([state.saved, whole]).then(async () => {
-      await imageStore.saveLayer(this.o.db, this.o.hostId, key, out, (await stat(out)).size, this.o.clock.now());
+      const size = (await stat(out)).size;
+      for (const key of keys) await imageStore.saveLayer(this.o.db, this.o.hostId, key, out, size, this.o.clock.now());
     });
     state.saved.catch(() => undefined); // awaited by the build: its failure fails the build there
     state.layer = out;
