@@ -188,6 +188,23 @@ describe("E2B's SDK against agentvm", { skip }, () => {
     await sandbox.commands.run('ln -s f.txt /e2b-top/sub/link.txt');
     assert.equal((await sandbox.files.getInfo('/e2b-top/sub/link.txt')).symlinkTarget, '/e2b-top/sub/f.txt', 'a relative link, answered whole');
     await assert.rejects(sandbox.files.read('no-such-file.txt'), /not exist|not found/i);
+    // Signed file URLs: they carry no token, and name the sandbox by their signature alone (E2B_SANDBOX_URL's origin).
+    await sandbox.files.write('e2b-signed.txt', 'signed');
+    const down = await sandbox.downloadUrl('e2b-signed.txt', { useSignatureExpiration: 60 });
+    assert.ok(down.startsWith(`${server.url}/files?`), down);
+    const got = await fetch(down);
+    assert.equal(got.status, 200);
+    assert.equal(await got.text(), 'signed');
+    const forged = new URL(down);
+    forged.searchParams.set('path', '/etc/shadow');
+    assert.deepEqual(await (await fetch(forged)).json(), { code: 401, message: 'invalid signature' });
+    const expired = await fetch(await sandbox.downloadUrl('e2b-signed.txt', { useSignatureExpiration: -10 }));
+    assert.deepEqual([expired.status, await expired.json()], [401, { code: 401, message: 'signature is already expired' }]);
+    const form = new FormData();
+    form.append('file', new Blob(['from a signed URL']));
+    const up = await fetch(await sandbox.uploadUrl('signed-root.txt', { user: 'root', useSignatureExpiration: 60 }), { method: 'POST', body: form });
+    assert.deepEqual([up.status, await up.json()], [200, [{ name: 'signed-root.txt', type: 'file', path: '/root/signed-root.txt' }]], "a relative path is the user's home's: root's /root");
+    assert.equal(await sandbox.files.read('/root/signed-root.txt', { user: 'root' }), 'from a signed URL');
   });
 
   test('a PTY: input typed, output as a terminal shows it, then killed', async () => {

@@ -30,7 +30,7 @@ function statusOf(err: unknown): { code: number; message: string } {
 export async function downloadFile(services: Services, sb: SandboxContext, url: URL, _req: IncomingMessage, res: ServerResponse): Promise<void> {
   const raw = url.searchParams.get('path');
   if (!raw) return sendError(res, 400, 'path: give the file to read');
-  const p = absolutePath(raw);
+  const p = absolutePath(raw, sb.user);
   const disk = sb.user !== 'root' ? onPersist(p) : null;
   if (disk) {
     let r;
@@ -97,7 +97,7 @@ interface Written {
 }
 
 async function write(services: Services, sb: SandboxContext, u: Upload, metadata: Record<string, string>): Promise<Written> {
-  const p = absolutePath(u.path);
+  const p = absolutePath(u.path, sb.user);
   const name = p.slice(p.lastIndexOf('/') + 1);
   const kv = Object.entries(metadata).flat();
   const written: Written = { name, type: 'file', path: p, ...(kv.length ? { metadata } : {}) };

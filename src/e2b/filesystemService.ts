@@ -43,10 +43,10 @@ export function entryInfo(e: Entry): EntryInit {
 
 const CODES = { not_found: Code.NotFound, exists: Code.AlreadyExists, not_dir: Code.InvalidArgument, denied: Code.PermissionDenied, failed: Code.Internal } as const;
 
-function checkedPath(p: string, field = 'path'): string {
+function checkedPath(p: string, field = 'path', user?: string): string {
   if (!p) throw new ConnectError(`${field}: give a path`, Code.InvalidArgument);
   if (p.includes('\0')) throw new ConnectError(`${field}: a path has no NUL`, Code.InvalidArgument);
-  return absolutePath(p);
+  return absolutePath(p, user);
 }
 
 async function run(sb: SandboxContext, op: Parameters<typeof fsOp>[1], ...args: string[]): Promise<Entry[]> {
@@ -93,28 +93,28 @@ const watchers = new Map<string, Watcher>();
 export function filesystemService(): ServiceImpl<typeof Filesystem> {
   return {
     async stat(req, ctx) {
-      const [e] = await run(sandboxOf(ctx), 'stat', checkedPath(req.path));
+      const [e] = await run(sandboxOf(ctx), 'stat', checkedPath(req.path, 'path', sandboxOf(ctx).user));
       return { entry: entryInfo(e) };
     },
     async listDir(req, ctx) {
-      const entries = await run(sandboxOf(ctx), 'list', checkedPath(req.path), String(req.depth || 1));
+      const entries = await run(sandboxOf(ctx), 'list', checkedPath(req.path, 'path', sandboxOf(ctx).user), String(req.depth || 1));
       return { entries: entries.map(entryInfo) };
     },
     async makeDir(req, ctx) {
-      const [e] = await run(sandboxOf(ctx), 'mkdir', checkedPath(req.path));
+      const [e] = await run(sandboxOf(ctx), 'mkdir', checkedPath(req.path, 'path', sandboxOf(ctx).user));
       return { entry: entryInfo(e) };
     },
     async move(req, ctx) {
-      const [e] = await run(sandboxOf(ctx), 'move', checkedPath(req.source, 'source'), checkedPath(req.destination, 'destination'));
+      const [e] = await run(sandboxOf(ctx), 'move', checkedPath(req.source, 'source', sandboxOf(ctx).user), checkedPath(req.destination, 'destination', sandboxOf(ctx).user));
       return { entry: entryInfo(e) };
     },
     async remove(req, ctx) {
-      await run(sandboxOf(ctx), 'remove', checkedPath(req.path));
+      await run(sandboxOf(ctx), 'remove', checkedPath(req.path, 'path', sandboxOf(ctx).user));
       return {};
     },
     async *watchDir(req, ctx) {
       const sb = sandboxOf(ctx);
-      const dir = checkedPath(req.path);
+      const dir = checkedPath(req.path, 'path', sb.user);
       let last = await snapshot(sb, dir, req.recursive);
       yield { event: { case: 'start', value: {} } };
       let quiet = 0;
@@ -134,7 +134,7 @@ export function filesystemService(): ServiceImpl<typeof Filesystem> {
     },
     async createWatcher(req, ctx) {
       const sb = sandboxOf(ctx);
-      const dir = checkedPath(req.path);
+      const dir = checkedPath(req.path, 'path', sb.user);
       const id = `w_${Math.random().toString(36).slice(2, 12)}`;
       watchers.set(id, { vmId: sb.vmId, dir, recursive: req.recursive, withEntry: req.includeEntry, last: await snapshot(sb, dir, req.recursive) });
       return { watcherId: id };

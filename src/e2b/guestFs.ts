@@ -9,11 +9,12 @@ import { GuestProcess, type ProcessSpec } from './guestProcess.ts';
 import type { SandboxContext } from './context.ts';
 import { E2B_HOME } from '../wire/protocol.ts';
 
-/** An E2B path made absolute (relative to the user's directory, as E2B's are; `~` is that directory). */
-export function absolutePath(p: string): string {
+/** An E2B path made absolute (relative to the user's home directory, as E2B's are: root's /root; `~` is that directory). */
+export function absolutePath(p: string, user = 'user'): string {
+  const home = user === 'root' ? '/root' : E2B_HOME;
   let out = p;
-  if (out === '~' || out.startsWith('~/')) out = E2B_HOME + out.slice(1);
-  else if (!out.startsWith('/')) out = `${E2B_HOME}/${out}`;
+  if (out === '~' || out.startsWith('~/')) out = home + out.slice(1);
+  else if (!out.startsWith('/')) out = `${home}/${out}`;
   const parts: string[] = [];
   for (const seg of out.split('/')) {
     if (!seg || seg === '.') continue;

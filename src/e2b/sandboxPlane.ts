@@ -2,7 +2,9 @@
  * E2B's in-sandbox API ("envd") for every sandbox, served by this server from the VM's guest agent
  * (decisions section 17): a request names its sandbox by the `E2b-Sandbox-Id` header under
  * `/e2b/sandbox` (E2B_SANDBOX_URL), or by its Host `49983-{sandbox id}.{preview domain}` (E2B_DOMAIN),
- * and carries the sandbox's access token in `X-Access-Token`. Served: the Connect services
+ * and carries the sandbox's access token in `X-Access-Token` (a `/files` URL may carry a signature made
+ * with it instead: signature.ts; such a URL of E2B_SANDBOX_URL's origin, `/files?…&signature=`, names
+ * its sandbox by that signature alone). Served: the Connect services
  * `process.Process` and `filesystem.Filesystem`, `/files` (download, upload), `/health`, `/envs`.
  * Another port of a sandbox's Host is a preview (section 16) and goes on to that router.
  */
@@ -24,6 +26,7 @@ import { filesystemService } from './filesystemService.ts';
 import { SANDBOX, type SandboxContext } from './context.ts';
 import * as store from './store.ts';
 import { downloadFile, uploadFiles } from './files.ts';
+import { checkSignature, signedOnly } from './signature.ts';
 import { collect } from './guestFs.ts';
 import { E2B_HOME, WORKSPACE } from '../wire/protocol.ts';
 
@@ -46,6 +49,8 @@ export function sendError(res: ServerResponse, code: number, message: string): v
 /** Which sandbox and port a request names, and the path it asks for there; null when it is not the sandbox plane's. */
 export function sandboxRoute(req: IncomingMessage, domain: string): { sandboxId: string; port: number; path: string } | null {
   const url = req.url ?? '/';
+  // A signed file URL of E2B_SANDBOX_URL's origin: its sandbox is the one whose token signed it.
+  if (url.startsWith('/files?') && signedOnly(new URL(url, 'http://sandbox'))) return { sandboxId: '', port: ENVD_PORT, path: url };
   if (url === SANDBOX_PREFIX || url.startsWith(`${SANDBOX_PREFIX}/`) || url.startsWith(`${SANDBOX_PREFIX}?`)) {
     const id = one(req.headers['e2b-sandbox-id'])?.trim() ?? '';
     const port = Number(one(req.headers['e2b-sandbox-port']) ?? ENVD_PORT);
@@ -61,10 +66,10 @@ export function sandboxRoute(req: IncomingMessage, domain: string): { sandboxId:
   return { sandboxId: route.label, port: ENVD_PORT, path: url };
 }
 
-/** E2B's user of a request: the Basic authorization's user name (`user` when absent). */
-function userOf(req: IncomingMessage): string {
+/** E2B's user of a request: the Basic authorization's user name, else a `/files` URL's `username` (`user` when neither). */
+function userOf(req: IncomingMessage, url: URL): string {
   const m = /^Basic +(\S+)$/i.exec(one(req.headers.authorization) ?? '');
-  const name = m ? Buffer.from(m[1], 'base64').toString('utf8').split(':')[0] : '';
+  const name = m ? Buffer.from(m[1], 'base64').toString('utf8').split(':')[0] : url.pathname === '/files' ? (url.searchParams.get('username') ?? '') : '';
   return name || 'user';
 }
 
@@ -90,19 +95,23 @@ export function sandboxPlane(services: Services, guest: GuestAccess | null, log:
     contextValues: (req) => createContextValues().set(SANDBOX, (req as Req)[SB] ?? null),
   });
 
-  async function resolve(req: IncomingMessage, sandboxId: string): Promise<SandboxContext> {
-    const found = await store.vmIdOfSandbox(services.db, null, sandboxId);
+  async function resolve(req: IncomingMessage, sandboxId: string, url: URL): Promise<SandboxContext> {
+    const found = sandboxId ? await store.vmIdOfSandbox(services.db, null, sandboxId) : await store.sandboxSigning(services.db, (token) => checkSignature(url, req.method ?? 'GET', token, Date.now()) !== 'invalid');
     const record = found ? await store.get(services.db, found.vm_id) : null;
     // E2B's proxy answers 502 for a sandbox it cannot reach (its SDKs read that as "not running").
-    if (!found || !record) throw new E2bError(502, `sandbox ${sandboxId} not found`);
-    const token = one(req.headers['x-access-token']) ?? '';
-    if (!sameToken(token, record.access_token)) throw new E2bError(401, 'invalid access token for this sandbox');
+    if (!found || !record) throw sandboxId ? new E2bError(502, `sandbox ${sandboxId} not found`) : new E2bError(401, 'invalid signature');
+    const token = one(req.headers['x-access-token']);
+    // A file URL may carry a signature made with the token in its place (E2B's signed URLs: signature.ts).
+    if (token === undefined && url.pathname === '/files' && url.searchParams.has('signature')) {
+      const check = checkSignature(url, req.method ?? 'GET', record.access_token, Date.now());
+      if (check !== 'valid') throw new E2bError(401, check === 'expired' ? 'signature is already expired' : 'invalid signature');
+    } else if (!sameToken(token ?? '', record.access_token)) throw new E2bError(401, 'invalid access token for this sandbox');
     const target = await services.previews.target({ vmId: found.vm_id, port: ENVD_PORT });
     // A paused sandbox whose autoResume is on wakes for the request (as a preview does).
     await services.previews.running(target).catch((err: Error) => {
       throw new E2bError(502, `sandbox ${sandboxId} is not running: ${err.message}`);
     });
-    const sb = await contextOf(found.tenant_id, found.vm_id, userOf(req), record.env_vars);
+    const sb = await contextOf(found.tenant_id, found.vm_id, userOf(req, url), record.env_vars);
     // As E2B's proxy does when its sandbox goes: the connection ends mid-answer (the SDK then asks
     // /health, and a 502 there tells it the sandbox was killed or paused).
     sb.drop = () => req.socket?.destroy();
@@ -124,8 +133,8 @@ export function sandboxPlane(services: Services, guest: GuestAccess | null, log:
   }
 
   async function serve(req: Req, res: ServerResponse, route: { sandboxId: string; path: string }): Promise<void> {
-    const sb = await resolve(req, route.sandboxId);
     const url = new URL(route.path, 'http://sandbox');
+    const sb = await resolve(req, route.sandboxId, url);
     if (url.pathname === '/health') {
       res.writeHead(204).end();
       return;

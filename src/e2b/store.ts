@@ -53,6 +53,18 @@ export async function vmIdOfSandbox(q: Queryable, tenantId: string | null, sandb
   return rows.length === 1 ? rows[0] : null;
 }
 
+/**
+ * The sandbox (not deleted) whose access token `signedWith` accepts, for a signed file URL that names
+ * no sandbox: each token is tried (a hash each; a signature made with another token matches none).
+ */
+export async function sandboxSigning(q: Queryable, signedWith: (token: string) => boolean): Promise<{ vm_id: string; tenant_id: string } | null> {
+  const rows = await q.query<{ vm_id: string; tenant_id: string; access_token: string }>(
+    `SELECT s.vm_id, v.tenant_id, s.access_token FROM e2b_sandboxes s JOIN vms v ON v.vm_id = s.vm_id WHERE v.deleted_at IS NULL`,
+  );
+  const found = rows.find((r) => signedWith(r.access_token));
+  return found ? { vm_id: found.vm_id, tenant_id: found.tenant_id } : null;
+}
+
 export async function setEnd(q: Queryable, vmId: string, endAt: Date): Promise<void> {
   await q.query('UPDATE e2b_sandboxes SET end_at = $2 WHERE vm_id = $1', [vmId, endAt]);
 }
