@@ -201,7 +201,7 @@ describe("E2B's SDK against agentvm", { skip }, () => {
     const expired = await fetch(await sandbox.downloadUrl('e2b-signed.txt', { useSignatureExpiration: -10 }));
     assert.deepEqual([expired.status, await expired.json()], [401, { code: 401, message: 'signature is already expired' }]);
     const form = new FormData();
-    form.append('file', new Blob(['from a signed URL']));
+    form.append('file', 'from a signed URL'); // a text field: the file's bytes, at the URL's path
     const up = await fetch(await sandbox.uploadUrl('signed-root.txt', { user: 'root', useSignatureExpiration: 60 }), { method: 'POST', body: form });
     assert.deepEqual([up.status, await up.json()], [200, [{ name: 'signed-root.txt', type: 'file', path: '/root/signed-root.txt' }]], "a relative path is the user's home's: root's /root");
     assert.equal(await sandbox.files.read('/root/signed-root.txt', { user: 'root' }), 'from a signed URL');

@@ -162,8 +162,14 @@ export async function uploadFiles(services: Services, sb: SandboxContext, url: U
         body: Readable.toWeb(req) as unknown as ReadableStream<Uint8Array>,
         duplex: 'half',
       } as RequestInit).formData();
-      for (const [, v] of form.entries()) {
-        if (typeof v === 'string') continue;
+      for (const [field, v] of form.entries()) {
+        // A `file` field sent as text (no file name) is the file's bytes, at the URL's path (as envd takes it).
+        if (typeof v === 'string') {
+          if (field !== 'file' || !queryPath) continue;
+          const bytes = Buffer.from(v);
+          uploads.push({ path: queryPath, body: once(bytes), size: bytes.length });
+          continue;
+        }
         const file = v as File;
         const p = queryPath ?? file.name;
         if (!p) return sendError(res, 400, 'path: give the path of each file');
