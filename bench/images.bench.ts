@@ -1,5 +1,5 @@
 // Images of your own through a real server: a Dockerfile of three RUN steps built in a builder VM
-// against the same three steps as one run in a running VM; a rebuild of the unchanged Dockerfile
+// against the same three steps as one run in a running VM, in turns (three rounds, each side fresh); a rebuild of the unchanged Dockerfile
 // (every step from the cache); and create → running of a VM of the image against a base VM, in turns.
 // Targets (decisions section 15, issue 40): build ≤ 1.5x the steps in a VM; cached rebuild ≤ 2 s;
 // a VM of the image within 10% of a base VM. Needs QEMU and a built image: AGENTVM_IMAGE_DIR.
@@ -9,13 +9,15 @@ import { startBenchPlatform } from './platform.ts';
 const N = Number(process.env.BENCH_IMAGE_VMS ?? 4);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const STEPS = ['seq 1 20000 | sha256sum > /opt/one', 'mkdir -p /opt/tree && for i in $(seq 1 200); do echo $i > /opt/tree/$i; done', 'tar -C /opt -cf /opt/tree.tar tree && sync'];
-const DOCKERFILE = `FROM base\n${STEPS.map((s) => `RUN ${s}`).join('\n')}\n`;
+/** Rounds of the build against its baseline: each a fresh VM and a fresh builder (a comment in the first RUN makes each build's cache its own). */
+const ROUNDS = Number(process.env.BENCH_IMAGE_ROUNDS ?? 3);
+const dockerfileOf = (round: number) => `FROM base\n${STEPS.map((s, i) => `RUN ${s}${i === 0 ? ` # round ${round}` : ''}`).join('\n')}\n`;
 const { server, h, call, untilRunning, close } = await startBenchPlatform('imagebench');
 try {
   const driver = server.host.driver!;
-  const build = async () => {
+  const build = async (dockerfile: string) => {
     const t0 = performance.now();
-    const image = await call('POST', '/v1/api/images', { name: 'bench', dockerfile: DOCKERFILE, egress: { mode: 'none', allow: [] } });
+    const image = await call('POST', '/v1/api/images', { name: 'bench', dockerfile, egress: { mode: 'none', allow: [] } });
     for (;;) {
       const got = await call('GET', `/v1/api/images/${image.image_id}`);
       if (got.status === 'ready') return { ms: performance.now() - t0, image: got };
@@ -23,16 +25,31 @@ try {
       await sleep(20);
     }
   };
-  // The baseline: the same steps as one command in a running VM (as root, as the build runs them).
-  const vm = await call('POST', '/v1/api/vms', { harness: 'echo', egress: { mode: 'none', allow: [] } });
-  await untilRunning(vm.vm_id, performance.now());
-  const t0 = performance.now();
-  const r = await driver.exec(vm.vm_id, { argv: ['sh', '-c', STEPS.join(' && ')] }, 10 * 60_000);
-  if (r.exit_code !== 0) throw new Error(`the steps failed in a VM: ${r.stderr}`);
-  const inVm = performance.now() - t0;
-  await call('DELETE', `/v1/api/vms/${vm.vm_id}`);
-  const first = await build();
-  const again = await build();
+  // Both sides as a user meets them: a VM taken from the standbys, a builder kept ready (each made
+  // again while the host is quiet, between rounds).
+  const kept = async () => {
+    for (const t0 = performance.now(); driver.standbyCount() === 0 || (server.host.buildersReady?.() ?? 0) === 0; await sleep(100)) {
+      if (performance.now() - t0 > 120_000) throw new Error('no standby VM or builder was made again within 2 minutes');
+    }
+  };
+  const inVms: number[] = [];
+  const builds: number[] = [];
+  for (let round = 0; round < ROUNDS; round++) {
+    await kept();
+    // The baseline: the same steps as one command in a running VM (as root, as the build runs them).
+    const vm = await call('POST', '/v1/api/vms', { harness: 'echo', egress: { mode: 'none', allow: [] } });
+    await untilRunning(vm.vm_id, performance.now());
+    const t0 = performance.now();
+    const r = await driver.exec(vm.vm_id, { argv: ['sh', '-c', STEPS.join(' && ')] }, 10 * 60_000);
+    if (r.exit_code !== 0) throw new Error(`the steps failed in a VM: ${r.stderr}`);
+    inVms.push(performance.now() - t0);
+    await call('DELETE', `/v1/api/vms/${vm.vm_id}`);
+    await kept();
+    builds.push((await build(dockerfileOf(round))).ms);
+  }
+  const inVm = pct(inVms, 50);
+  const first = { ms: pct(builds, 50) };
+  const again = await build(dockerfileOf(ROUNDS - 1));
   const times: Record<'image' | 'base', number[]> = { image: [], base: [] };
   for (let i = 0; i < N; i++) {
     for (const kind of ['image', 'base'] as const) {
@@ -58,7 +75,7 @@ try {
   const p50 = (k: 'image' | 'base') => pct(times[k], 50);
   const vmRatio = p50('image') / p50('base');
   await report(`Images (${N} VMs of each kind, in turns)`, [
-    row('images', 'build of a Dockerfile of 3 RUN steps → ready', `${(first.ms / 1000).toFixed(1)} s`, `${(inVm / 1000).toFixed(1)} s as one run in a VM`, first.ms / inVm, '≤ 150%', first.ms <= 1.5 * inVm),
+    row('images', `build of a Dockerfile of 3 RUN steps → ready, p50 of ${ROUNDS}`, `${(first.ms / 1000).toFixed(2)} s`, `${(inVm / 1000).toFixed(2)} s as one run in a VM (p50)`, first.ms / inVm, '≤ 150%', first.ms <= 1.5 * inVm),
     row('images', 'rebuild of the unchanged Dockerfile (all cached) → ready', `${(again.ms / 1000).toFixed(2)} s`, '', null, '≤ 2 s', again.ms <= 2000),
     row('images', "a RUN's line in the build log after it is printed", `${firstLineMs.toFixed(0)} ms`, '≥ 5000 ms before (the step\'s end)', null, '≤ 1.5 s', firstLineMs <= 1500),
     row('images', 'create → running, a VM of the image, p50', `${p50('image').toFixed(0)} ms`, `${p50('base').toFixed(0)} ms base VM`, vmRatio, '≤ 110%', vmRatio <= 1.1),

@@ -20,6 +20,9 @@ import { processFrame, ProcessFrameReader } from '../wire/processFrames.ts';
 import { shellQuote } from '../wire/shellWords.ts';
 import { BUSYBOX } from './buildStep.ts';
 
+/** The build's shell, as root in `/`, its stdin the steps (the environment is the first step's, or none for one a builder keeps ready). */
+export const BUILD_SHELL: Omit<ProcessOpen, 'env'> = { argv: ['/bin/sh', '-s'], cwd: '/', root: true, stdin: true };
+
 /** Starts a program in the builder on a stream of its data port. */
 export type BuilderProcess = (p: ProcessOpen) => Promise<GuestShell>;
 
@@ -133,7 +136,7 @@ export class BuildShell {
 
   /** The shell, started with `env` (a first step's): each step exports its own over it. */
   static async open(open: BuilderProcess, env: Record<string, string>): Promise<BuildShell> {
-    const shell = await open({ argv: ['/bin/sh', '-s'], env, cwd: '/', root: true, stdin: true });
+    const shell = await open({ ...BUILD_SHELL, env });
     if (!shell.framed) {
       shell.close();
       throw new Error("the builder's agent cannot start a program on a stream (an agent older than the image's)");
@@ -141,11 +144,15 @@ export class BuildShell {
     return new BuildShell(shell);
   }
 
-  /** `shell` while it runs, else (none yet, or it ended) a new one. */
-  static async alive(shell: BuildShell | null, open: BuilderProcess, env: Record<string, string>): Promise<BuildShell> {
+  /**
+   * `shell` while it runs, else (none yet, or it ended) a new one: the one a builder kept ready has
+   * waiting (`kept`, BUILD_SHELL started by its warm-up, followed on a new stream), where it has one.
+   */
+  static async alive(shell: BuildShell | null, open: BuilderProcess, env: Record<string, string>, kept?: () => Promise<GuestShell | null>): Promise<BuildShell> {
     if (shell?.running) return shell;
     shell?.close();
-    return BuildShell.open(open, env);
+    const waiting = shell ? null : await kept?.().catch(() => null);
+    return waiting?.framed ? new BuildShell(waiting) : BuildShell.open(open, env);
   }
 
   /** The shell still runs: a step may be given to it. */

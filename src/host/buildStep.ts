@@ -232,4 +232,6 @@ export interface BuildState {
   saved: Promise<void>;
   /** The shell the build's RUN steps run in (buildShell.ts), once one ran. */
   shell: BuildShell | null;
+  /** The pid of the shell its builder kept ready started (buildShell.ts BUILD_SHELL), if it was kept ready. */
+  keptPid: number | null;
 }

@@ -28,11 +28,11 @@ import { randomBase62, sha256Hex } from '../domain/ids.ts';
 import { PLANS } from '../domain/plans.ts';
 import { configAfter, parseDockerfile, type ImageConfig, type Step } from '../domain/dockerfile.ts';
 import { BASE_CONFIG, type ImageFeed } from '../domain/images.ts';
-import { IMAGE_CONFIG_PATH, type ExecArgs, type ExecResult } from '../wire/protocol.ts';
+import { IMAGE_CONFIG_PATH, type ExecArgs, type ExecResult, type ProcessOpen } from '../wire/protocol.ts';
 import type { EgressGateway } from './egress/gateway.ts';
 import { PROXY_ENV } from '../harness/invoke.ts';
 import { BUILD_MARK, BUSYBOX, BUSYBOX_SH, buildPhases, copyStep, lastStepArgv, lastStepInShell, LIST_PACKAGES_ARGV, planSteps, trackStep, workdirArgv, parsePackages, withoutBusybox, type BuildState } from './buildStep.ts';
-import { BuildShell, type StreamedStep } from './buildShell.ts';
+import { BUILD_SHELL, BuildShell, type StreamedStep } from './buildShell.ts';
 import { chainBytes, chainOf, collectLayers } from './layerGc.ts';
 import { LocalGuestAccess } from './guestAccess.ts';
 import * as imageStore from '../store/images.ts';
@@ -154,7 +154,7 @@ export class ImageBuilder {
   buildersReady = (): number => this.builders.standbyCount();
 
   private builderShape(image: Image) {
-    return { image, vcpus: PLANS.starter.vcpus, memoryMib: PLANS.starter.memory_mib, diskGib: 1 };
+    return { image, vcpus: PLANS.starter.vcpus, memoryMib: PLANS.starter.memory_mib, diskGib: 1, process: { ...BUILD_SHELL, env: {} } };
   }
 
   /** Builds of a host silent for LOST_HOST_MS go back to the queue (or fail, saying why): none stays `building`. */
@@ -184,7 +184,7 @@ export class ImageBuilder {
     const imageId = row.image_id;
     const image = this.o.image()!;
     const t0 = performance.now();
-    const state: BuildState = { vmId: null, env: new Map(), workdir: BASE_CONFIG.workdir, user: 'root', startLayer: null, layer: null, synced: false, idsOf: new Map(), disk: builderDisk(), saved: Promise.resolve(), shell: null };
+    const state: BuildState = { vmId: null, env: new Map(), workdir: BASE_CONFIG.workdir, user: 'root', startLayer: null, layer: null, synced: false, idsOf: new Map(), disk: builderDisk(), saved: Promise.resolve(), shell: null, keptPid: null };
     const { phases, timed } = buildPhases();
     try {
       const { steps } = parseDockerfile(row.dockerfile);
@@ -221,8 +221,8 @@ export class ImageBuilder {
       // A last RUN is followed by the config in its shell, and one layer is both's (its step's key names a
       // layer with a config file then, which the config of any image built on it writes over).
       const lastFs = plan.reduce((last, p, i) => (p.fs ? i : last), -1);
+      const configAt = !hasConfig && lastFs >= resumeAt && plan[lastFs].step.kind === 'run' ? lastFs : -1;
       let packages: Array<{ name: string; version: string }> | null = null;
-      let configured = false;
       for (const [i, p] of plan.entries()) {
         const head = `step ${i + 1}/${plan.length}: ${p.step.text.slice(0, 200)}`;
         trackStep(state, p.step);
@@ -232,17 +232,16 @@ export class ImageBuilder {
         }
         await this.say(imageId, head);
         if (!p.fs) continue;
-        const withConfig = i === lastFs && p.step.kind === 'run' && !hasConfig;
+        const withConfig = i === configAt;
         await timed('builder_ms', () => this.ensureBuilder(row, state, image));
         await timed('steps_ms', () => this.runStep(imageId, state, p.step, row.context, !withConfig));
         if (withConfig) packages = await timed('config_ms', () => this.configure(state, config, startPackages));
-        configured ||= withConfig;
         await timed('capture_ms', () => this.capture(state, withConfig ? [p.key, configKey] : [p.key]));
       }
       if (hasConfig) {
         state.layer = cachedConfig.path;
         await imageStore.touchLayers(this.o.db, this.o.hostId, [cachedConfig.path], this.o.clock.now());
-      } else if (!configured) {
+      } else if (configAt < 0) {
         await timed('builder_ms', () => this.ensureBuilder(row, state, image));
         packages = await timed('config_ms', () => this.configure(state, config, startPackages));
         await timed('capture_ms', () => this.capture(state, [configKey]));
@@ -283,7 +282,9 @@ export class ImageBuilder {
     this.o.gateway?.setPolicy(vmId, row.egress);
     await this.say(row.image_id, `starting a builder VM (egress ${row.egress.mode}${row.egress.mode === 'allowlist' ? `: ${row.egress.allow.join(' ') || 'nothing'}` : ''})`);
     // A build FROM base with nothing cached takes the builder kept ready, where there is one.
-    if (await this.builders.claimStandby(spec)) return this.say(row.image_id, 'it was kept ready: its programs run warm');
+    const took = await this.builders.claimStandby(spec);
+    state.keptPid = took?.keptPid ?? null;
+    if (took) return this.say(row.image_id, 'it was kept ready: its programs run warm');
     await this.builders.prepareDisks(spec, true);
     await this.builders.start(spec);
   }
@@ -356,7 +357,8 @@ export class ImageBuilder {
       // In the build's shell (one for all its RUNs), what it prints to the log line by line while it runs.
       const ids = await this.ids(state);
       const run: StreamedStep = { argv: step.argv, cwd: state.workdir || '/', env: this.env(state, ids.uid), ids, timeoutMs: STEP_TIMEOUT_MS, capBytes: STEP_OUTPUT_BYTES, sync, mark: BUILD_MARK };
-      state.shell = await BuildShell.alive(state.shell, (process) => this.access.openShell(state.vmId!, { cols: 80, rows: 24, env: {}, process }), run.env);
+      const open = (process: ProcessOpen) => this.access.openShell(state.vmId!, { cols: 80, rows: 24, env: {}, process });
+      state.shell = await BuildShell.alive(state.shell, open, run.env, state.keptPid === null ? undefined : () => this.access.attachProcess(state.vmId!, state.keptPid!));
       const r = await state.shell.run(run, (line) => this.say(imageId, line));
       // Its end flushed the builder's filesystems (a step killed before its end did not: its build fails).
       state.synced = sync && r.exitCode === 0;

@@ -323,9 +323,10 @@ export class QemuDriver extends EventEmitter implements VmDriver {
 
   /**
    * Starts a new VM by taking a standby of its shape (see standbyClaims.ts); null when it takes none
-   * and starts as usual. `netSlot`: the standby's network slot, the VM's now (the caller records it).
+   * and starts as usual. `netSlot`: the standby's network slot, the VM's now (the caller records it);
+   * `keptPid`: the program its shape keeps running (StandbyShape.process).
    */
-  claimStandby(spec: VmSpec): Promise<{ facts: HelloFacts; netSlot: number } | null> {
+  claimStandby(spec: VmSpec): Promise<{ facts: HelloFacts; netSlot: number; keptPid?: number } | null> {
     return this.vms.busy(() => claimStandby(this.vms, this.standby, spec));
   }
 

@@ -50,9 +50,10 @@ export async function launchStandby(
  * Starts a new VM by taking a standby of its shape, when there is one and the VM has never run (no
  * directory) nor starts from a template. Answers null otherwise, or when the standby fails (it is
  * dropped): the VM then starts as usual. The VM's directory becomes a link to the standby's, and the
- * VM takes the standby's network slot (`netSlot`: the caller records it).
+ * VM takes the standby's network slot (`netSlot`: the caller records it), and the program its shape
+ * keeps running (`keptPid`: the caller follows it, attachProcess).
  */
-export async function claimStandby(vms: RunningVms, standby: StandbyPool, spec: VmSpec): Promise<{ facts: HelloFacts; netSlot: number } | null> {
+export async function claimStandby(vms: RunningVms, standby: StandbyPool, spec: VmSpec): Promise<{ facts: HelloFacts; netSlot: number; keptPid?: number } | null> {
   if (spec.persistBacking || spec.upperBacking || vms.handles.has(spec.vmId)) return null;
   const key = standbyKey(spec);
   if (!standby.has(key)) return null;
@@ -71,7 +72,7 @@ export async function claimStandby(vms: RunningVms, standby: StandbyPool, spec: 
     const facts = factsFromAssumed(out);
     vms.setPhases(spec.vmId, { ...s.phases, ...phases });
     vms.track(spec.vmId, 'standby', s.m, facts, s.m.exit);
-    return { facts, netSlot: s.netSlot };
+    return { facts, netSlot: s.netSlot, ...(s.kept ? { keptPid: s.kept.pid } : {}) };
   } catch (err) {
     vms.opts.log?.('taking a standby VM failed; starting as usual', { vm_id: spec.vmId, standby: s.id, err: (err as Error).message });
     await rm(dir, { force: true });
