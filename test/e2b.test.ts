@@ -113,8 +113,8 @@ describe("E2B's SDK against agentvm", { skip }, () => {
     });
     assert.equal((await sandbox.commands.run('pwd', { cwd: '/tmp' })).stdout, '/tmp\n');
     assert.equal((await sandbox.commands.run('pwd; readlink -f .')).stdout, '/home/user\n/persist/workspace\n');
-    const root = await sandbox.commands.run('id -un; echo "$HOME $GREETING"; echo "$HTTPS_PROXY" | grep -c .', { user: 'root' });
-    assert.equal(root.stdout, 'root\n/root hi there\n1\n', 'root, with the environment a process of the user has (the egress proxy too)');
+    const root = await sandbox.commands.run('id -un; echo "$HOME $GREETING"; echo "$HTTPS_PROXY" | grep -c .; pwd', { user: 'root' });
+    assert.equal(root.stdout, 'root\n/root hi there\n1\n/root\n', "root, with the environment a process of the user has (the egress proxy too), in root's home");
     await assert.rejects(sandbox.commands.run('true', { cwd: '/no/such/dir' }), (err: unknown) => {
       assert.ok(err instanceof CommandExitError, String(err));
       assert.equal(err.exitCode, 1);

@@ -148,7 +148,8 @@ export function processService(): ServiceImpl<typeof Process> {
       const spec: ProcessSpec = {
         argv: [p.cmd, ...p.args],
         env: { ...sb.envVars, ...p.envs },
-        cwd: p.cwd ?? null,
+        // As envd: a process without a cwd starts in its user's home (root's /root; the guest's is /home/user).
+        cwd: p.cwd ?? (sb.user === 'root' ? '/root' : null),
         root: sb.user === 'root',
         stdin: req.stdin ?? true,
         pty: req.pty ? { cols: req.pty.size?.cols || 80, rows: req.pty.size?.rows || 24 } : null,
