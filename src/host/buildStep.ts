@@ -9,6 +9,7 @@ import { filesOfSource, joinWorkdir, type Step } from '../domain/dockerfile.ts';
 import { UPPER_MODEL, type ExecArgs, type ExecResult } from '../wire/protocol.ts';
 import { shellQuote } from '../wire/shellWords.ts';
 import { sha256Hex } from '../domain/ids.ts';
+import { PROXY_ENV } from '../harness/invoke.ts';
 import type { BuilderDisk } from '../vmm/buildLayers.ts';
 import type { BuildShell } from './buildShell.ts';
 import { DPKG_QUERY_ARGS, parseDpkgQuery, type PackageVersion } from '../image/workstation.ts';
@@ -198,6 +199,16 @@ export function planSteps(steps: Step[], parentKey: string, context: Record<stri
   });
 }
 
+
+const BUILD_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+
+/**
+ * A step's environment: the gateway as its proxy (as every run has: apt, curl, git, npm and pip reach
+ * what the build's egress allows through it), then the build's ENV and ARGs.
+ */
+export function stepEnv(state: BuildState, uid: number): Record<string, string> {
+  return { ...PROXY_ENV, PATH: BUILD_PATH, HOME: uid === 0 ? '/root' : `/home/${state.user.split(':')[0]}`, DEBIAN_FRONTEND: 'noninteractive', ...Object.fromEntries(state.env) };
+}
 
 /** Where a build's time goes (its log line): the builder's start, the steps, the layers taken, the config. */
 export function buildPhases() {

@@ -30,11 +30,11 @@ import { configAfter, parseDockerfile, type ImageConfig, type Step } from '../do
 import { BASE_CONFIG, type ImageFeed } from '../domain/images.ts';
 import { IMAGE_CONFIG_PATH, type ExecArgs, type ExecResult, type ProcessOpen } from '../wire/protocol.ts';
 import type { EgressGateway } from './egress/gateway.ts';
-import { PROXY_ENV } from '../harness/invoke.ts';
-import { BUILD_MARK, BUSYBOX, BUSYBOX_SH, buildPhases, copyStep, lastStepArgv, lastStepInShell, LIST_PACKAGES_ARGV, planSteps, trackStep, workdirArgv, parsePackages, withoutBusybox, type BuildState } from './buildStep.ts';
+import { BUILD_MARK, BUSYBOX, BUSYBOX_SH, buildPhases, copyStep, lastStepArgv, lastStepInShell, LIST_PACKAGES_ARGV, planSteps, stepEnv, trackStep, workdirArgv, parsePackages, withoutBusybox, type BuildState } from './buildStep.ts';
 import { BUILD_SHELL, BuildShell, type StreamedStep } from './buildShell.ts';
 import { chainBytes, chainOf, collectLayers } from './layerGc.ts';
 import { LocalGuestAccess } from './guestAccess.ts';
+import { BuildLog } from './buildLog.ts';
 import * as imageStore from '../store/images.ts';
 
 export interface ImageBuilderOptions {
@@ -67,12 +67,12 @@ export const LOST_HOST_MS = 10 * 60_000;
 const STEP_TIMEOUT_MS = 30 * 60_000;
 /** What of one step's output the log keeps (the rest is counted). */
 const STEP_OUTPUT_BYTES = 256 * 1024;
-const BUILD_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
 export class ImageBuilder {
   private readonly builders: QemuDriver;
   /** Programs in the builders on streams of their data ports (a RUN step's output as it comes). */
   private readonly access: LocalGuestAccess;
+  private readonly log: BuildLog;
   private running: Promise<void> | null = null;
   private again = false;
   private closed = false;
@@ -85,6 +85,7 @@ export class ImageBuilder {
     // A builder kept ready (a standby with its translated code warm, standby.ts) for a build FROM base.
     this.builders = new QemuDriver({ ...o.driver.opts, vmsDir: o.buildDir, standby: o.standbyBuilders ?? 1, standbySlots: BUILD_STANDBY_SLOTS, busyElsewhere: () => !o.driver.quiet() });
     this.access = new LocalGuestAccess(this.builders);
+    this.log = new BuildLog(o.db, o.clock, o.feed, o.log);
   }
 
   /** Builds interrupted by a crash go back to the queue, and their builder VMs go; then queued builds start. */
@@ -175,10 +176,8 @@ export class ImageBuilder {
     }
   }
 
-  private async say(imageId: string, text: string): Promise<void> {
-    await imageStore.appendLog(this.o.db, imageId, text.slice(0, 4000), this.o.clock.now());
-    await this.o.feed.publish({ image_id: imageId }).catch(() => undefined);
-  }
+  private say = (imageId: string, text: string) => this.log.say(imageId, text);
+  private tell = (imageId: string, text: string) => this.log.tell(imageId, text);
 
   private async build(row: imageStore.ImageRow & { context: Record<string, string> }): Promise<void> {
     const imageId = row.image_id;
@@ -198,7 +197,7 @@ export class ImageBuilder {
       state.user = parentConfig.user || 'root';
       state.startLayer = state.layer = parent?.layer_path ?? null;
       const plan = planSteps(steps, parent ? `image:${parent.image_id}` : `base:${image.id}`, row.context);
-      await this.say(imageId, `building ${row.name} (${imageId}) FROM ${row.parent}: ${steps.length} step${steps.length === 1 ? '' : 's'}`);
+      this.tell(imageId, `building ${row.name} (${imageId}) FROM ${row.parent}: ${steps.length} step${steps.length === 1 ? '' : 's'}`);
       // The longest prefix the cache has: the build goes on from its last layer.
       let resumeAt = 0;
       for (let i = 0; i < plan.length; i++) {
@@ -227,10 +226,10 @@ export class ImageBuilder {
         const head = `step ${i + 1}/${plan.length}: ${p.step.text.slice(0, 200)}`;
         trackStep(state, p.step);
         if (i < resumeAt) {
-          await this.say(imageId, `${head} (cached)`);
+          this.tell(imageId, `${head} (cached)`);
           continue;
         }
-        await this.say(imageId, head);
+        this.tell(imageId, head);
         if (!p.fs) continue;
         const withConfig = i === configAt;
         await timed('builder_ms', () => this.ensureBuilder(row, state, image));
@@ -280,11 +279,11 @@ export class ImageBuilder {
     };
     state.vmId = vmId;
     this.o.gateway?.setPolicy(vmId, row.egress);
-    await this.say(row.image_id, `starting a builder VM (egress ${row.egress.mode}${row.egress.mode === 'allowlist' ? `: ${row.egress.allow.join(' ') || 'nothing'}` : ''})`);
+    this.tell(row.image_id, `starting a builder VM (egress ${row.egress.mode}${row.egress.mode === 'allowlist' ? `: ${row.egress.allow.join(' ') || 'nothing'}` : ''})`);
     // A build FROM base with nothing cached takes the builder kept ready, where there is one.
     const took = await this.builders.claimStandby(spec);
     state.keptPid = took?.keptPid ?? null;
-    if (took) return this.say(row.image_id, 'it was kept ready: its programs run warm');
+    if (took) return this.tell(row.image_id, 'it was kept ready: its programs run warm');
     await this.builders.prepareDisks(spec, true);
     await this.builders.start(spec);
   }
@@ -305,7 +304,7 @@ export class ImageBuilder {
       w = await this.exec(state, { argv: lastStepArgv(IMAGE_CONFIG_PATH, config.workdir, startKnown), stdin: `${JSON.stringify(config)}\n`, asRoot: true, max_output_bytes: 4 << 20 }, 'writing the image config');
     } else {
       const out = { O: [] as string[], E: [] as string[] };
-      const r = await state.shell.run({ ...lastStepInShell(IMAGE_CONFIG_PATH, config.workdir, startKnown, JSON.stringify(config)), cwd: '/', env: this.env(state, 0), ids: { uid: 0, gid: 0 }, timeoutMs: STEP_TIMEOUT_MS, capBytes: 4 << 20 }, async (text, stream) => void out[stream].push(text));
+      const r = await state.shell.run({ ...lastStepInShell(IMAGE_CONFIG_PATH, config.workdir, startKnown, JSON.stringify(config)), cwd: '/', env: stepEnv(state, 0), ids: { uid: 0, gid: 0 }, timeoutMs: STEP_TIMEOUT_MS, capBytes: 4 << 20 }, async (text, stream) => void out[stream].push(text));
       w = { exit_code: r.exitCode, stdout: out.O.map((l) => `${l}\n`).join(''), stderr: out.E.join('\n') || (r.cut ?? '') };
     }
     if (w.exit_code !== 0 || !w.stdout.startsWith('ok\n')) throw new Error(`writing the image's config failed: ${w.stderr.trim().slice(0, 200)}`);
@@ -316,20 +315,12 @@ export class ImageBuilder {
   /** Runs `args` in the builder as `state.user`, in `state.workdir`, with the build's environment. */
   private async exec(state: BuildState, args: Omit<ExecArgs, 'uid' | 'gid' | 'env'> & { asRoot?: boolean }, what: string): Promise<ExecResult> {
     const ids = args.asRoot ? { uid: 0, gid: 0 } : await this.ids(state);
-    const run = (argv: string[]) => this.builders.exec(state.vmId!, { max_output_bytes: STEP_OUTPUT_BYTES, timeout_ms: STEP_TIMEOUT_MS, ...args, argv, ...ids, env: this.env(state, ids.uid) }, STEP_TIMEOUT_MS + 30_000);
+    const run = (argv: string[]) => this.builders.exec(state.vmId!, { max_output_bytes: STEP_OUTPUT_BYTES, timeout_ms: STEP_TIMEOUT_MS, ...args, argv, ...ids, env: stepEnv(state, ids.uid) }, STEP_TIMEOUT_MS + 30_000);
     let r = await run(args.argv);
     const plain = withoutBusybox(args.argv, r);
     if (plain) r = await run(plain);
     if (r.timed_out) throw new Error(`${what} ran longer than ${STEP_TIMEOUT_MS / 60_000} minutes`);
     return r;
-  }
-
-  /**
-   * A step's environment: the gateway as its proxy (as every run has: apt, curl, git, npm and pip reach
-   * what the build's egress allows through it), then the build's ENV and ARGs.
-   */
-  private env(state: BuildState, uid: number): Record<string, string> {
-    return { ...PROXY_ENV, PATH: BUILD_PATH, HOME: uid === 0 ? '/root' : `/home/${state.user.split(':')[0]}`, DEBIAN_FRONTEND: 'noninteractive', ...Object.fromEntries(state.env) };
   }
 
   /** The uid and gid of the build's USER (`name`, `name:group` or numbers), looked up in the builder. */
@@ -356,7 +347,7 @@ export class ImageBuilder {
     if (step.kind === 'run') {
       // In the build's shell (one for all its RUNs), what it prints to the log line by line while it runs.
       const ids = await this.ids(state);
-      const run: StreamedStep = { argv: step.argv, cwd: state.workdir || '/', env: this.env(state, ids.uid), ids, timeoutMs: STEP_TIMEOUT_MS, capBytes: STEP_OUTPUT_BYTES, sync, mark: BUILD_MARK };
+      const run: StreamedStep = { argv: step.argv, cwd: state.workdir || '/', env: stepEnv(state, ids.uid), ids, timeoutMs: STEP_TIMEOUT_MS, capBytes: STEP_OUTPUT_BYTES, sync, mark: BUILD_MARK };
       const open = (process: ProcessOpen) => this.access.openShell(state.vmId!, { cols: 80, rows: 24, env: {}, process });
       state.shell = await BuildShell.alive(state.shell, open, run.env, state.keptPid === null ? undefined : () => this.access.attachProcess(state.vmId!, state.keptPid!));
       const r = await state.shell.run(run, (line) => this.say(imageId, line));
@@ -374,7 +365,7 @@ export class ImageBuilder {
     }
     if (step.kind !== 'copy') return;
     const copied = await copyStep((args) => this.exec(state, { ...args, asRoot: true }, `line ${step.line}`), step, state.workdir, context);
-    await this.say(imageId, `copied ${copied} file${copied === 1 ? '' : 's'}`);
+    this.tell(imageId, `copied ${copied} file${copied === 1 ? '' : 's'}`);
   }
 
   /** Flushes the builder's root and keeps what changed since the last layer as the layer of `keys` (buildLayers.ts). */
