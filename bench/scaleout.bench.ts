@@ -106,8 +106,9 @@ try {
     row('scale-out', `create → running p50 of ${N} at once, 3 hosts`, `${p50(three.running).toFixed(0)} ms`, `${p50(one.running).toFixed(0)} ms with 1 host`, p50(three.running) / p50(one.running)),
   ]);
 } finally {
+  // Each ends its standbys (and builders kept ready) as it stops; a kill -9 would leave their QEMUs running.
   for (const p of procs) p.kill('SIGTERM');
-  await sleep(2000);
+  for (let i = 0; i < 300 && procs.some((p) => p.exitCode === null && p.signalCode === null); i++) await sleep(100);
   for (const p of procs) if (p.exitCode === null && p.signalCode === null) p.kill('SIGKILL');
   await db.end().catch(() => undefined);
   await pgServer.stop();

@@ -80,6 +80,8 @@ export class StandbyPool {
   private readonly ready: Standby[] = [];
   /** Standbys being made: their directories are not left over. */
   private readonly making = new Set<string>();
+  /** The machine of the standby being warmed up (one at a time). */
+  private warming: Machine | null = null;
   private shape: StandbyShape | null = null;
   private wanted = 0;
   private filling: Promise<void> | null = null;
@@ -161,6 +163,8 @@ export class StandbyPool {
   /** Ends every standby and makes no more (the server is stopping: no VM is theirs, nothing is lost). */
   async close(): Promise<void> {
     this.closed = true;
+    // Its warm-up fails at once (the machine is gone), and its making ends it (make's catch).
+    await this.warming?.kill();
     await this.filling;
     await Promise.all([...this.ready].map((s) => this.drop(s)));
   }
@@ -196,6 +200,9 @@ export class StandbyPool {
       const netSlot = await this.freeSlot();
       const launched = await this.d.launch(id, shape, netSlot);
       m = launched.m;
+      // The server is stopping: a standby being warmed up is ended now, not made whole first.
+      if (this.closed) throw new Error('no longer wanted');
+      this.warming = m;
       const t = performance.now();
       // The warm-up is most of a standby's making: it is paused while a start is under way or has just
       // ended (a start's first work comes right after it), so that it never takes CPU from a VM.
@@ -229,6 +236,7 @@ export class StandbyPool {
       await rm(dir, { recursive: true, force: true });
       throw err;
     } finally {
+      if (this.warming === m) this.warming = null;
       this.making.delete(id);
     }
   }

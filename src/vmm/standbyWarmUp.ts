@@ -28,9 +28,15 @@ const ECHO_COUNTERS = [`${HARNESS_HOME}/.agentvm-echo-count`, '/var/lib/agentvm-
  * later (the kernel's age for dirty data) in the middle of creates. Each run is forgotten once acknowledged.
  */
 export async function warmUp(m: Machine, pausedMs: () => number): Promise<void> {
-  await warmUpRun(m, buildInvocation('echo', { task: 'warm-up' }).argv, pausedMs);
-  await warmUpProcess(m, pausedMs);
-  await warmUpRun(m, ['sh', '-c', 'rm -f -- "$@" && sync', 'sh', ...ECHO_COUNTERS], pausedMs);
+  await untilGone(m, warmUpRun(m, buildInvocation('echo', { task: 'warm-up' }).argv, pausedMs));
+  await untilGone(m, warmUpProcess(m, pausedMs));
+  await untilGone(m, warmUpRun(m, ['sh', '-c', 'rm -f -- "$@" && sync', 'sh', ...ECHO_COUNTERS], pausedMs));
+}
+
+/** `work`, unless the machine ends first (a standby ended as the server stops): then it fails at once. */
+function untilGone<T>(m: Machine, work: Promise<T>): Promise<T> {
+  work.catch(() => undefined);
+  return Promise.race([work, m.exit.then((reason): never => { throw new Error(`the standby's machine ended (${reason})`); })]);
 }
 
 /** Fails after 30 s of the guest running (time it was paused for a start does not count). */
@@ -86,7 +92,7 @@ export async function keepProcess(m: Machine, program: ProcessOpen): Promise<{ p
     stream.abort({ error: 'closed', message: 'a terminal, not a process' });
     throw new Error("the guest's agent cannot start a program on a stream");
   }
-  return { pid: await pid, stream };
+  return { pid: await untilGone(m, pid), stream };
 }
 
 async function warmUpRun(m: Machine, argv: string[], pausedMs: () => number): Promise<void> {
