@@ -96,14 +96,15 @@ export function sandboxPlane(services: Services, guest: GuestAccess | null, log:
   });
 
   async function resolve(req: IncomingMessage, sandboxId: string, url: URL): Promise<SandboxContext> {
-    const found = sandboxId ? await store.vmIdOfSandbox(services.db, null, sandboxId) : await store.sandboxSigning(services.db, (token) => checkSignature(url, req.method ?? 'GET', token, Date.now()) !== 'invalid');
+    const now = services.clock.now().getTime();
+    const found = sandboxId ? await store.vmIdOfSandbox(services.db, null, sandboxId) : await store.sandboxSigning(services.db, (token) => checkSignature(url, req.method ?? 'GET', token, now) !== 'invalid');
     const record = found ? await store.get(services.db, found.vm_id) : null;
     // E2B's proxy answers 502 for a sandbox it cannot reach (its SDKs read that as "not running").
     if (!found || !record) throw sandboxId ? new E2bError(502, `sandbox ${sandboxId} not found`) : new E2bError(401, 'invalid signature');
     const token = one(req.headers['x-access-token']);
     // A file URL may carry a signature made with the token in its place (E2B's signed URLs: signature.ts).
     if (token === undefined && url.pathname === '/files' && url.searchParams.has('signature')) {
-      const check = checkSignature(url, req.method ?? 'GET', record.access_token, Date.now());
+      const check = checkSignature(url, req.method ?? 'GET', record.access_token, now);
       if (check !== 'valid') throw new E2bError(401, check === 'expired' ? 'signature is already expired' : 'invalid signature');
     } else if (!sameToken(token ?? '', record.access_token)) throw new E2bError(401, 'invalid access token for this sandbox');
     const target = await services.previews.target({ vmId: found.vm_id, port: ENVD_PORT });

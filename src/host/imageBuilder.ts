@@ -196,7 +196,8 @@ export class ImageBuilder {
       state.workdir = parentConfig.workdir;
       state.user = parentConfig.user || 'root';
       state.startLayer = state.layer = parent?.layer_path ?? null;
-      const plan = planSteps(steps, parent ? `image:${parent.image_id}` : `base:${image.id}`, row.context);
+      const parentKey = parent ? `image:${parent.image_id}` : `base:${image.id}`;
+      const plan = planSteps(steps, parentKey, row.context);
       this.tell(imageId, `building ${row.name} (${imageId}) FROM ${row.parent}: ${steps.length} step${steps.length === 1 ? '' : 's'}`);
       // The longest prefix the cache has: the build goes on from its last layer.
       let resumeAt = 0;
@@ -214,14 +215,14 @@ export class ImageBuilder {
       if (state.layer) await imageStore.touchLayers(this.o.db, this.o.hostId, await chainOf(state.layer), this.o.clock.now());
       const config = configAfter(parentConfig, steps);
       // The image describes itself to the guest agent: a last layer with its config, cached like a step.
-      const configKey = sha256Hex(`${plan.at(-1)?.key ?? (parent ? `image:${parent.image_id}` : `base:${image.id}`)}\nCONFIG ${JSON.stringify(config)}`);
+      const configKey = sha256Hex(`${plan.at(-1)?.key ?? parentKey}\nCONFIG ${JSON.stringify(config)}`);
       const cachedConfig = await imageStore.layer(this.o.db, this.o.hostId, configKey);
       const hasConfig = cachedConfig !== undefined && existsSync(cachedConfig.path);
       // A last RUN is followed by the config in its shell, and one layer is both's (its step's key names a
       // layer with a config file then, which the config of any image built on it writes over).
       const lastFs = plan.reduce((last, p, i) => (p.fs ? i : last), -1);
       const configAt = !hasConfig && lastFs >= resumeAt && plan[lastFs].step.kind === 'run' ? lastFs : -1;
-      let packages: Array<{ name: string; version: string }> | null = null;
+      let packages: PackageVersion[] | null = null;
       for (const [i, p] of plan.entries()) {
         const head = `step ${i + 1}/${plan.length}: ${p.step.text.slice(0, 200)}`;
         trackStep(state, p.step);
