@@ -78,7 +78,7 @@ try {
   await report(`E2B's SDK against agentvm's own API (accel ${driver.opts.accel}; ${STARTS} starts, ${N} commands each)`, [
     row('e2b', 'Sandbox.create() → first commands.run echo output, p50 ms', s[0].toFixed(0), `${s[1].toFixed(0)} create → running → POST /run`, s[0] / s[1], '≤ 1.2×', s[0] / s[1] <= 1.2),
     row('e2b', 'commands.run echo on a running sandbox, p50 ms (added)', `${r[0].toFixed(1)} (${r[0] - r[1] >= 0 ? '+' : ''}${(r[0] - r[1]).toFixed(1)})`, `${r[1].toFixed(1)} POST /run`, r[0] / r[1], 'adds ≤ 10 ms', r[0] - r[1] <= 10),
-    row('e2b', 'same, against `bash -l -c echo` run by the guest agent itself, p50 ms (added)', `${r[0].toFixed(1)} (+${(r[0] - r[2]).toFixed(1)})`, `${r[2].toFixed(1)} guest exec`, r[0] / r[2]),
+    row('e2b', 'same, against `bash -l -c echo` run by the guest agent itself, p50 ms (added)', `${r[0].toFixed(1)} (${r[0] - r[2] >= 0 ? "+" : ""}${(r[0] - r[2]).toFixed(1)})`, `${r[2].toFixed(1)} guest exec`, r[0] / r[2]),
   ]);
   await server.host.reconciler!.settled();
 } finally {

@@ -123,6 +123,21 @@ describe("E2B's SDK against agentvm", { skip }, () => {
     });
   });
 
+  test('a command takes the login shell the guest keeps ready, and sees what a login shell of its own would', async () => {
+    const probe = 'case "$BASH_EXECUTION_STRING" in *__agentvm_cm[d]*) echo ready;; *) echo own;; esac; echo "$HOSTNAME $SECONDS"; hostname; env | grep -v "^_=" | sort';
+    await sandbox.commands.run('true', { envs: { OWN: 'mine' } });
+    // Two at once, each waiting for the other to start: one takes the shell the last command left ready, one starts its own.
+    const barrier = `mkdir -p /tmp/both && touch /tmp/both/$$ && until [ "$(ls /tmp/both | wc -l)" -ge 2 ]; do sleep 0.05; done; ${probe}`;
+    const both = (await Promise.all([sandbox.commands.run(barrier), sandbox.commands.run(barrier)])).map((r) => r.stdout.split('\n'));
+    const ready = both.find((lines) => lines[0] === 'ready');
+    const own = both.find((lines) => lines[0] === 'own');
+    assert.ok(ready && own, JSON.stringify(both.map((b) => b[0])));
+    const [hostname, seconds] = ready[1].split(' ');
+    assert.equal(hostname, ready[2], "the sandbox's host name, not the standby's it was started in");
+    assert.ok(Number(seconds) < 5, `SECONDS counts from the command's start: ${seconds}`);
+    assert.deepEqual(ready.slice(3), own.slice(3), 'the same environment: the sandbox envs, the login, no OWN of the command before');
+  });
+
   test("a guest older than protocol 7 (a VM of an earlier image): the same process through a login shell and the Perl framer", async () => {
     const vmId = (await t.api('GET', '/v1/api/vms')).body.data[0].vm_id;
     // The shell a guest of an earlier protocol opens when asked for a process: a login shell, not framed.

@@ -8,12 +8,13 @@
  * program running: a host may follow it again on a new stream (attachProcess), output from then on.
  * Node built-ins only: bundled into the guest agent.
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { promises as fsp } from 'node:fs';
 import os from 'node:os';
 import { asImageAsks } from './imageConfig.ts';
 import { HANGUP_GRACE_MS, harnessLogin } from './shell.ts';
 import { dataPort } from './dataPort.ts';
+import { keepReady, loginCommand, takeReady } from './readyShell.ts';
 import { STREAM_WINDOW } from '../wire/frames.ts';
 import { E2B_HOME, type ShellOpenArgs, type ProcessOpen } from '../wire/protocol.ts';
 import type { MuxStream } from '../wire/muxStream.ts';
@@ -86,24 +87,32 @@ export async function openProcess(args: ShellOpenArgs, env: Record<string, strin
   };
   if (!(await isDir(cwd))) return refuse(`cwd ${cwd}: No such file or directory`, 1);
 
-  const child = spawn(p.argv[0], p.argv.slice(1), {
-    cwd,
-    env: { ...how.env, ...p.env, PWD: cwd },
-    uid: how.uid,
-    gid: how.gid,
-    detached: true,
-    stdio: [p.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'],
-  });
-  const spawned = await new Promise<Error | null>((resolve) => {
-    child.once('spawn', () => resolve(null));
-    child.once('error', (err) => resolve(err));
-  });
-  if (spawned) {
-    const code = (spawned as NodeJS.ErrnoException).code === 'EACCES' ? 126 : 127;
-    return refuse(`${p.argv[0]}: ${(spawned as NodeJS.ErrnoException).code === 'ENOENT' ? 'command not found' : spawned.message}`, code);
+  // `bash -l -c CMD` goes to a login shell kept ready (readyShell.ts), if one of this user and environment waits.
+  const command = loginCommand(p.argv);
+  const taken = command === null ? null : takeReady(how, p.env, command, cwd, p.stdin);
+  let child: ChildProcess;
+  if (taken) child = taken.child;
+  else {
+    child = spawn(p.argv[0], p.argv.slice(1), {
+      cwd,
+      env: { ...how.env, ...p.env, PWD: cwd },
+      uid: how.uid,
+      gid: how.gid,
+      detached: true,
+      stdio: [p.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'],
+    });
+    const spawned = await new Promise<Error | null>((resolve) => {
+      child.once('spawn', () => resolve(null));
+      child.once('error', (err) => resolve(err));
+    });
+    if (spawned) {
+      const code = (spawned as NodeJS.ErrnoException).code === 'EACCES' ? 126 : 127;
+      return refuse(`${p.argv[0]}: ${(spawned as NodeJS.ErrnoException).code === 'ENOENT' ? 'command not found' : spawned.message}`, code);
+    }
   }
   const pid = child.pid!;
   void send('P', String(pid));
+  for (const [type, chunk] of taken?.early ?? []) void send(type, chunk);
 
   // Output: each pipe's chunks as frames, paused while the host is a window behind.
   let pending = 0;
@@ -185,9 +194,11 @@ export async function openProcess(args: ShellOpenArgs, env: Record<string, strin
     running.delete(pid);
     const sig = signal ? (os.constants.signals[signal] ?? 0) : 0;
     const status = signal ? sig : (code ?? 0) << 8;
-    void send('X', String(status)).then(() => {
+    void send('X', String(status)).then(async () => {
       if (!over) stream.end({ exit_code: code, signal });
       over = true;
+      // The next such command's shell, started now that this one's answer is on its way.
+      if (command !== null) keepReady(how, (await isDir(E2B_HOME)) ? E2B_HOME : how.cwd);
     });
   });
   return { pid, framed: true };

@@ -23,12 +23,15 @@ const ECHO_COUNTERS = [`${HARNESS_HOME}/.agentvm-echo-count`, '/var/lib/agentvm-
  * is one run of the echo harness as a VM's run starts it (the agent's run code, a process of the
  * harness user, the awk and the counters' appends on the persist disk and the root's layer: a first
  * echo run after it took 30–45 ms in the guest against 55–105 after a run of another awk program),
- * a process on a data stream (warmUpProcess), then a run that removes the counters and `sync`s:
+ * two processes on a data stream (warmUpProcess), then a run that removes the counters and `sync`s:
  * what the standby's start and the runs left dirty is written now, while the host is idle, not 30 s
  * later (the kernel's age for dirty data) in the middle of creates. Each run is forgotten once acknowledged.
  */
 export async function warmUp(m: Machine, pausedMs: () => number): Promise<void> {
   await untilGone(m, warmUpRun(m, buildInvocation('echo', { task: 'warm-up' }).argv, pausedMs));
+  // Twice: the first leaves a login shell kept ready (guest/readyShell.ts), the second is what a VM's
+  // first command then is (that shell takes it), and leaves the one a VM's first command takes.
+  await untilGone(m, warmUpProcess(m, pausedMs));
   await untilGone(m, warmUpProcess(m, pausedMs));
   await untilGone(m, warmUpRun(m, ['sh', '-c', 'rm -f -- "$@" && sync', 'sh', ...ECHO_COUNTERS], pausedMs));
 }
