@@ -7,7 +7,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { keepReady, loginCommand, takeReady, type Login } from './readyShell.ts';
@@ -66,6 +66,17 @@ test("a command's stdin, several lines and quotes reach it as they are", async (
   const { out, code } = await run(taken.child, taken.early, 'a \\line\n');
   assert.equal(code, 0);
   assert.equal(out, "a \\line|it's\n");
+});
+
+test('a long command with text not in ASCII, as a heredoc that writes a file is, arrives whole', async () => {
+  readyShell();
+  const body = Array.from({ length: 4000 }, (_, i) => `line ${i}: héllo wörld ✓ \\ $HOME '"`).join('\n');
+  const file = path.join(work, 'written.txt');
+  const taken = takeReady(login, {}, `cat > ${file} <<'EOF'\n${body}\nEOF\nwc -c < ${file}`, home, false)!;
+  const { out, code } = await run(taken.child, taken.early);
+  assert.equal(code, 0);
+  assert.equal(Number(out.trim()), Buffer.byteLength(`${body}\n`));
+  assert.equal(await readFile(file, 'utf8'), `${body}\n`);
 });
 
 test("a command's own variables are set; its own PATH, or another login, starts its own shell", async () => {

@@ -43,8 +43,12 @@ interface Ready {
 }
 
 const BASH = '/bin/bash';
-/** What the kept shell runs: reads its command up to a NUL on fd 3, closes it, runs it. */
-const BOOT = `IFS= read -r -d '' __agentvm_cmd <&3 || exit 1; exec 3<&-; eval "$__agentvm_cmd"`;
+/**
+ * What the kept shell runs: reads its command's length in bytes and a space, then the command, on fd 3;
+ * closes it; runs the command. `read -N` reads a pipe in blocks (`-d` a byte a call: 100,000 reads for
+ * a command of 100 KB, as an agent's heredoc that writes a file is), and counts bytes in the C locale.
+ */
+const BOOT = `IFS= read -r -d ' ' __agentvm_n <&3 && IFS= LC_ALL=C read -r -N "$__agentvm_n" __agentvm_cmd <&3 || exit 1; exec 3<&-; eval "$__agentvm_cmd"`;
 /** A profile that prints more than this before the command is not kept: its output would wait too long. */
 const EARLY_CAP = 64 * 1024;
 
@@ -142,7 +146,7 @@ export function takeReady(login: Login, ownEnv: Record<string, string>, command:
     return null;
   }
   const prelude = [
-    'unset __agentvm_cmd',
+    'unset __agentvm_cmd __agentvm_n',
     ...envChanges(r.env, env),
     `CDPATH= builtin cd -- ${shellQuote(cwd)} || exit 1`,
     env.OLDPWD === undefined ? 'unset OLDPWD' : `OLDPWD=${shellQuote(env.OLDPWD)}`,
@@ -156,7 +160,8 @@ export function takeReady(login: Login, ownEnv: Record<string, string>, command:
     // it ended in the meantime: its command will not run, and its end is the process's
   }
   const fd3 = r.child.stdio[3] as NodeJS.WritableStream;
-  fd3.end(`${prelude}\n${command}\0`);
+  const script = `${prelude}\n${command}`;
+  fd3.end(`${Buffer.byteLength(script)} ${script}`);
   if (!stdin) r.child.stdin!.end();
   r.child.stdout!.removeAllListeners('data');
   r.child.stderr!.removeAllListeners('data');
