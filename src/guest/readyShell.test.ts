@@ -79,7 +79,7 @@ test('a long command with text not in ASCII, as a heredoc that writes a file is,
   assert.equal(await readFile(file, 'utf8'), `${body}\n`);
 });
 
-test("a command's own variables are set; its own PATH, or another login, starts its own shell", async () => {
+test("a command's own variables are set; its own PATH, a name no shell can set, or another login, starts its own shell", async () => {
   readyShell();
   const own = takeReady(login, { MINE: 'a b', AGENT_SAID: 'own' }, 'echo "$MINE|$AGENT_SAID"', home, false)!;
   assert.equal((await run(own.child, own.early)).out, 'a b|own\n');
@@ -88,6 +88,8 @@ test("a command's own variables are set; its own PATH, or another login, starts 
   assert.equal((await run(next.child, next.early)).out, 'unset|before\n', "the last command's variables are not the next's");
   readyShell();
   assert.equal(takeReady(login, { PATH: '/bin' }, 'true', home, false), null);
+  readyShell();
+  assert.equal(takeReady(login, { 'not.a.name': '1' }, 'true', home, false), null, 'a variable no shell can set');
   readyShell();
   assert.equal(takeReady({ ...login, env: { ...login.env, PATH: '/bin' } }, {}, 'true', home, false), null);
   readyShell();

@@ -63,12 +63,18 @@ const ready = new Map<number, Ready>();
 const LOGIN_VARIABLES = ['PATH', 'HOME', 'USER', 'LOGNAME', 'SHELL', 'ENV', 'BASH_ENV'];
 const keyOf = (l: Login) => JSON.stringify([l.uid, l.gid, ...LOGIN_VARIABLES.map((k) => l.env[k] ?? null)]);
 
-/** `export`s and `unset`s that make the shell's environment `to`'s. */
-function envChanges(from: Record<string, string>, to: Record<string, string>): string[] {
+const NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/**
+ * `export`s and `unset`s that make the shell's environment `to`'s, or null where a shell cannot (a
+ * variable whose name is not a shell's: only a program started with it has it).
+ */
+function envChanges(from: Record<string, string>, to: Record<string, string>): string[] | null {
   const out: string[] = [];
-  for (const [k, v] of Object.entries(to)) if (from[k] !== v && /^[A-Za-z_][A-Za-z0-9_]*$/.test(k)) out.push(`export ${k}=${shellQuote(v)}`);
-  for (const k of Object.keys(from)) if (!(k in to) && /^[A-Za-z_][A-Za-z0-9_]*$/.test(k)) out.push(`unset ${k}`);
-  return out;
+  for (const [k, v] of Object.entries(to)) if (from[k] !== v) out.push(`export ${k}=${shellQuote(v)}`);
+  for (const k of Object.keys(from)) if (!(k in to)) out.push(`unset ${k}`);
+  const names = [...Object.keys(to), ...Object.keys(from)].filter((k) => from[k] !== to[k]);
+  return names.every((k) => NAME.test(k)) ? out : null;
 }
 
 /** `bash -l -c CMD` as E2B's SDK sends it: the command a ready shell can take. */
@@ -76,8 +82,8 @@ export function loginCommand(argv: string[]): string | null {
   return argv.length === 4 && argv[0] === BASH && argv[1] === '-l' && argv[2] === '-c' ? argv[3] : null;
 }
 
+/** Ends a ready shell no longer kept (its caller took it off the map). */
 const drop = (r: Ready) => {
-  if (ready.get(r.child.pid!)?.child === r.child) ready.delete(r.child.pid!);
   try {
     process.kill(-r.child.pid!, 'SIGKILL');
   } catch {
@@ -141,13 +147,14 @@ export function takeReady(login: Login, ownEnv: Record<string, string>, command:
   if (!r) return null;
   ready.delete(login.uid);
   const env = { ...login.env, ...ownEnv };
-  if (r.key !== keyOf({ ...login, env }) || r.child.exitCode !== null || r.child.signalCode !== null) {
+  const changes = envChanges(r.env, env);
+  if (!changes || r.key !== keyOf({ ...login, env }) || r.child.exitCode !== null || r.child.signalCode !== null) {
     drop(r);
     return null;
   }
   const prelude = [
     'unset __agentvm_cmd __agentvm_n',
-    ...envChanges(r.env, env),
+    ...changes,
     `CDPATH= builtin cd -- ${shellQuote(cwd)} || exit 1`,
     env.OLDPWD === undefined ? 'unset OLDPWD' : `OLDPWD=${shellQuote(env.OLDPWD)}`,
     ...('HOSTNAME' in env ? [] : [`HOSTNAME=${shellQuote(os.hostname())}`]),
