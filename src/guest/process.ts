@@ -194,11 +194,12 @@ export async function openProcess(args: ShellOpenArgs, env: Record<string, strin
     running.delete(pid);
     const sig = signal ? (os.constants.signals[signal] ?? 0) : 0;
     const status = signal ? sig : (code ?? 0) << 8;
-    void send('X', String(status)).then(async () => {
+    void send('X', String(status)).then(() => {
       if (!over) stream.end({ exit_code: code, signal });
       over = true;
-      // The next such command's shell, started now that this one's answer is on its way.
-      if (command !== null) keepReady(how, (await isDir(E2B_HOME)) ? E2B_HOME : how.cwd);
+      // The next such command's shell, started now that this one's answer is on its way (in the
+      // login's directory: where it starts is its profile's; its command's is set when it is taken).
+      if (command !== null) keepReady(how, how.cwd);
     });
   });
   return { pid, framed: true };

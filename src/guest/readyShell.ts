@@ -91,11 +91,12 @@ const drop = (r: Ready) => {
   }
 };
 
-/** Starts a shell for the next command of this user and environment, in `cwd`, unless one is kept; answers the shell kept. */
+/** Starts a shell for the next command of this login, in `cwd`, unless one is kept; answers the shell kept. */
 export function keepReady(login: Login, cwd: string): ChildProcess | null {
   const key = keyOf(login);
   const had = ready.get(login.uid);
-  if (had && had.key === key && JSON.stringify(had.env) === JSON.stringify(login.env) && had.child.exitCode === null && had.child.signalCode === null) return had.child;
+  // One kept for the same login serves whatever else changed: takeReady's prelude sets it.
+  if (had && had.key === key && had.child.exitCode === null && had.child.signalCode === null) return had.child;
   if (had) {
     ready.delete(login.uid);
     drop(had);

@@ -27,13 +27,18 @@ const ECHO_COUNTERS = [`${HARNESS_HOME}/.agentvm-echo-count`, '/var/lib/agentvm-
  * what the standby's start and the runs left dirty is written now, while the host is idle, not 30 s
  * later (the kernel's age for dirty data) in the middle of creates. Each run is forgotten once acknowledged.
  */
-export async function warmUp(m: Machine, pausedMs: () => number): Promise<void> {
-  await untilGone(m, warmUpRun(m, buildInvocation('echo', { task: 'warm-up' }).argv, pausedMs));
-  // Twice: the first leaves a login shell kept ready (guest/readyShell.ts), the second is what a VM's
-  // first command then is (that shell takes it), and leaves the one a VM's first command takes.
-  await untilGone(m, warmUpProcess(m, pausedMs));
-  await untilGone(m, warmUpProcess(m, pausedMs));
-  await untilGone(m, warmUpRun(m, ['sh', '-c', 'rm -f -- "$@" && sync', 'sh', ...ECHO_COUNTERS], pausedMs));
+export function warmUp(m: Machine, pausedMs: () => number): Promise<void> {
+  return untilGone(
+    m,
+    (async () => {
+      await warmUpRun(m, buildInvocation('echo', { task: 'warm-up' }).argv, pausedMs);
+      // Twice: the first leaves a login shell kept ready (guest/readyShell.ts), the second is what a VM's
+      // first command then is (that shell takes it), and leaves the one a VM's first command takes.
+      await warmUpProcess(m, pausedMs);
+      await warmUpProcess(m, pausedMs);
+      await warmUpRun(m, ['sh', '-c', 'rm -f -- "$@" && sync', 'sh', ...ECHO_COUNTERS], pausedMs);
+    })(),
+  );
 }
 
 /** `work`, unless the machine ends first (a standby ended as the server stops): then it fails at once. */
