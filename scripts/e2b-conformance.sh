@@ -10,6 +10,13 @@
 # credits). The tests run one file at a time (each test makes a sandbox, a VM), in a copy of the SDK
 # under $E2B_CONFORMANCE_DIR (default a new temporary directory) whose packages come from the npm registry.
 # The summary (files, tests passed and failed) is the last lines; the JSON report is left in the copy.
+#
+# With E2B_DOMAIN set, the SDK is configured as E2B's users configure it, by the domain alone (no
+# E2B_API_URL, no E2B_SANDBOX_URL): `https://api.{domain}` and `https://{port}-{sandbox id}.{domain}`,
+# the server started with AGENTVM_PREVIEW_DOMAIN={domain} and AGENTVM_PREVIEW_SCHEME=https. The domain
+# needs wildcard DNS and TLS; one under `.localhost` (e.g. `e2b.localhost:8443`) gets both here, on
+# loopback: a certificate for `*.{domain}` that the tests trust, a TLS front on the domain's port that
+# passes the bytes to AGENTVM_URL, and its names resolved to 127.0.0.1 in the tests (as browsers do).
 set -euo pipefail
 
 checkout=${1:?usage: scripts/e2b-conformance.sh /path/to/E2B-checkout [vitest filter...]}
@@ -54,7 +61,51 @@ export default defineConfig({
 })
 EOF
 
-export E2B_API_URL="$base/e2b" E2B_SANDBOX_URL="$base/e2b/sandbox" E2B_API_KEY
+export E2B_API_KEY
+setup=''
+if [ -z "${E2B_DOMAIN:-}" ]; then
+  export E2B_API_URL="$base/e2b" E2B_SANDBOX_URL="$base/e2b/sandbox"
+else
+  unset E2B_API_URL E2B_SANDBOX_URL
+  name=${E2B_DOMAIN%:*}
+  if [[ "$name" == *.localhost ]]; then
+    port=${E2B_DOMAIN##*:}
+    [ "$port" != "$E2B_DOMAIN" ] || port=443
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=$name" \
+      -addext "subjectAltName=DNS:$name,DNS:*.$name" -keyout "$work/tls.key" -out "$work/tls.crt" 2>/dev/null
+    export NODE_EXTRA_CA_CERTS="$work/tls.crt"
+    upstream=${base#*://}
+    upstream=${upstream%%/*}
+    node - "$work/tls.key" "$work/tls.crt" "$port" "$upstream" <<'FRONT' &
+const fs = require('node:fs'), net = require('node:net'), tls = require('node:tls');
+const [key, cert, port, upstream] = process.argv.slice(2);
+const m = /^(.*?)(?::(\d+))?$/.exec(upstream);
+tls.createServer({ key: fs.readFileSync(key), cert: fs.readFileSync(cert) }, (s) => {
+  const u = net.connect(Number(m[2] ?? 80), m[1]);
+  s.pipe(u).pipe(s);
+  s.on('error', () => u.destroy());
+  u.on('error', () => s.destroy());
+}).listen(Number(port), '127.0.0.1');
+FRONT
+    front=$!
+    trap 'kill $front 2>/dev/null || true' EXIT
+    cat > "$work/tests/agentvm.dns.setup.ts" <<DNS
+import dns from 'node:dns'
+// Wildcard DNS for $name on loopback (a name under .localhost is this machine).
+const lookup = dns.lookup
+;(dns as any).lookup = function (host: string, opts: any, cb: any) {
+  if (typeof opts === 'function') [cb, opts] = [opts, {}]
+  if (typeof opts === 'number') opts = { family: opts }
+  const h = host.toLowerCase()
+  if (h !== '$name' && !h.endsWith('.$name')) return lookup.call(this, host, opts, cb)
+  if (opts?.all) return process.nextTick(cb, null, [{ address: '127.0.0.1', family: 4 }])
+  process.nextTick(cb, null, '127.0.0.1', 4)
+}
+DNS
+    setup=", 'tests/agentvm.dns.setup.ts'"
+  fi
+fi
+sed -i "s#'tests/globalFetchFallback.setup.ts'\]#'tests/globalFetchFallback.setup.ts'$setup]#" "$work/vitest.agentvm.config.mts"
 cd "$work"
 status=0
 npx vitest run --config vitest.agentvm.config.mts --reporter=default --reporter=json --outputFile=report.json "$@" || status=$?

@@ -112,6 +112,18 @@ for (const backend of backends()) {
       assert.equal(own.body.state, 'running');
       const listed = await call('GET', '/e2b/v2/sandboxes', { key: readKey });
       assert.deepEqual(listed.body.map((s: { sandboxID: string }) => s.sandboxID), [id]);
+      // E2B_DOMAIN alone: the SDK reaches the control plane at the root of `api.{domain}`.
+      const viaHost = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const { port } = server.address() as AddressInfo;
+        http
+          .get({ host: '127.0.0.1', port, path: '/v2/sandboxes', headers: { host: `api.localhost:${port}`, 'x-api-key': readKey } }, (res) => {
+            let body = '';
+            res.setEncoding('utf8').on('data', (c) => (body += c)).on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+          })
+          .on('error', reject);
+      });
+      assert.equal(viaHost.status, 200, viaHost.body);
+      assert.deepEqual(JSON.parse(viaHost.body).map((s: { sandboxID: string }) => s.sandboxID), [id]);
       for (const [method, path] of [['GET', `/e2b/sandboxes/${id}`], ['DELETE', `/e2b/sandboxes/${id}`], ['POST', `/e2b/sandboxes/${id}/pause`]]) {
         const other = await call(method, path, { key: brokeKey });
         assert.equal(other.status, 404, `${method} ${path}`);

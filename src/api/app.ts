@@ -77,7 +77,9 @@ export function customerOpenApiDocument() {
     title: 'agentvm customer API',
     description:
       'Tenant-scoped REST API that gives every AI coding agent its own isolated microVM. Operations marked ' +
-      '`x-agentvm-extension` go beyond the 19 of the contract; `x-agentvm-charges-money` marks money operations.',
+      '`x-agentvm-extension` go beyond the 19 of the contract; `x-agentvm-charges-money` marks money operations. ' +
+      "E2B's API (for E2B's SDKs, keys of format `e2b`) is served apart, in E2B's shapes: under `/e2b`, and at the " +
+      'root of the host `api.{preview domain}` (`E2B_DOMAIN` alone).',
   });
 }
 

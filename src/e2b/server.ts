@@ -1,8 +1,9 @@
 /**
  * E2B compatibility on the API server (decisions section 17): the control plane under `/e2b`
- * (controlPlane.ts) and the sandbox plane (sandboxPlane.ts) take their requests off the server ahead
- * of the previews and the API; everything else goes on as before. A sweep pauses the sandboxes whose
- * timeout came and that asked to pause (`autoPause`) rather than die.
+ * (controlPlane.ts; also at the root of the host `api.{preview domain}`, where E2B_DOMAIN sends E2B's
+ * SDKs) and the sandbox plane (sandboxPlane.ts) take their requests off the server ahead of the previews
+ * and the API; everything else goes on as before. A sweep pauses the sandboxes whose timeout came and
+ * that asked to pause (`autoPause`) rather than die.
  */
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { getRequestListener } from '@hono/node-server';
@@ -17,14 +18,27 @@ import * as store from './store.ts';
 /** How often the timeouts that pause are looked at: a sandbox pauses at most this long after its end. */
 const PAUSE_SWEEP_MS = 1_000;
 
+/** Whether a Host is `api.{preview domain}` (compared without a port when the domain has none): E2B's API host. */
+export function isApiHost(host: string | undefined, domain: string): boolean {
+  if (!host) return false;
+  const d = domain.toLowerCase();
+  const h = d.includes(':') ? host.toLowerCase() : host.toLowerCase().replace(/:\d+$/, '');
+  return h === `api.${d}`;
+}
+
 export function serveE2b(server: Server, services: Services, guest: GuestAccess | null, log: Logger): { close(): void } {
   const onRequest = server.listeners('request') as ((req: IncomingMessage, res: ServerResponse) => void)[];
   server.removeAllListeners('request');
   const sandbox = sandboxPlane(services, guest, log);
   const control = getRequestListener(controlPlane(services, log, (t, v) => sandbox.prepare(t, v)).fetch);
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {
-    if (sandbox.handle(req, res)) return;
     const url = req.url ?? '/';
+    // E2B_DOMAIN alone: E2B's SDKs reach the control plane at `https://api.{domain}`, at its root.
+    if (isApiHost(req.headers.host, services.previews.site.domain)) {
+      req.url = url.startsWith('/') ? `/e2b${url}` : '/e2b/';
+      return void control(req, res);
+    }
+    if (sandbox.handle(req, res)) return;
     if (url === '/e2b' || url.startsWith('/e2b/') || url.startsWith('/e2b?')) return void control(req, res);
     for (const l of onRequest) l.call(server, req, res);
   });
