@@ -154,7 +154,7 @@ for (const backend of backends()) {
       const vmId = await insertVm(t.db, tenant.tenantId);
       const id = vmId.toLowerCase().replace(/_/g, '-');
       const now = new Date();
-      await store.insert(t.db, { vm_id: vmId, tenant_id: tenant.tenantId, template_id: 'base', access_token: 'ea_right', metadata: {}, env_vars: {}, auto_pause: false, auto_pause_memory: true, end_at: now, created_at: now });
+      await store.insert(t.db, { vm_id: vmId, tenant_id: tenant.tenantId, template_id: 'base', access_token: 'ea_right', traffic_token: null, metadata: {}, env_vars: {}, auto_pause: false, auto_pause_memory: true, end_at: now, created_at: now });
       const at = (sandbox: string, token?: string) => ({ 'e2b-sandbox-id': sandbox, 'e2b-sandbox-port': '49983', ...(token ? { 'x-access-token': token } : {}) });
       const unknown = await call('POST', '/e2b/sandbox/process.Process/List', { body: {}, headers: at('vm-nosuchsandbox', 'ea_right') });
       assert.equal(unknown.status, 502, "E2B's proxy's answer for a sandbox it cannot reach");

@@ -280,9 +280,33 @@ describe("E2B's SDK against agentvm", { skip }, () => {
     assert.ok((await sandbox.listSnapshots().nextItems()).some((s) => s.snapshotId === snap.snapshotId));
     assert.deepEqual((await Sandbox.listSnapshots({ name: 'e2b-snap' }).nextItems()).map((s) => s.snapshotId), [snap.snapshotId]);
     assert.deepEqual(await Sandbox.listSnapshots({ name: 'no-such-snapshot' }).nextItems(), []);
-    const child = await Sandbox.create(snap.snapshotId, { requestTimeoutMs: 600_000 });
+    // Made with allowPublicTraffic false: its ports are private, reached with its trafficAccessToken.
+    const child = await Sandbox.create(snap.snapshotId, { network: { allowPublicTraffic: false }, requestTimeoutMs: 600_000 });
     try {
       assert.notEqual(child.sandboxId, sandbox.sandboxId);
+      assert.match(child.trafficAccessToken ?? '', /^avm_pt_/);
+      assert.equal(sandbox.trafficAccessToken, undefined, 'a public sandbox has none');
+      const app = `import http.server
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        b = ' '.join(sorted(k.lower() for k in self.headers.keys())).encode()
+        self.send_response(200); self.send_header('Content-Length', str(len(b))); self.end_headers(); self.wfile.write(b)
+    def log_message(self, *a): pass
+http.server.HTTPServer(('', 8000), H).serve_forever()`;
+      await child.commands.run(`python3 -c "${app}"`, { background: true });
+      const vmId = (await t.api('GET', `/v1/api/vms/${child.sandboxId}`)).body.vm_id;
+      const get = (token?: string) =>
+        fetch(server.url, { headers: { 'X-Agentvm-Vm': vmId, 'X-Agentvm-Port': '8000', ...(token ? { 'e2b-traffic-access-token': token } : {}) } });
+      let res = await get(child.trafficAccessToken);
+      for (let i = 0; res.status === 502 && i < 300; i++) {
+        await new Promise((r) => setTimeout(r, 100)); // until the app listens
+        res = await get(child.trafficAccessToken);
+      }
+      assert.equal(res.status, 200, await res.clone().text());
+      const names = (await res.text()).split(' ');
+      assert.ok(names.includes('host') && !names.includes('e2b-traffic-access-token'), `the credential is not passed on: ${names}`);
+      assert.equal((await get()).status, 401);
+      assert.equal((await get('avm_pt_wrong')).status, 401);
       assert.equal(await child.files.read('/home/user/snap.txt'), 'kept in the snapshot');
       assert.equal((await child.commands.run('pgrep -xc sleep')).stdout, '1\n', 'the background process came along in memory');
       await child.files.write('/home/user/snap.txt', 'changed in the child');

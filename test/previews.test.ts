@@ -145,6 +145,15 @@ describe('preview URLs of a real microVM', { skip }, () => {
     await t?.close();
   });
 
+  test("a VM's preview_label is its hosts' label, and GET /v1/api/vms/{id} takes it for the id", async () => {
+    const byId = (await api('GET', `/v1/api/vms/${vmId}`)).body;
+    assert.equal(byId.preview_label, label);
+    const byLabel = await api('GET', `/v1/api/vms/${label}`);
+    assert.equal(byLabel.status, 200, JSON.stringify(byLabel.body));
+    assert.equal(byLabel.body.vm_id, vmId);
+    assert.equal((await api('GET', `/v1/api/vms/${label}x`)).status, 404);
+  });
+
   test('listVMPorts: what listens in the guest, its process, public flag and URL', async () => {
     const r = await api('GET', `/v1/api/vms/${vmId}/ports`);
     assert.equal(r.status, 200, JSON.stringify(r.body));
@@ -199,6 +208,9 @@ describe('preview URLs of a real microVM', { skip }, () => {
     assert.equal((await send({ host: hostFor(8080), headers: { 'x-agentvm-preview-token': first } })).status, 401, 'the old token is dead');
     const byHeader = await send({ host: hostFor(8080), path: '/token-header', headers: { 'x-agentvm-preview-token': token } });
     assert.equal(byHeader.status, 200, byHeader.body);
+    // E2B's name for it (its SDKs' trafficAccessToken).
+    const byE2bHeader = await send({ host: hostFor(8080), path: '/e2b-token-header', headers: { 'e2b-traffic-access-token': token } });
+    assert.equal(byE2bHeader.status, 200, byE2bHeader.body);
     const redirect = await send({ host: hostFor(8080), path: `/deep/page?a=1&agentvm_token=${encodeURIComponent(token)}` });
     assert.equal(redirect.status, 302, redirect.body);
     assert.equal(redirect.headers.location, '/deep/page?a=1');
@@ -212,6 +224,7 @@ describe('preview URLs of a real microVM', { skip }, () => {
     const deep = s.find((x) => x.url === '/deep/page?a=1')!;
     assert.equal(deep.headers.cookie, 'other=2');
     assert.equal(s.find((x) => x.url === '/token-header')!.headers['x-agentvm-preview-token'], undefined);
+    assert.equal(s.find((x) => x.url === '/e2b-token-header')!.headers['e2b-traffic-access-token'], undefined);
     assert.ok(!s.some((x) => x.url.includes('agentvm_token')), 'the token never reaches the app');
   });
 

@@ -22,6 +22,8 @@ import { addressKey, type FailureThrottle } from '../throttle.ts';
 export const VM_HEADER = 'x-agentvm-vm';
 export const PORT_HEADER = 'x-agentvm-port';
 export const TOKEN_HEADER = 'x-agentvm-preview-token';
+/** The same token under E2B's name (its SDKs' `trafficAccessToken`, section 17). */
+export const E2B_TOKEN_HEADER = 'e2b-traffic-access-token';
 export const TOKEN_QUERY = 'agentvm_token';
 export const TOKEN_COOKIE = 'agentvm_preview_token';
 
@@ -58,7 +60,8 @@ function cookieToken(header: string | undefined): string | null {
 
 export function credentials(req: IncomingMessage): PreviewCredentials {
   const m = /^Bearer +(\S+) *$/i.exec(one(req.headers.authorization) ?? '');
-  return { bearer: m ? m[1] : null, token: one(req.headers[TOKEN_HEADER])?.trim() || cookieToken(req.headers.cookie) };
+  const header = one(req.headers[TOKEN_HEADER])?.trim() || one(req.headers[E2B_TOKEN_HEADER])?.trim();
+  return { bearer: m ? m[1] : null, token: header || cookieToken(req.headers.cookie) };
 }
 
 /** The request's headers as the app gets them: no routing headers, no credential of ours, no hop-by-hop. */
@@ -69,7 +72,7 @@ export function forwardHeaders(req: IncomingMessage, keepUpgrade: boolean): [str
     const name = raw[i];
     const lower = name.toLowerCase();
     let value = raw[i + 1];
-    if (lower === VM_HEADER || lower === PORT_HEADER || lower === TOKEN_HEADER) continue;
+    if (lower === VM_HEADER || lower === PORT_HEADER || lower === TOKEN_HEADER || lower === E2B_TOKEN_HEADER) continue;
     if (lower === 'authorization' && /^Bearer +avm_/i.test(value) && value.includes(API_KEY_PREFIX)) continue;
     if (HOP.has(lower) && !(keepUpgrade && (lower === 'connection' || lower === 'upgrade'))) continue;
     if (lower === 'cookie') {

@@ -72,6 +72,10 @@ export const VmStatus = z.enum([...VM_STATUSES, 'deleted']).meta({ id: 'VMStatus
 export const Vm = z
   .object({
     vm_id: z.string(),
+    preview_label: z.string().meta({
+      description:
+        "The VM's label in its preview hosts (`{port}-{preview_label}.{domain}`) and its hostname: its id lowercased, `_` as `-`; E2B's sandbox id. GET /v1/api/vms/{id} takes it in place of the id (extension)",
+    }),
     status: VmStatus,
     status_reason: z.string().nullable().meta({ description: 'Why the platform, not the customer, put the VM in its status' }),
     plan: plan.nullable(),
@@ -583,6 +587,8 @@ export const CreditsBalance = z.object({ balance_cents: z.int() });
 export const ID_PATTERN = /^[A-Za-z0-9_.-]{1,200}$/;
 export const idParam = (description?: string) => z.string().regex(ID_PATTERN).meta(description ? { description } : {});
 export const IdParam = z.strictObject({ id: idParam('A VM id (`vm_…`)') });
+/** getVM's: an id, or the VM's preview label. */
+export const IdOrLabelParam = z.strictObject({ id: idParam("A VM id (`vm_…`), or the VM's `preview_label` (`vm-…`)") });
 export const RunParams = z.strictObject({ id: idParam('A VM id (`vm_…`)'), run_id: idParam('A run id (`run_…`)') });
 export const NoQuery = z.strictObject({});
 

@@ -1021,6 +1021,8 @@ export interface components {
         };
         VM: {
             vm_id: string;
+            /** @description The VM's label in its preview hosts (`{port}-{preview_label}.{domain}`) and its hostname: its id lowercased, `_` as `-`; E2B's sandbox id. GET /v1/api/vms/{id} takes it in place of the id (extension) */
+            preview_label: string;
             status: components["schemas"]["VMStatus"];
             /** @description Why the platform, not the customer, put the VM in its status */
             status_reason: string | null;
@@ -2313,7 +2315,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description A VM id (`vm_…`) */
+                /** @description A VM id (`vm_…`), or the VM's `preview_label` (`vm-…`) */
                 id: string;
             };
             cookie?: never;

@@ -3,6 +3,7 @@ import type { TemplateRow } from './templates.ts';
 import type { KeyRecord as KeyRow } from './keys.ts';
 import { getHarness } from '../harness/catalogue.ts';
 import type { RunRow } from '../store/runs.ts';
+import { previewLabel } from './previews.ts';
 
 /**
  * Rows as the API presents them, which is also what an event records of its object (events.ts):
@@ -14,6 +15,7 @@ const isoOrNull = (d: Date | null) => (d ? iso(d) : null);
 export function presentVm(vm: VmRow) {
   return {
     vm_id: vm.vm_id,
+    preview_label: previewLabel(vm.vm_id),
     status: vm.status,
     status_reason: vm.status_reason,
     plan: vm.plan,

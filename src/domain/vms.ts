@@ -149,6 +149,14 @@ export class VmService {
     return (await this.decorate(tenantId, [vm]))[0];
   }
 
+  /** The tenant's VM by its id, or by its preview label (`vm-…`: lowercase, no `_`; section 16). */
+  async getByIdOrLabel(tenantId: string, idOrLabel: string): Promise<VmRow> {
+    if (idOrLabel.includes('_') || !/^[a-z0-9][a-z0-9-]*$/.test(idOrLabel)) return this.get(tenantId, idOrLabel);
+    const vmId = await vmStore.idOfLabel(this.db, tenantId, idOrLabel);
+    if (!vmId) throw notFound('VM');
+    return this.get(tenantId, vmId);
+  }
+
   /** What a VM shows beyond its row: its cost this month, and a lost host. */
   private async decorate(tenantId: string, rows: VmRow[]): Promise<VmRow[]> {
     await withMonthCosts(this.db, tenantId, rows, this.clock.now());

@@ -14,14 +14,13 @@ import { getHarness } from '../harness/catalogue.ts';
 import { previewLabel } from '../domain/previews.ts';
 import type { Logger } from '../log.ts';
 import * as store from './store.ts';
+import { DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S } from './store.ts';
 import { forgetProcesses } from './processService.ts';
 import { isSnapshotId, snapshotRoutes } from './snapshots.ts';
+import { forkRoute } from './fork.ts';
 
 /** The envd version agentvm answers: the SDK features it gates on that version are the ones served here. */
 export const ENVD_VERSION = '0.6.4';
-/** E2B's default sandbox timeout (seconds), and its longest. */
-const DEFAULT_TIMEOUT_S = 300;
-const MAX_TIMEOUT_S = 24 * 3600;
 /** How long a create waits for its VM to run (E2B's create answers a running sandbox; the first VM of a plan boots cold). */
 const START_WAIT_MS = 600_000;
 
@@ -124,7 +123,7 @@ export function controlPlane(services: Services, log: Logger, prepare: (tenantId
     clientID: 'agentvm',
     envdVersion: ENVD_VERSION,
     envdAccessToken: r.access_token,
-    trafficAccessToken: null,
+    trafficAccessToken: r.traffic_token,
     domain: domain(),
   });
 
@@ -182,11 +181,16 @@ export function controlPlane(services: Services, log: Logger, prepare: (tenantId
       if (snapshot && (err as { code?: string }).code === 'not_found') return e2bError(c, 404, `template "${templateID}" not found`);
       throw err;
     }
+    // E2B's network.allowPublicTraffic (its default true): every port of the sandbox public; false keeps
+    // them private (section 16), reached with the VM's preview token, which E2B calls its traffic access token.
+    const network = body.network as { allowPublicTraffic?: unknown } | undefined;
+    const isPrivate = network?.allowPublicTraffic === false;
     const record: store.SandboxRecord = {
       vm_id: vmId,
       tenant_id: principal.tenantId,
       template_id: templateID,
       access_token: `ea_${randomBytes(24).toString('hex')}`,
+      traffic_token: isPrivate ? await services.previews.rotateToken(principal.tenantId, vmId) : null,
       metadata,
       env_vars: envVars,
       auto_pause: autoPause,
@@ -195,9 +199,7 @@ export function controlPlane(services: Services, log: Logger, prepare: (tenantId
       created_at: now,
     };
     await store.insert(services.db, record);
-    // E2B's network.allowPublicTraffic (its default true): every port of the sandbox public.
-    const network = body.network as { allowPublicTraffic?: unknown } | undefined;
-    if (network?.allowPublicTraffic !== false) await services.previews.setAllPortsPublic(vmId, true);
+    if (!isPrivate) await services.previews.setAllPortsPublic(vmId, true);
     const vm = await services.vms.waitFor(principal.tenantId, vmId, 'running', START_WAIT_MS, c.req.raw.signal);
     if (vm.status !== 'running') return e2bError(c, 500, `the sandbox did not start: it is ${vm.status}${vm.status_reason ? ` (${vm.status_reason})` : ''}`);
     // The base image has E2B's home (a link to the workspace); an image of the tenant's or a snapshot
@@ -208,55 +210,7 @@ export function controlPlane(services: Services, log: Logger, prepare: (tenantId
 
   snapshotRoutes(app, services, { vmOf, writable });
 
-  /**
-   * E2B's fork: one snapshot of the running sandbox (it runs on), then `count` sandboxes started from
-   * it, each money like a create (createVMFromSnapshot), each answered on its own; the snapshot goes
-   * once they run. The forks keep the sandbox's template, metadata and envs.
-   */
-  app.post('/sandboxes/:sandboxID/fork', async (c) => {
-    writable(c);
-    const { vm, record } = await vmOf(c);
-    const body = ((await c.req.json().catch(() => null)) ?? {}) as { count?: unknown; timeout?: unknown };
-    const count = body.count ?? 1;
-    if (!Number.isInteger(count) || (count as number) < 1 || (count as number) > 10) return e2bError(c, 400, 'count: a whole number from 1 to 10');
-    const timeout = body.timeout ?? DEFAULT_TIMEOUT_S;
-    if (!Number.isInteger(timeout) || (timeout as number) < 1 || (timeout as number) > MAX_TIMEOUT_S) return e2bError(c, 400, `timeout: whole seconds from 1 to ${MAX_TIMEOUT_S}`);
-    const snap = await services.snapshots.create(vm.tenant_id, vm.vm_id, { name: `fork of ${previewLabel(vm.vm_id)}` });
-    const results: Array<{ sandbox?: ReturnType<typeof created>; error?: { code: number; message: string } }> = [];
-    try {
-      for (let i = 0; i < (count as number); i++) {
-        try {
-          const now = services.clock.now();
-          const end = new Date(now.getTime() + (timeout as number) * 1000);
-          const started = await services.snapshots.startVms(vm.tenant_id, snap.snapshot_id, { expires_at: end.toISOString() });
-          const fork: store.SandboxRecord = {
-            vm_id: started.body.vm_ids[0],
-            tenant_id: vm.tenant_id,
-            template_id: record?.template_id ?? 'base',
-            access_token: `ea_${randomBytes(24).toString('hex')}`,
-            metadata: record?.metadata ?? {},
-            env_vars: record?.env_vars ?? {},
-            auto_pause: false,
-            auto_pause_memory: true,
-            end_at: end,
-            created_at: now,
-          };
-          await store.insert(services.db, fork);
-          await services.previews.setAllPortsPublic(fork.vm_id, await services.previews.allPortsPublic(vm.vm_id));
-          const running = await services.vms.waitFor(vm.tenant_id, fork.vm_id, 'running', START_WAIT_MS, c.req.raw.signal);
-          if (running.status !== 'running') throw new E2bError(500, `the fork did not start: it is ${running.status}${running.status_reason ? ` (${running.status_reason})` : ''}`);
-          results.push({ sandbox: created(running, fork) });
-        } catch (err) {
-          const known = e2bErrorOf(err);
-          if (!known) log.error({ err: (err as Error).message, vm_id: vm.vm_id }, 'an e2b fork failed');
-          results.push({ error: { code: known?.status ?? 500, message: known?.message ?? 'internal error' } });
-        }
-      }
-    } finally {
-      await services.snapshots.delete(vm.tenant_id, snap.snapshot_id).catch((err: Error) => log.warn({ err: err.message, snapshot_id: snap.snapshot_id }, "an e2b fork's snapshot could not be deleted"));
-    }
-    return c.json(results, 201);
-  });
+  forkRoute(app, services, log, { vmOf, writable, created, startWaitMs: START_WAIT_MS });
 
   app.post('/sandboxes', create);
   app.post('/v2/sandboxes', create);

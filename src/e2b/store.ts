@@ -1,14 +1,20 @@
 /**
- * E2B's side of a sandbox (migration 020): the template it was asked for, its access token, metadata,
+ * E2B's side of a sandbox (migrations 020, 023, 025): the template it was asked for, its access tokens, metadata,
  * envs, what its timeout does, and when that is.
  */
 import type { Queryable } from '../store/db.ts';
+
+/** E2B's default sandbox timeout (seconds), and its longest. */
+export const DEFAULT_TIMEOUT_S = 300;
+export const MAX_TIMEOUT_S = 24 * 3600;
 
 export interface SandboxRecord {
   vm_id: string;
   tenant_id: string;
   template_id: string;
   access_token: string;
+  /** E2B's trafficAccessToken of a sandbox made with allowPublicTraffic false: the VM's preview token (section 16). */
+  traffic_token: string | null;
   metadata: Record<string, string>;
   env_vars: Record<string, string>;
   auto_pause: boolean;
@@ -18,7 +24,7 @@ export interface SandboxRecord {
   created_at: Date;
 }
 
-const COLUMNS = 'vm_id, tenant_id, template_id, access_token, metadata, env_vars, auto_pause, auto_pause_memory, end_at, created_at';
+const COLUMNS = 'vm_id, tenant_id, template_id, access_token, traffic_token, metadata, env_vars, auto_pause, auto_pause_memory, end_at, created_at';
 
 const parsed = (r: SandboxRecord): SandboxRecord => ({
   ...r,
@@ -28,8 +34,8 @@ const parsed = (r: SandboxRecord): SandboxRecord => ({
 
 export async function insert(q: Queryable, r: SandboxRecord): Promise<void> {
   await q.query(
-    `INSERT INTO e2b_sandboxes (${COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-    [r.vm_id, r.tenant_id, r.template_id, r.access_token, JSON.stringify(r.metadata), JSON.stringify(r.env_vars), r.auto_pause, r.auto_pause_memory, r.end_at, r.created_at],
+    `INSERT INTO e2b_sandboxes (${COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+    [r.vm_id, r.tenant_id, r.template_id, r.access_token, r.traffic_token, JSON.stringify(r.metadata), JSON.stringify(r.env_vars), r.auto_pause, r.auto_pause_memory, r.end_at, r.created_at],
   );
 }
 

@@ -102,6 +102,15 @@ export async function getForTenant(q: Queryable, tenantId: string, vmId: string)
   return vm;
 }
 
+/** The tenant's VM (not deleted) whose preview label is `label` (migration 018's index). */
+export async function idOfLabel(q: Queryable, tenantId: string, label: string): Promise<string | undefined> {
+  const rows = await q.query<{ vm_id: string }>(
+    `SELECT vm_id FROM vms WHERE lower(replace(vm_id, '_', '-')) = $1 AND tenant_id = $2 AND deleted_at IS NULL LIMIT 2`,
+    [label, tenantId],
+  );
+  return rows.length === 1 ? rows[0].vm_id : undefined;
+}
+
 /** Where the tenant's VM stands, and nothing more (a wait looks at it every time it hears of the VM). */
 export async function stateForTenant(q: Queryable, tenantId: string, vmId: string): Promise<{ status: string; desired_state: string } | undefined> {
   const [vm] = await q.query<{ status: string; desired_state: string }>(

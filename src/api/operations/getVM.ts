@@ -1,5 +1,5 @@
 import { defineOperation } from '../operation.ts';
-import { IdParam, Vm } from '../schemas.ts';
+import { IdOrLabelParam, Vm } from '../schemas.ts';
 import { presentVm } from '../present.ts';
 
 export const getVM = defineOperation({
@@ -11,10 +11,10 @@ export const getVM = defineOperation({
   audience: 'customer',
   mcp: { tool: 'vm_get' },
   cli: { command: 'vms get' },
-  params: IdParam,
+  params: IdOrLabelParam,
   success: { status: 200, schema: Vm, description: 'The VM' },
   errors: ['not_found'],
   handler: async ({ services, principal, params }) => ({
-    body: presentVm(await services.vms.get(principal.tenantId, params.id)),
+    body: presentVm(await services.vms.getByIdOrLabel(principal.tenantId, params.id)),
   }),
 });
