@@ -149,6 +149,45 @@ for (const backend of backends()) {
       assert.equal((await call('GET', `/e2b/sandboxes/${id}/metrics?start=yesterday`, { key: readKey })).status, 400);
     });
 
+    test("updateNetwork: 'deny all, allow these hosts' is an allowlist, no rule the default, no internet none; rules by address 400 and nothing changed", async () => {
+      const rich = await t.tenant({ card: '4242' });
+      const stranger = await t.tenant({ card: '4242' });
+      const key = await e2bKey(rich.key, 'readwrite');
+      const vmId = await insertVm(t.db, rich.tenantId);
+      const id = vmId.toLowerCase().replace(/_/g, '-');
+      const put = (body: unknown, k = key) => call('PUT', `/e2b/sandboxes/${id}/network`, { key: k, body });
+      const egress = async () => (await t.services.vms.get(rich.tenantId, vmId)).egress;
+
+      assert.equal((await put({ denyOut: ['0.0.0.0/0'], allowOut: ['PyPI.org', '*.example.com', '@npm'] })).status, 204);
+      assert.deepEqual(await egress(), { mode: 'allowlist', allow: ['*.example.com', '@npm', 'pypi.org'] });
+      const info = await call('GET', `/e2b/sandboxes/${id}`, { key });
+      assert.deepEqual(info.body.network, { allowOut: ['*.example.com', '@npm', 'pypi.org'], denyOut: ['0.0.0.0/0'], allowPublicTraffic: false });
+      assert.equal(info.body.allowInternetAccess, true);
+
+      for (const [body, words] of [
+        [{ denyOut: ['0.0.0.0/0'], allowOut: ['1.1.1.1'] }, /allowOut: 1\.1\.1\.1: .*by name/],
+        [{ denyOut: ['8.8.8.8/32'] }, /denyOut: 8\.8\.8\.8\/32: /],
+        [{ allowOut: 'pypi.org' }, /lists of strings/],
+        [{ egressProxy: { address: 'proxy.example.com:1080' } }, /egressProxy: not served/],
+        [{ rules: { 'api.example.com': [{ transform: { headers: { a: 'b' } } }] } }, /rules: not served/],
+        [{ denyOut: ['0.0.0.0/0'], allowOut: ['not a host'] }, /./],
+      ] as const) {
+        const refused = await put(body);
+        assert.equal(refused.status, 400, JSON.stringify(refused.body));
+        assert.match(refused.body.message, words);
+      }
+      assert.deepEqual((await egress()).allow, ['*.example.com', '@npm', 'pypi.org'], 'a refused update changed nothing');
+      assert.equal((await put({}, await e2bKey(rich.key, 'read'))).status, 403);
+      assert.equal((await put({}, await e2bKey(stranger.key, 'readwrite'))).status, 404);
+
+      assert.equal((await put({ allow_internet_access: false })).status, 204);
+      assert.deepEqual(await egress(), { mode: 'none', allow: [] });
+      assert.equal((await call('GET', `/e2b/sandboxes/${id}`, { key })).body.allowInternetAccess, false);
+      assert.equal((await put({})).status, 204, 'fields left out are cleared');
+      assert.deepEqual((await egress()).mode, 'allowlist');
+      assert.deepEqual(await egress(), (await import('../src/domain/vmPlacement.ts')).defaultEgress('echo'));
+    });
+
     test('the sandbox plane: unknown sandbox 502, wrong token 401, a malformed Connect message invalid_argument and no guest call', async () => {
       const tenant = await t.tenant({ card: '4242' });
       const vmId = await insertVm(t.db, tenant.tenantId);

@@ -93,7 +93,7 @@ describe("E2B's SDK against agentvm", { skip }, () => {
 
   test("a sandbox's ports are public, as E2B's allowPublicTraffic (its default) makes them", async () => {
     const vms = (await t.api('GET', '/v1/api/vms')).body.data;
-    const target = (vmId: string) => ({ vm_id: vmId, tenant_id: t.tenant.tenant_id, status: 'running', desired_state: 'running', auto_resume: false });
+    const target = (vmId: string) => ({ vm_id: vmId, tenant_id: t.tenant.tenant_id, status: 'running', desired_state: 'running', auto_resume: false, preview_host: null });
     const none = { bearer: null, token: null };
     assert.equal(await server.services.previews.allowed(target(vms[0].vm_id), 8000, none), true);
     assert.equal(await server.services.previews.allPortsPublic(vms[0].vm_id), true);
@@ -280,8 +280,9 @@ describe("E2B's SDK against agentvm", { skip }, () => {
     assert.ok((await sandbox.listSnapshots().nextItems()).some((s) => s.snapshotId === snap.snapshotId));
     assert.deepEqual((await Sandbox.listSnapshots({ name: 'e2b-snap' }).nextItems()).map((s) => s.snapshotId), [snap.snapshotId]);
     assert.deepEqual(await Sandbox.listSnapshots({ name: 'no-such-snapshot' }).nextItems(), []);
-    // Made with allowPublicTraffic false: its ports are private, reached with its trafficAccessToken.
-    const child = await Sandbox.create(snap.snapshotId, { network: { allowPublicTraffic: false }, requestTimeoutMs: 600_000 });
+    // Made with allowPublicTraffic false: its ports are private, reached with its trafficAccessToken;
+    // with maskRequestHost, its apps get that Host.
+    const child = await Sandbox.create(snap.snapshotId, { network: { allowPublicTraffic: false, maskRequestHost: 'app.example.com:${PORT}' }, requestTimeoutMs: 600_000 });
     try {
       assert.notEqual(child.sandboxId, sandbox.sandboxId);
       assert.match(child.trafficAccessToken ?? '', /^avm_pt_/);
@@ -289,7 +290,7 @@ describe("E2B's SDK against agentvm", { skip }, () => {
       const app = `import http.server
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
-        b = ' '.join(sorted(k.lower() for k in self.headers.keys())).encode()
+        b = chr(10).join(k + ': ' + v for k, v in self.headers.items()).encode()
         self.send_response(200); self.send_header('Content-Length', str(len(b))); self.end_headers(); self.wfile.write(b)
     def log_message(self, *a): pass
 http.server.HTTPServer(('', 8000), H).serve_forever()`;
@@ -303,8 +304,9 @@ http.server.HTTPServer(('', 8000), H).serve_forever()`;
         res = await get(child.trafficAccessToken);
       }
       assert.equal(res.status, 200, await res.clone().text());
-      const names = (await res.text()).split(' ');
-      assert.ok(names.includes('host') && !names.includes('e2b-traffic-access-token'), `the credential is not passed on: ${names}`);
+      const seen = (await res.text()).split('\n');
+      assert.ok(seen.includes('Host: app.example.com:8000'), `the masked Host: ${seen}`);
+      assert.ok(!seen.some((h) => /^(host|e2b-traffic-access-token):/i.test(h) && h !== 'Host: app.example.com:8000'), `one Host, no credential: ${seen}`);
       assert.equal((await get()).status, 401);
       assert.equal((await get('avm_pt_wrong')).status, 401);
       assert.equal(await child.files.read('/home/user/snap.txt'), 'kept in the snapshot');

@@ -15,7 +15,7 @@ import type { Duplex } from 'node:stream';
 import { randomBytes } from 'node:crypto';
 import { DomainError } from '../domain/errors.ts';
 import { statusOf } from '../http/errors.ts';
-import { API_KEY_PREFIX, checkedPort, routeFromHost, type PreviewCredentials, type PreviewRoute, type PreviewService, type PreviewTarget } from '../domain/previews.ts';
+import { API_KEY_PREFIX, checkedPort, hostForApp, routeFromHost, type PreviewCredentials, type PreviewRoute, type PreviewService, type PreviewTarget } from '../domain/previews.ts';
 import type { Logger } from '../log.ts';
 import { addressKey, type FailureThrottle } from '../throttle.ts';
 
@@ -64,8 +64,11 @@ export function credentials(req: IncomingMessage): PreviewCredentials {
   return { bearer: m ? m[1] : null, token: header || cookieToken(req.headers.cookie) };
 }
 
-/** The request's headers as the app gets them: no routing headers, no credential of ours, no hop-by-hop. */
-export function forwardHeaders(req: IncomingMessage, keepUpgrade: boolean): [string, string][] {
+/**
+ * The request's headers as the app gets them: no routing headers, no credential of ours, no hop-by-hop;
+ * the Host the VM's previews set in place of the client's, when they set one.
+ */
+export function forwardHeaders(req: IncomingMessage, keepUpgrade: boolean, host: string | null = null): [string, string][] {
   const out: [string, string][] = [];
   const raw = req.rawHeaders;
   for (let i = 0; i < raw.length; i += 2) {
@@ -75,12 +78,14 @@ export function forwardHeaders(req: IncomingMessage, keepUpgrade: boolean): [str
     if (lower === VM_HEADER || lower === PORT_HEADER || lower === TOKEN_HEADER || lower === E2B_TOKEN_HEADER) continue;
     if (lower === 'authorization' && /^Bearer +avm_/i.test(value) && value.includes(API_KEY_PREFIX)) continue;
     if (HOP.has(lower) && !(keepUpgrade && (lower === 'connection' || lower === 'upgrade'))) continue;
+    if (lower === 'host' && host !== null) continue;
     if (lower === 'cookie') {
       value = value.split(';').map((p) => p.trim()).filter((p) => p && !p.startsWith(`${TOKEN_COOKIE}=`)).join('; ');
       if (!value) continue;
     }
     out.push([name, value]);
   }
+  if (host !== null) out.unshift(['Host', host]);
   return out;
 }
 
@@ -201,10 +206,10 @@ export function servePreviews(server: Server, previews: PreviewService, throttle
       res.end();
       return;
     }
-    const { socket } = await open(req, route, queryToken, gone.signal);
+    const { socket, target } = await open(req, route, queryToken, gone.signal);
     if (gone.signal.aborted) return void socket.destroy();
     // As an array the headers are written as they are (Node adds `Connection: close`: one request a stream).
-    const list = forwardHeaders(req, false);
+    const list = forwardHeaders(req, false, hostForApp(target, route.port));
     const up = http.request({
       method: req.method,
       path: queryToken !== null ? withoutToken(req.url ?? '/') : req.url,
@@ -240,9 +245,9 @@ export function servePreviews(server: Server, previews: PreviewService, throttle
   async function upgrade(req: IncomingMessage, client: Duplex, head: Buffer, route: PreviewRoute): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://x');
     const queryToken = url.searchParams.get(TOKEN_QUERY);
-    const { socket } = await open(req, route, queryToken);
+    const { socket, target } = await open(req, route, queryToken);
     if (client.destroyed) return void socket.destroy();
-    const lines = forwardHeaders(req, true).map(([k, v]) => `${k}: ${v}`);
+    const lines = forwardHeaders(req, true, hostForApp(target, route.port)).map(([k, v]) => `${k}: ${v}`);
     const path = queryToken !== null ? withoutToken(req.url ?? '/') : req.url ?? '/';
     socket.write(`${req.method} ${path} HTTP/1.1\r\n${lines.join('\r\n')}\r\n\r\n`);
     if (head.length) socket.write(head);

@@ -38,6 +38,12 @@ export function checkedPort(text: string | number, field = 'port'): number {
   return port;
 }
 
+/** Whether a Host header's value is one a VM's previews may set: printable, no spaces, at most 255. */
+export const validPreviewHost = (host: string) => /^[\x21-\x7e]{1,255}$/.test(host);
+
+/** The Host a VM's app gets for a request to `port`: the VM's own (`${PORT}` as the port), else the client's. */
+export const hostForApp = (t: { preview_host: string | null }, port: number): string | null => t.preview_host?.replaceAll('${PORT}', String(port)) ?? null;
+
 /** A VM's label in preview hosts: its id lowercased, `_` as `-` (its hostname). */
 export const previewLabel = (vmId: string) => vmId.toLowerCase().replace(/_/g, '-');
 
@@ -218,6 +224,12 @@ export class PreviewService {
   /** Every port of the VM public, or not (an E2B sandbox's allowPublicTraffic, decisions section 17). */
   setAllPortsPublic(vmId: string, on: boolean): Promise<void> {
     return store.setAllPublic(this.db, vmId, on);
+  }
+
+  /** The Host the VM's apps get through its previews (`${PORT}`: the port), or null for the client's. */
+  setPreviewHost(vmId: string, host: string | null): Promise<void> {
+    if (host !== null && !validPreviewHost(host)) throw invalid('maskRequestHost', 'a host name, with `${PORT}` for the port if you like: printable characters, no spaces, at most 255');
+    return store.setPreviewHost(this.db, vmId, host);
   }
 
   allPortsPublic(vmId: string): Promise<boolean> {

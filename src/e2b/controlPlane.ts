@@ -11,13 +11,14 @@ import type { Principal } from '../domain/keys.ts';
 import type { Services } from '../domain/services.ts';
 import type { VmRow } from '../domain/vms.ts';
 import { getHarness } from '../harness/catalogue.ts';
-import { previewLabel } from '../domain/previews.ts';
+import { previewLabel, validPreviewHost } from '../domain/previews.ts';
 import type { Logger } from '../log.ts';
 import * as store from './store.ts';
 import { DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S } from './store.ts';
 import { forgetProcesses } from './processService.ts';
 import { isSnapshotId, snapshotRoutes } from './snapshots.ts';
 import { forkRoute } from './fork.ts';
+import { egressFrom, networkOf, networkRoute } from './network.ts';
 
 /** The envd version agentvm answers: the SDK features it gates on that version are the ones served here. */
 export const ENVD_VERSION = '0.6.4';
@@ -152,6 +153,13 @@ export function controlPlane(services: Services, log: Logger, prepare: (tenantId
     // E2B's autoPauseMemory: false pauses at the timeout with the filesystem only (a stop; the resume boots).
     if (body.autoPauseMemory !== undefined && body.autoPauseMemory !== null && typeof body.autoPauseMemory !== 'boolean') return e2bError(c, 400, 'autoPauseMemory: true or false');
     const autoPauseMemory = body.autoPauseMemory !== false;
+    // E2B's network: allowPublicTraffic (its default true) and maskRequestHost (the Host the sandbox's apps get).
+    const network = (body.network ?? {}) as { allowPublicTraffic?: unknown; maskRequestHost?: unknown; allowOut?: unknown; denyOut?: unknown };
+    const mask = network.maskRequestHost ?? null;
+    // Its egress: allow_internet_access false is none; "deny all, allow these hosts" an allowlist; no rule the harness's default policy.
+    const policy = egressFrom(network, body.allow_internet_access);
+    if (typeof policy === 'string') return e2bError(c, 400, policy);
+    if (mask !== null && (typeof mask !== 'string' || !validPreviewHost(mask))) return e2bError(c, 400, 'network.maskRequestHost: a host, `${PORT}` for the port: printable characters, no spaces, at most 255');
     if (!autoPauseMemory && autoResume) return e2bError(c, 400, 'autoResume cannot be combined with autoPauseMemory: false: a filesystem-only pause is resumed with connect');
 
     // templateID: a harness of the catalogue, `base` (the workstation), a snapshot of the tenant's, or an image of the tenant's (id or slug).
@@ -166,8 +174,7 @@ export function controlPlane(services: Services, log: Logger, prepare: (tenantId
     let vmId: string;
     try {
       const expiry = autoPause ? {} : { expires_at: end.toISOString() };
-      // E2B's allow_internet_access: false is a VM without egress; else the default policy of the harness.
-      const egress = body.allow_internet_access === false ? { egress: { mode: 'none' as const, allow: [] } } : {};
+      const egress = policy ? { egress: policy } : {};
       const start = () =>
         snapshot
           ? // The snapshot's machine and plan (or tier), as createVMFromSnapshot: it resumes its instant with a new identity.
@@ -181,10 +188,9 @@ export function controlPlane(services: Services, log: Logger, prepare: (tenantId
       if (snapshot && (err as { code?: string }).code === 'not_found') return e2bError(c, 404, `template "${templateID}" not found`);
       throw err;
     }
-    // E2B's network.allowPublicTraffic (its default true): every port of the sandbox public; false keeps
-    // them private (section 16), reached with the VM's preview token, which E2B calls its traffic access token.
-    const network = body.network as { allowPublicTraffic?: unknown } | undefined;
-    const isPrivate = network?.allowPublicTraffic === false;
+    // allowPublicTraffic: every port of the sandbox public; false keeps them private (section 16),
+    // reached with the VM's preview token, which E2B calls its traffic access token.
+    const isPrivate = network.allowPublicTraffic === false;
     const record: store.SandboxRecord = {
       vm_id: vmId,
       tenant_id: principal.tenantId,
@@ -200,6 +206,7 @@ export function controlPlane(services: Services, log: Logger, prepare: (tenantId
     };
     await store.insert(services.db, record);
     if (!isPrivate) await services.previews.setAllPortsPublic(vmId, true);
+    if (mask !== null) await services.previews.setPreviewHost(vmId, mask as string);
     const vm = await services.vms.waitFor(principal.tenantId, vmId, 'running', START_WAIT_MS, c.req.raw.signal);
     if (vm.status !== 'running') return e2bError(c, 500, `the sandbox did not start: it is ${vm.status}${vm.status_reason ? ` (${vm.status_reason})` : ''}`);
     // The base image has E2B's home (a link to the workspace); an image of the tenant's or a snapshot
@@ -210,6 +217,7 @@ export function controlPlane(services: Services, log: Logger, prepare: (tenantId
 
   snapshotRoutes(app, services, { vmOf, writable });
 
+  networkRoute(app, services, { vmOf, writable });
   forkRoute(app, services, log, { vmOf, writable, created, startWaitMs: START_WAIT_MS });
 
   app.post('/sandboxes', create);
@@ -241,7 +249,8 @@ export function controlPlane(services: Services, log: Logger, prepare: (tenantId
 
   app.get('/sandboxes/:sandboxID', async (c) => {
     const { vm, record } = await vmOf(c);
-    return c.json({ ...listed(vm, record), envdAccessToken: record?.access_token, domain: domain(), allowInternetAccess: true });
+    const network = { ...networkOf(vm.egress), allowPublicTraffic: await services.previews.allPortsPublic(vm.vm_id), ...(vm.preview_host ? { maskRequestHost: vm.preview_host } : {}) };
+    return c.json({ ...listed(vm, record), envdAccessToken: record?.access_token, domain: domain(), allowInternetAccess: vm.egress.mode !== 'none', network });
   });
 
   app.delete('/sandboxes/:sandboxID', async (c) => {

@@ -62,6 +62,7 @@ export function forkRoute<E extends { Variables: { principal: { tenantId: string
           };
           await store.insert(services.db, fork);
           await services.previews.setAllPortsPublic(fork.vm_id, await services.previews.allPortsPublic(vm.vm_id));
+        if (vm.preview_host) await services.previews.setPreviewHost(fork.vm_id, vm.preview_host);
           const running = await services.vms.waitFor(vm.tenant_id, fork.vm_id, 'running', o.startWaitMs, c.req.raw.signal);
           if (running.status !== 'running') throw new E2bError(500, `the fork did not start: it is ${running.status}${running.status_reason ? ` (${running.status_reason})` : ''}`);
           results.push({ sandbox: o.created(running, fork) });

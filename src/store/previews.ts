@@ -11,9 +11,11 @@ export interface PreviewTarget {
   status: string;
   desired_state: string;
   auto_resume: boolean;
+  /** The Host its apps get (`${PORT}` is the port), or null: the client's (migration 026). */
+  preview_host: string | null;
 }
 
-const TARGET = 'vm_id, tenant_id, status, desired_state, auto_resume';
+const TARGET = 'vm_id, tenant_id, status, desired_state, auto_resume, preview_host';
 
 /** The VMs (not deleted) whose label is `label` (more than one only for ids that differ in case alone). */
 export function findByLabel(q: Queryable, label: string): Promise<PreviewTarget[]> {
@@ -56,6 +58,10 @@ export async function isPublic(q: Queryable, vmId: string, port: number): Promis
 /** Every port of the VM public (an E2B sandbox's allowPublicTraffic), or not. */
 export async function setAllPublic(q: Queryable, vmId: string, on: boolean): Promise<void> {
   await q.query('UPDATE vms SET ports_public = $2 WHERE vm_id = $1', [vmId, on]);
+}
+
+export async function setPreviewHost(q: Queryable, vmId: string, host: string | null): Promise<void> {
+  await q.query('UPDATE vms SET preview_host = $2 WHERE vm_id = $1', [vmId, host]);
 }
 
 export async function allPublic(q: Queryable, vmId: string): Promise<boolean> {

@@ -34,6 +34,8 @@ export interface VmRow extends VmStateFields {
   auto_stop_after_s: number | null;
   /** A preview request starts the VM when it is suspended (migration 018). */
   auto_resume?: boolean;
+  /** The Host its apps get through its previews (migration 026; E2B's maskRequestHost). */
+  preview_host?: string | null;
   /** Destroyed (status_reason `expired`) at this time; null: never. */
   expires_at: Date | null;
   /** The last activity that leaves no row of its own (an open shell touches it); runs and egress are read from their tables. */
