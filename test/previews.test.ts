@@ -372,8 +372,12 @@ describe('preview URLs of a real microVM', { skip }, () => {
     assert.equal((await api('GET', `/v1/api/vms/${vmId}`)).status, 200);
   });
 
-  test('a suspended VM: 409 vm_not_running; with auto_resume a request starts it and is served', { timeout: 5 * 60_000 }, async () => {
+  test('a suspended VM: 409 vm_not_running; with auto_resume a request starts it, waits for its port and is served', { timeout: 5 * 60_000 }, async () => {
     assert.equal((await api('GET', `/v1/api/vms/${vmId}`)).body.auto_resume, false, 'off by default');
+    // An app suspended while it starts: it listens 3 s of the guest's time from now, after the wake.
+    const late = `setTimeout(() => require('node:http').createServer((q, s) => s.end('late')).listen(8082), 3000);`;
+    const started = await exec(['sh', '-c', `echo "${late}" > /tmp/late.js && ${detached('node /tmp/late.js >/tmp/late.log 2>&1')}`]);
+    assert.equal(started.exit_code, 0, started.stderr);
     const suspend = await api('POST', `/v1/api/vms/${vmId}/suspend`);
     assert.ok(suspend.status < 300, JSON.stringify(suspend.body));
     await until('suspended', async () => (await api('GET', `/v1/api/vms/${vmId}`)).body.status === 'suspended');
@@ -383,9 +387,12 @@ describe('preview URLs of a real microVM', { skip }, () => {
     const patched = await api('PATCH', `/v1/api/vms/${vmId}`, { auto_resume: true });
     assert.equal(patched.status, 200, JSON.stringify(patched.body));
     assert.equal(patched.body.auto_resume, true);
-    const woke = await send({ host: hostFor(8080), path: '/woke', headers: { authorization: `Bearer ${key}` } });
+    // The request that wakes the VM waits for its port to listen (within the wake's 30 s).
+    const woke = await send({ host: hostFor(8082), path: '/woke', headers: { authorization: `Bearer ${key}` } });
     assert.equal(woke.status, 200, woke.body);
-    assert.equal(woke.body, '<h1>hello from the vm on 8080</h1>');
+    assert.equal(woke.body, 'late');
+    const page = await send({ host: hostFor(8080), headers: { authorization: `Bearer ${key}` } });
+    assert.equal(page.body, '<h1>hello from the vm on 8080</h1>');
     assert.equal((await api('GET', `/v1/api/vms/${vmId}`)).body.status, 'running');
   });
 

@@ -15,7 +15,7 @@ import type { Duplex } from 'node:stream';
 import { randomBytes } from 'node:crypto';
 import { DomainError } from '../domain/errors.ts';
 import { statusOf } from '../http/errors.ts';
-import { API_KEY_PREFIX, checkedPort, hostForApp, routeFromHost, type PreviewCredentials, type PreviewRoute, type PreviewService, type PreviewTarget } from '../domain/previews.ts';
+import { API_KEY_PREFIX, RESUME_WAIT_MS, checkedPort, hostForApp, routeFromHost, type PreviewCredentials, type PreviewRoute, type PreviewService, type PreviewTarget } from '../domain/previews.ts';
 import type { Logger } from '../log.ts';
 import { addressKey, type FailureThrottle } from '../throttle.ts';
 
@@ -182,8 +182,9 @@ export function servePreviews(server: Server, previews: PreviewService, throttle
     const creds = credentials(req);
     if (queryToken) creds.token = queryToken;
     await previews.admit(target, route.port, creds, throttle, addressKey(req.socket.remoteAddress));
-    await previews.running(target, signal);
-    return { target, socket: await previews.connect(target, route.port) };
+    const asked = Date.now();
+    const woke = await previews.running(target, signal);
+    return { target, socket: await previews.connect(target, route.port, woke ? { until: asked + RESUME_WAIT_MS, signal } : undefined) };
   }
 
   async function proxy(req: IncomingMessage, res: ServerResponse, route: PreviewRoute, requestId: string): Promise<void> {

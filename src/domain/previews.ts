@@ -18,8 +18,10 @@ import type { FailureThrottle } from '../throttle.ts';
 
 export type { PreviewTarget } from '../store/previews.ts';
 
-/** How long a request to a suspended `auto_resume` VM waits for it to run. */
+/** How long a request to a suspended `auto_resume` VM waits for it to run and its port to listen. */
 export const RESUME_WAIT_MS = 30_000;
+/** How often a request that woke its VM looks again for its port to listen. */
+const WAKE_PORT_POLL_MS = 200;
 /** A VM's idle clock hears of proxied requests at most this often. */
 const ACTIVITY_EVERY_MS = 10_000;
 const TOKEN_PREFIX = 'avm_pt_';
@@ -169,20 +171,30 @@ export class PreviewService {
    * The VM running, or 409 vm_not_running; a suspended `auto_resume` VM is started and waited for
    * (≤ RESUME_WAIT_MS).
    */
-  async running(t: store.PreviewTarget, signal?: AbortSignal): Promise<void> {
-    if (t.status === 'running') return;
+  /** Whether the VM runs (false) or was woken by this request (true); 409 when it is neither. */
+  async running(t: store.PreviewTarget, signal?: AbortSignal): Promise<boolean> {
+    if (t.status === 'running') return false;
     const notRunning = (status: string) =>
       new DomainError('vm_not_running', `VM ${t.vm_id} is ${status}`, 'start the VM (or set auto_resume to have a request wake it from suspended)');
     if (t.status !== 'suspended' || !t.auto_resume) throw notRunning(t.status);
     await this.vms.lifecycle(t.tenant_id, t.vm_id, 'start');
     const vm = await this.vms.waitFor(t.tenant_id, t.vm_id, 'running', RESUME_WAIT_MS, signal);
     if (vm.status !== 'running') throw notRunning(vm.status);
+    return true;
   }
 
-  /** A connection to the port; 502 port_closed when nothing listens. */
-  async connect(t: store.PreviewTarget, port: number): Promise<Duplex> {
+  /**
+   * A connection to the port; 502 port_closed when nothing listens. With `wait` (a request that woke
+   * the VM), a closed port is tried again until `wait.until`: a process suspended while it was starting
+   * goes on with its start once the VM runs again.
+   */
+  async connect(t: store.PreviewTarget, port: number, wait?: { until: number; signal?: AbortSignal }): Promise<Duplex> {
     if (!this.ports) throw new DomainError('unavailable', 'previews are served by the server that hosts the VM; this one hosts none', 'try again later', { 'Retry-After': '30' });
-    const socket = await this.ports.connect(t.vm_id, port);
+    let socket = await this.ports.connect(t.vm_id, port);
+    while (!socket && wait && Date.now() + WAKE_PORT_POLL_MS < wait.until && !wait.signal?.aborted) {
+      await new Promise((r) => setTimeout(r, WAKE_PORT_POLL_MS));
+      socket = await this.ports.connect(t.vm_id, port);
+    }
     if (!socket) throw new DomainError('port_closed', `nothing listens on port ${port} in VM ${t.vm_id}`, 'start a server in the VM that listens on that port');
     this.activity(t.vm_id);
     return socket;
