@@ -95,8 +95,11 @@ export class LocalPortAccess implements PortAccess {
     } catch {
       throw vmGone();
     }
-    // Listening before the guest joins: bytes may come the moment it does.
+    // Listening before the guest joins: bytes may come the moment it does. An error before the caller
+    // listens (the VM gone while the guest connects) must not be thrown at no one: the caller's own
+    // listeners hear it all the same.
     const socket = new StreamSocket(stream);
+    socket.on('error', () => undefined);
     let r: { connected: boolean };
     try {
       r = await this.driver.request<{ connected: boolean }>(vmId, 'port_connect', { stream: stream.id, port, window: stream.window }, GUEST_MS);
