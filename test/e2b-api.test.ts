@@ -11,7 +11,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import { getRequestListener } from '@hono/node-server';
-import { backends, createTestApp, insertVm, type TestApp } from './helpers.ts';
+import { backends, createTestApp, insertVm, until, type TestApp } from './helpers.ts';
 import * as metricsStore from '../src/store/metrics.ts';
 import { serveE2b } from '../src/e2b/server.ts';
 import * as store from '../src/e2b/store.ts';
@@ -186,6 +186,21 @@ for (const backend of backends()) {
       assert.equal((await put({})).status, 204, 'fields left out are cleared');
       assert.deepEqual((await egress()).mode, 'allowlist');
       assert.deepEqual(await egress(), (await import('../src/domain/vmPlacement.ts')).defaultEgress('echo'));
+    });
+
+    test('a sandbox woken after its timeout (a request to its preview) gets a new end, not a pause again; one running past its end pauses', async () => {
+      const tenant = await t.tenant({ card: '4242' });
+      const now = t.services.clock.now().getTime();
+      const [woken, late] = [await insertVm(t.db, tenant.tenantId), await insertVm(t.db, tenant.tenantId)];
+      for (const vmId of [woken, late]) {
+        const at = new Date(now - 60_000);
+        await store.insert(t.db, { vm_id: vmId, tenant_id: tenant.tenantId, template_id: 'base', access_token: `ea_${vmId}`, traffic_token: null, metadata: {}, env_vars: {}, auto_pause: true, auto_pause_memory: true, end_at: at, created_at: at });
+      }
+      await t.db.query('UPDATE vms SET running_since = $2 WHERE vm_id = $1', [woken, new Date(now - 1000)]);
+      await t.db.query('UPDATE vms SET running_since = $2 WHERE vm_id = $1', [late, new Date(now - 120_000)]);
+      await until('the sweep paused the one past its end', async () => (await t.services.vms.get(tenant.tenantId, late)).desired_state === 'suspended', 30_000);
+      assert.equal((await t.services.vms.get(tenant.tenantId, woken)).desired_state, 'running');
+      assert.equal((await store.get(t.db, woken))!.end_at.getTime(), now - 1000 + 300_000, "E2B's default timeout from its wake");
     });
 
     test('the sandbox plane: unknown sandbox 502, wrong token 401, a malformed Connect message invalid_argument and no guest call', async () => {

@@ -75,8 +75,17 @@ export async function setEnd(q: Queryable, vmId: string, endAt: Date): Promise<v
   await q.query('UPDATE e2b_sandboxes SET end_at = $2 WHERE vm_id = $1', [vmId, endAt]);
 }
 
-/** Sandboxes whose timeout has come that pause (not die) at it, and are not yet paused. */
-export function duePauses(q: Queryable, now: Date): Promise<{ vm_id: string; tenant_id: string; auto_pause_memory: boolean }[]> {
+/**
+ * Sandboxes whose timeout has come that pause (not die) at it, and are not yet paused. One woken after
+ * its end (a request to its preview, `auto_resume`) is not one of them: it gets a new end first,
+ * `DEFAULT_TIMEOUT_S` from its wake, as a resume that names no timeout.
+ */
+export async function duePauses(q: Queryable, now: Date): Promise<{ vm_id: string; tenant_id: string; auto_pause_memory: boolean }[]> {
+  await q.query(
+    `UPDATE e2b_sandboxes s SET end_at = v.running_since + make_interval(secs => $2) FROM vms v
+     WHERE v.vm_id = s.vm_id AND s.auto_pause AND s.end_at <= $1 AND v.deleted_at IS NULL AND v.status = 'running' AND v.running_since > s.end_at`,
+    [now, DEFAULT_TIMEOUT_S],
+  );
   return q.query(
     `SELECT s.vm_id, s.tenant_id, s.auto_pause_memory FROM e2b_sandboxes s JOIN vms v ON v.vm_id = s.vm_id
      WHERE s.auto_pause AND s.end_at <= $1 AND v.deleted_at IS NULL AND v.status = 'running' LIMIT 100`,

@@ -101,6 +101,7 @@ export async function markBooted(
 export async function markRunning(q: Queryable, vmId: string, imageId: string | null, ipv4: string | null, now: Date, reason: string | null = null): Promise<void> {
   await q.query(
     `UPDATE vms SET status = 'running', status_reason = $5, image_id = $2, ipv4 = coalesce($3, ipv4), updated_at = $4,
+            running_since = CASE WHEN status = 'running' THEN running_since ELSE $4 END,
             metered_until = CASE WHEN tier IS NULL THEN NULL ELSE coalesce(metered_until, $4) END
      WHERE vm_id = $1 AND desired_state = 'running' AND deleted_at IS NULL`,
     [vmId, imageId, ipv4, now, reason],
