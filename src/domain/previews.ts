@@ -169,9 +169,8 @@ export class PreviewService {
 
   /**
    * The VM running, or 409 vm_not_running; a suspended `auto_resume` VM is started and waited for
-   * (≤ RESUME_WAIT_MS).
+   * (≤ RESUME_WAIT_MS). Answers whether this request woke it.
    */
-  /** Whether the VM runs (false) or was woken by this request (true); 409 when it is neither. */
   async running(t: store.PreviewTarget, signal?: AbortSignal): Promise<boolean> {
     if (t.status === 'running') return false;
     const notRunning = (status: string) =>
