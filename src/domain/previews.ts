@@ -60,16 +60,23 @@ export interface PreviewSite {
 export type PreviewRoute = { port: number } & ({ label: string } | { vmId: string });
 
 /**
+ * What a Host names under `domain`, lowercased (`3000-vm-abc` of `3000-vm-abc.example.com`; the port
+ * compared only when the domain has one), or null when it is not under it.
+ */
+export function nameUnder(host: string | undefined, domain: string): string | null {
+  if (!host) return null;
+  const d = domain.toLowerCase();
+  const h = d.includes(':') ? host.toLowerCase() : host.toLowerCase().replace(/:\d+$/, '');
+  return h.endsWith(`.${d}`) ? h.slice(0, -(d.length + 1)) : null;
+}
+
+/**
  * The route a Host names under `domain` (compared without a port when the domain has none); null when
  * it is not a preview host; 400 when it is one but malformed.
  */
 export function routeFromHost(host: string | undefined, domain: string): PreviewRoute | null {
-  if (!host) return null;
-  let h = host.toLowerCase();
-  const d = domain.toLowerCase();
-  if (!d.includes(':')) h = h.replace(/:\d+$/, '');
-  if (!h.endsWith(`.${d}`)) return null;
-  const name = h.slice(0, -(d.length + 1));
+  const name = nameUnder(host, domain);
+  if (name === null) return null;
   const m = /^(\d{1,5})-([a-z0-9][a-z0-9-]{0,62})$/.exec(name);
   if (!m) throw invalid('Host', `a preview host is {port}-{vm label}.${domain}`);
   return { port: checkedPort(m[1], 'Host'), label: m[2] };

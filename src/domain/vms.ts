@@ -152,9 +152,9 @@ export class VmService {
   /** The tenant's VM by its id, or by its preview label (`vm-…`: lowercase, no `_`; section 16). */
   async getByIdOrLabel(tenantId: string, idOrLabel: string): Promise<VmRow> {
     if (idOrLabel.includes('_') || !/^[a-z0-9][a-z0-9-]*$/.test(idOrLabel)) return this.get(tenantId, idOrLabel);
-    const vmId = await vmStore.idOfLabel(this.db, tenantId, idOrLabel);
-    if (!vmId) throw notFound('VM');
-    return this.get(tenantId, vmId);
+    const found = await vmStore.byLabel(this.db, idOrLabel, tenantId);
+    if (!found) throw notFound('VM');
+    return this.get(tenantId, found.vm_id);
   }
 
   /** What a VM shows beyond its row: its cost this month, and a lost host. */

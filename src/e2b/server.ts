@@ -14,17 +14,10 @@ import { controlPlane } from './controlPlane.ts';
 import { sandboxPlane } from './sandboxPlane.ts';
 import { forgetProcesses } from './processService.ts';
 import * as store from './store.ts';
+import { nameUnder } from '../domain/previews.ts';
 
 /** How often the timeouts that pause are looked at: a sandbox pauses at most this long after its end. */
 const PAUSE_SWEEP_MS = 1_000;
-
-/** Whether a Host is `api.{preview domain}` (compared without a port when the domain has none): E2B's API host. */
-export function isApiHost(host: string | undefined, domain: string): boolean {
-  if (!host) return false;
-  const d = domain.toLowerCase();
-  const h = d.includes(':') ? host.toLowerCase() : host.toLowerCase().replace(/:\d+$/, '');
-  return h === `api.${d}`;
-}
 
 export function serveE2b(server: Server, services: Services, guest: GuestAccess | null, log: Logger): { close(): void } {
   const onRequest = server.listeners('request') as ((req: IncomingMessage, res: ServerResponse) => void)[];
@@ -34,7 +27,7 @@ export function serveE2b(server: Server, services: Services, guest: GuestAccess 
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {
     const url = req.url ?? '/';
     // E2B_DOMAIN alone: E2B's SDKs reach the control plane at `https://api.{domain}`, at its root.
-    if (isApiHost(req.headers.host, services.previews.site.domain)) {
+    if (nameUnder(req.headers.host, services.previews.site.domain) === 'api') {
       req.url = url.startsWith('/') ? `/e2b${url}` : '/e2b/';
       return void control(req, res);
     }
@@ -49,7 +42,9 @@ export function serveE2b(server: Server, services: Services, guest: GuestAccess 
     if (sweeping) return;
     sweeping = true;
     void (async () => {
-      for (const s of await store.duePauses(services.db, services.clock.now())) {
+      const now = services.clock.now();
+      await store.renewWoken(services.db, now);
+      for (const s of await store.duePauses(services.db, now)) {
         if (!s.auto_pause_memory) forgetProcesses(s.vm_id);
         await services.vms.lifecycle(s.tenant_id, s.vm_id, s.auto_pause_memory ? 'suspend' : 'stop').catch((err: Error) => log.warn({ vm_id: s.vm_id, err: err.message }, 'e2b sandbox did not pause at its timeout'));
       }

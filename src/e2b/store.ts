@@ -3,6 +3,7 @@
  * envs, what its timeout does, and when that is.
  */
 import type { Queryable } from '../store/db.ts';
+import { byLabel } from '../store/vms.ts';
 
 /** E2B's default sandbox timeout (seconds), and its longest. */
 export const DEFAULT_TIMEOUT_S = 300;
@@ -51,12 +52,7 @@ export async function forTenant(q: Queryable, tenantId: string): Promise<Map<str
 
 /** The VM (not deleted) whose label is the sandbox id, if it is the tenant's. */
 export async function vmIdOfSandbox(q: Queryable, tenantId: string | null, sandboxId: string): Promise<{ vm_id: string; tenant_id: string } | null> {
-  if (!/^[a-z0-9][a-z0-9-]{0,70}$/.test(sandboxId)) return null;
-  const rows = await q.query<{ vm_id: string; tenant_id: string }>(
-    `SELECT vm_id, tenant_id FROM vms WHERE lower(replace(vm_id, '_', '-')) = $1 AND deleted_at IS NULL ${tenantId ? 'AND tenant_id = $2' : ''} LIMIT 2`,
-    tenantId ? [sandboxId, tenantId] : [sandboxId],
-  );
-  return rows.length === 1 ? rows[0] : null;
+  return /^[a-z0-9][a-z0-9-]{0,70}$/.test(sandboxId) ? byLabel(q, sandboxId, tenantId) : null;
 }
 
 /**
@@ -76,16 +72,20 @@ export async function setEnd(q: Queryable, vmId: string, endAt: Date): Promise<v
 }
 
 /**
- * Sandboxes whose timeout has come that pause (not die) at it, and are not yet paused. One woken after
- * its end (a request to its preview, `auto_resume`) is not one of them: it gets a new end first,
- * `DEFAULT_TIMEOUT_S` from its wake, as a resume that names no timeout.
+ * Sandboxes woken after their end (a request to the preview, `auto_resume`; a start through agentvm's
+ * API) get a new end, `DEFAULT_TIMEOUT_S` from their wake, as a resume that names no timeout: the pause
+ * sweep does not pause them again.
  */
-export async function duePauses(q: Queryable, now: Date): Promise<{ vm_id: string; tenant_id: string; auto_pause_memory: boolean }[]> {
+export async function renewWoken(q: Queryable, now: Date): Promise<void> {
   await q.query(
     `UPDATE e2b_sandboxes s SET end_at = v.running_since + make_interval(secs => $2) FROM vms v
      WHERE v.vm_id = s.vm_id AND s.auto_pause AND s.end_at <= $1 AND v.deleted_at IS NULL AND v.status = 'running' AND v.running_since > s.end_at`,
     [now, DEFAULT_TIMEOUT_S],
   );
+}
+
+/** Sandboxes whose timeout has come that pause (not die) at it, and are not yet paused. */
+export function duePauses(q: Queryable, now: Date): Promise<{ vm_id: string; tenant_id: string; auto_pause_memory: boolean }[]> {
   return q.query(
     `SELECT s.vm_id, s.tenant_id, s.auto_pause_memory FROM e2b_sandboxes s JOIN vms v ON v.vm_id = s.vm_id
      WHERE s.auto_pause AND s.end_at <= $1 AND v.deleted_at IS NULL AND v.status = 'running' LIMIT 100`,

@@ -104,13 +104,16 @@ export async function getForTenant(q: Queryable, tenantId: string, vmId: string)
   return vm;
 }
 
-/** The tenant's VM (not deleted) whose preview label is `label` (migration 018's index). */
-export async function idOfLabel(q: Queryable, tenantId: string, label: string): Promise<string | undefined> {
-  const rows = await q.query<{ vm_id: string }>(
-    `SELECT vm_id FROM vms WHERE lower(replace(vm_id, '_', '-')) = $1 AND tenant_id = $2 AND deleted_at IS NULL LIMIT 2`,
-    [label, tenantId],
+/**
+ * The VM (not deleted) whose preview label is `label`, the tenant's when one is given (migration 018's
+ * index); none when two ids share it (they differ in case alone).
+ */
+export async function byLabel(q: Queryable, label: string, tenantId: string | null): Promise<{ vm_id: string; tenant_id: string } | null> {
+  const rows = await q.query<{ vm_id: string; tenant_id: string }>(
+    `SELECT vm_id, tenant_id FROM vms WHERE lower(replace(vm_id, '_', '-')) = $1 AND deleted_at IS NULL ${tenantId ? 'AND tenant_id = $2' : ''} LIMIT 2`,
+    tenantId ? [label, tenantId] : [label],
   );
-  return rows.length === 1 ? rows[0].vm_id : undefined;
+  return rows.length === 1 ? rows[0] : null;
 }
 
 /** Where the tenant's VM stands, and nothing more (a wait looks at it every time it hears of the VM). */
