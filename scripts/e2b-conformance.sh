@@ -4,6 +4,14 @@
 # checkout of E2B's repository (git clone https://github.com/e2b-dev/E2B).
 #
 #   scripts/e2b-conformance.sh /path/to/E2B [vitest filter...]
+#   scripts/e2b-conformance.sh --serve /path/to/E2B [vitest filter...]
+#
+# With --serve (as root) the script runs everything in a network
+# namespace of its own with nothing but loopback (`unshare -n`): its own `agentvm serve` (a new data
+# dir under the work dir, AGENTVM_IMAGE_DIR as set), a tenant with a card and an e2b-format key made
+# through the admin API, the TLS front and the tests. The sandboxes' egress then cannot leave this
+# machine whatever a test asks. E2B_DOMAIN defaults to e2b.localhost:8443 there. At the end it stops
+# the server and every QEMU it left (by the pids in its data dir).
 #
 # Environment: AGENTVM_URL (default http://127.0.0.1:8080), E2B_API_KEY (an agentvm key in E2B's
 # format: POST /v1/api/keys with {"format": "e2b", "scope": "readwrite"}; its tenant needs a card or
@@ -19,14 +27,15 @@
 # passes the bytes to AGENTVM_URL, and its names resolved to 127.0.0.1 in the tests (as browsers do).
 set -euo pipefail
 
-checkout=${1:?usage: scripts/e2b-conformance.sh /path/to/E2B-checkout [vitest filter...]}
+serve=''
+if [ "${1:-}" = --serve ]; then serve=1; shift; fi
+checkout=${1:?usage: scripts/e2b-conformance.sh [--serve] /path/to/E2B-checkout [vitest filter...]}
 shift
 sdk="$checkout/packages/js-sdk"
 [ -d "$sdk/tests/sandbox" ] || { echo "no packages/js-sdk/tests/sandbox under $checkout" >&2; exit 2; }
-: "${E2B_API_KEY:?set E2B_API_KEY to an e2b-format agentvm key}"
-base=${AGENTVM_URL:-http://127.0.0.1:8080}
-base=${base%/}
 work=${E2B_CONFORMANCE_DIR:-$(mktemp -d /tmp/e2b-conformance.XXXXXX)}
+cleanup=()
+trap 'for c in "${cleanup[@]}"; do eval "$c" || true; done' EXIT
 
 # The SDK's sources and tests, and its runtime dependencies with what the tests import.
 mkdir -p "$work"
@@ -61,6 +70,37 @@ export default defineConfig({
 })
 EOF
 
+# The SDK and its dependencies are in place (from the registry): now the server, if the script runs one.
+if [ -n "$serve" ]; then
+  if [ -z "${AGENTVM_CONFORMANCE_NETNS:-}" ]; then
+    # The same script again, alone with a loopback of its own.
+    export AGENTVM_CONFORMANCE_NETNS=1 E2B_CONFORMANCE_DIR="$work"
+    exec unshare -n bash -c 'ip link set lo up && exec bash "$0" --serve "$@"' "$0" "$checkout" "$@"
+  fi
+  root=$(cd "$(dirname "$0")/.." && pwd)
+  export E2B_DOMAIN=${E2B_DOMAIN:-e2b.localhost:8443}
+  export AGENTVM_PREVIEW_DOMAIN=$E2B_DOMAIN AGENTVM_PREVIEW_SCHEME=https
+  export AGENTVM_ADMIN_TOKEN="avm_admin_$(openssl rand -hex 16)"
+  data="$work/server"
+  rm -rf "$data" && mkdir -p "$data"
+  node "$root/bin/agentvm.js" serve --port 8080 --data-dir "$data/data" > "$data/server.log" 2>&1 &
+  server=$!
+  # The server first, then what it leaves running: VMs outlive their server by design.
+  cleanup+=("kill $server; wait $server" 'for f in $(find "$data" -name qemu.pid); do kill "$(cat "$f")" 2>/dev/null; done')
+  for _ in $(seq 1 240); do curl -sf http://127.0.0.1:8080/readyz > /dev/null && break; sleep 0.5; done
+  admin=(-sf -H "authorization: Bearer $AGENTVM_ADMIN_TOKEN" -H 'content-type: application/json')
+  field() { node -e 'let d="";process.stdin.on("data",c=>d+=c).on("end",()=>console.log(JSON.parse(d)[process.argv[1]]))' "$1"; }
+  tenant=$(curl "${admin[@]}" -X POST http://127.0.0.1:8080/v1/admin/tenants -d '{"email":"e2b-conformance@example.com"}')
+  tid=$(field tenant_id <<< "$tenant")
+  curl "${admin[@]}" -X PUT "http://127.0.0.1:8080/v1/admin/tenants/$tid/card" -d '{"brand":"visa","last4":"4242"}' > /dev/null
+  E2B_API_KEY=$(curl -sf -X POST http://127.0.0.1:8080/v1/api/keys -H "authorization: Bearer $(field api_key <<< "$tenant")" \
+    -H 'content-type: application/json' -d '{"format":"e2b","scope":"readwrite"}' | field key)
+  export E2B_API_KEY AGENTVM_URL=http://127.0.0.1:8080
+  echo "server: $data (its log: $data/server.log)" >&2
+fi
+: "${E2B_API_KEY:?set E2B_API_KEY to an e2b-format agentvm key}"
+base=${AGENTVM_URL:-http://127.0.0.1:8080}
+base=${base%/}
 export E2B_API_KEY
 setup=''
 if [ -z "${E2B_DOMAIN:-}" ]; then
@@ -87,8 +127,7 @@ tls.createServer({ key: fs.readFileSync(key), cert: fs.readFileSync(cert) }, (s)
   u.on('error', () => s.destroy());
 }).listen(Number(port), '127.0.0.1');
 FRONT
-    front=$!
-    trap 'kill $front 2>/dev/null || true' EXIT
+    cleanup=("kill $! 2>/dev/null" "${cleanup[@]}")
     cat > "$work/tests/agentvm.dns.setup.ts" <<DNS
 import dns from 'node:dns'
 // Wildcard DNS for $name on loopback (a name under .localhost is this machine).
