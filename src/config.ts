@@ -28,6 +28,8 @@ export interface Config {
   snapshots: boolean;
   /** Standby VMs kept of the starter shape, so a new VM starts by taking one (0: none; needs snapshots). */
   standbyVms: number;
+  /** Images of one's own that get a standby VM, the most recently started first (AGENTVM_STANDBY_IMAGES, default 1; 0: none). */
+  standbyImages: number;
   /** Builder VMs kept ready for image builds FROM base (AGENTVM_STANDBY_BUILDERS, default 1; 0: each build starts one). */
   standbyBuilders: number;
   /**
@@ -151,6 +153,7 @@ export function loadConfig(flags: { host?: string; port?: string | number; dataD
     snapshots: process.env.AGENTVM_SNAPSHOTS === undefined || process.env.AGENTVM_SNAPSHOTS === '' ? true : boolFromEnv('AGENTVM_SNAPSHOTS'),
     standbyVms: countFromEnv('AGENTVM_STANDBY_VMS', 2),
     standbyBuilders: countFromEnv('AGENTVM_STANDBY_BUILDERS', 1),
+    standbyImages: countFromEnv('AGENTVM_STANDBY_IMAGES', 1),
     standbyIdleShare: shareFromEnv('AGENTVM_STANDBY_IDLE_SHARE', 0.5),
     bootTimeoutMs: intFromEnv('AGENTVM_BOOT_TIMEOUT_S', 180) * 1000,
     meterIntervalMs: intFromEnv('AGENTVM_METER_INTERVAL_S', 10) * 1000,

@@ -41,8 +41,10 @@ describe('images of your own, built from a Dockerfile', { skip }, () => {
   let key: string;
 
   before(async () => {
-    // A builder VM kept ready (off elsewhere in the suite, scripts/test-all.sh): the first build takes it.
-    t = await startVmTestServer('images', { prewarmed: true, config: { standbyBuilders: 1 } });
+    // A builder VM kept ready and a standby VM of the image last started (both off elsewhere in the
+    // suite, scripts/test-all.sh): the first build takes the builder, the second VM of the image the
+    // standby (no base standbys here; made whatever the machine's load, for a test on a busy machine).
+    t = await startVmTestServer('images', { prewarmed: true, config: { standbyBuilders: 1, standbyImages: 1, standbyVms: 0, standbyIdleShare: 0 } });
     server = t.server;
     const { admin } = t;
     key = t.tenant.api_key;
@@ -132,6 +134,17 @@ describe('images of your own, built from a Dockerfile', { skip }, () => {
     // Its build changed no Debian package: its list is the base image's, and that is what its root holds.
     assert.deepEqual(again.image.packages, parseDpkgQuery((await exec(['dpkg-query', ...DPKG_QUERY_ARGS])).stdout), "the image's packages are those of its root");
     assert.deepEqual(await runEcho(vmId), { pwd: '/opt/tool', user: 'nobody', greeting: 'hello', built: 'hello from the build as root' });
+    // The image's first VM started from the golden snapshot; a standby of the image is made after it,
+    // and the next VM of the image takes it: the image's root, ENV, WORKDIR and USER all the same.
+    const driver = server.host.driver!;
+    assert.equal(driver.phases.get(vmId)?.standby_assume_ms, undefined, 'no standby of the image was there yet');
+    await until('a standby VM of the image', async () => driver.standbyCount('images') === 1);
+    const next = (await api('POST', '/v1/api/vms', { harness: 'echo', image: 'tool-box', egress: { mode: 'none', allow: [] } })).body.vm_id;
+    await t.untilStatus(next, 'running');
+    assert.ok(driver.phases.get(next)?.standby_assume_ms !== undefined, `it took the standby: ${JSON.stringify(driver.phases.get(next))}`);
+    assert.deepEqual(await runEcho(next), { pwd: '/opt/tool', user: 'nobody', greeting: 'hello', built: 'hello from the build as root' });
+    assert.equal(await t.sh(next, 'hostname'), next.replace(/_/g, '-').toLowerCase(), 'it took its own identity');
+    assert.equal((await api('DELETE', `/v1/api/vms/${next}`)).status, 200);
     // The image's last layer was taken with its filesystem frozen: the VM's root mounted without a journal to replay.
     const kernel = (await exec(['dmesg'])).stdout;
     assert.match(kernel, /EXT4-fs \(sd[a-z]\): mounted/);

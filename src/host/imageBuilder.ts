@@ -83,7 +83,7 @@ export class ImageBuilder {
 
   constructor(private readonly o: ImageBuilderOptions) {
     // A builder kept ready (a standby with its translated code warm, standby.ts) for a build FROM base.
-    this.builders = new QemuDriver({ ...o.driver.opts, vmsDir: o.buildDir, standby: o.standbyBuilders ?? 1, standbySlots: BUILD_STANDBY_SLOTS, busyElsewhere: () => !o.driver.quiet() });
+    this.builders = new QemuDriver({ ...o.driver.opts, vmsDir: o.buildDir, standby: o.standbyBuilders ?? 1, standbyImages: 0, standbySlots: BUILD_STANDBY_SLOTS, busyElsewhere: () => !o.driver.quiet() });
     this.access = new LocalGuestAccess(this.builders);
     this.log = new BuildLog(o.db, o.clock, o.feed, o.log);
   }

@@ -161,6 +161,7 @@ export class LocalVmHost implements VmHost {
       snapshots: this.snapshots,
       log: (msg, fields) => log.warn(fields ?? {}, msg),
       standby: this.snapshots ? config.standbyVms : 0,
+      standbyImages: this.snapshots ? config.standbyImages : 0,
       standbyIdleShare: config.standbyIdleShare,
       standbySlotsHeld: () => vmStore.heldStandbySlots(d.db, d.hostId),
     });

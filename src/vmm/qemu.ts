@@ -60,6 +60,7 @@ export class QemuDriver extends EventEmitter implements VmDriver {
       launch: (id, shape, netSlot) => launchStandby(this.vms, this.disks, id, shape, netSlot),
       idleShare: opts.standbyIdleShare,
       slots: opts.standbySlots,
+      imageStandbys: opts.standbyImages,
       slotsInUse: async () => {
         const held = (await opts.standbySlotsHeld?.()) ?? new Set<number>();
         // A running VM that took a standby holds its slot (its row may not name it yet).
@@ -289,11 +290,12 @@ export class QemuDriver extends EventEmitter implements VmDriver {
   // Standby VMs (standby.ts, standbyClaims.ts).
 
   /**
-   * Keeps `count` standby VMs (the driver's `standby` option unless given) of this shape (null: none):
-   * a new VM of the shape then starts by taking one (claimStandby). See standby.ts.
+   * Keeps `count` standby VMs (the driver's `standby` option unless given) of this shape (null: none),
+   * and one each of the `images` images of one's own last started (unchanged unless given): a new VM
+   * of the shape then starts by taking one (claimStandby). See standby.ts.
    */
-  keepStandby(shape: StandbyShape | null, count = this.opts.standby ?? 0): void {
-    this.standby.keep(shape, count);
+  keepStandby(shape: StandbyShape | null, count = this.opts.standby ?? 0, images?: number): void {
+    this.standby.keep(shape, count, images);
   }
 
   /** The shape standby VMs are kept of (null: none). */
@@ -306,9 +308,9 @@ export class QemuDriver extends EventEmitter implements VmDriver {
     return this.vms.quiet();
   }
 
-  /** How many standby VMs are ready now. */
-  standbyCount(): number {
-    return this.standby.count;
+  /** How many standby VMs are ready now (`images`: of images of one's own). */
+  standbyCount(of?: 'images'): number {
+    return of === 'images' ? this.standby.imageCount : this.standby.count;
   }
 
   /** Ends the standby VMs and makes no more (the server is stopping). */

@@ -23,6 +23,8 @@ export interface DriverOptions extends MachineOptions {
   log?: (msg: string, fields?: object) => void;
   /** How many standby VMs to keep of the shape keepStandby names (0: none). */
   standby?: number;
+  /** How many images of one's own get a standby VM, the most recently started first (standby.ts; 0: none). */
+  standbyImages?: number;
   /** The share of the host's cores that must be idle before a standby is made (standby.ts; default 0.5). */
   standbyIdleShare?: number;
   /** Network slots in the standby range held by VMs that were standbys (so not free for a new one). */

@@ -6,7 +6,7 @@
 // warm-up is tested in test/vm-real.test.ts.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -75,7 +75,7 @@ function fakeGuest(exitCode = 0) {
 }
 
 /** A pool whose standby's machine is the fake guest's (its QMP commands recorded). */
-function poolOn(dir: string, guest: ReturnType<typeof fakeGuest>, quiet: () => boolean, log?: (msg: string) => void) {
+function poolOn(dir: string, guest: ReturnType<typeof fakeGuest>, quiet: () => boolean, log?: (msg: string) => void, imageStandbys = 0) {
   const commands: Array<{ command: string; at: number }> = [];
   const machine = { killed: false };
   const pool = new StandbyPool({
@@ -86,6 +86,7 @@ function poolOn(dir: string, guest: ReturnType<typeof fakeGuest>, quiet: () => b
     // The host's cores are idle for this pool whatever else the machine runs meanwhile (other test files).
     idleCores: async () => os.availableParallelism(),
     log,
+    imageStandbys,
     launch: async () => {
       const agent = await connectAgent(path.join(dir, 'agent.sock'));
       const m = {
@@ -144,7 +145,7 @@ describe('standby warm-up', () => {
       );
       assert.deepEqual(guest.runs, [
         ['agentvm-echo', '--', 'warm-up'],
-        ['sh', '-c', 'rm -f -- "$@" && sync', 'sh', '/persist/home/.agentvm-echo-count', '/var/lib/agentvm-echo/count'],
+        ['sh', '-c', 'rm -f -- "$@" 2>/dev/null; sync', 'sh', '/persist/home/.agentvm-echo-count', '/var/lib/agentvm-echo/count'],
       ]);
       const s = pool.take('img/1/1024/10')!;
       assert.ok(s.phases.paused_ms >= 1400, `paused ${s.phases.paused_ms} ms`);
@@ -173,6 +174,42 @@ describe('standby warm-up', () => {
       await pool.close();
       assert.equal(pool.count, 0);
       assert.ok(machine.killed, 'its machine was ended');
+    } finally {
+      await pool.close();
+      guest.server.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  test("images of one's own: the last started get a standby (warmed though the image's user fails the echo run), ended once its layer is gone", { timeout: 60_000 }, async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'standby-test-'));
+    const guest = fakeGuest(1);
+    await new Promise<void>((r) => guest.server.listen(path.join(dir, 'agent.sock'), r));
+    const [a, b] = [path.join(dir, 'a.qcow2'), path.join(dir, 'b.qcow2')];
+    await writeFile(a, '');
+    await writeFile(b, '');
+    const { pool } = poolOn(dir, guest, () => true, undefined, 1);
+    const until = async (what: string, ok: () => boolean) => {
+      for (let i = 0; i < 1500 && !ok(); i++) await sleep(20);
+      assert.ok(ok(), what);
+    };
+    try {
+      pool.noteStart({ ...shape, upperBacking: a, persistBacking: 'a template' });
+      pool.noteStart(shape);
+      await sleep(300);
+      assert.equal(pool.count, 0, 'a VM from a template, or of the base image, asks for none');
+      pool.noteStart({ ...shape, upperBacking: a });
+      await until('a standby of image a', () => pool.has(`img/1/1024/10/${a}`));
+      assert.equal(pool.imageCount, 1);
+      assert.ok(!pool.has('img/1/1024/10'), 'it is not one of the base image');
+      // One image kept: the next one started takes its place.
+      pool.noteStart({ ...shape, upperBacking: b });
+      await until('a standby of image b', () => pool.has(`img/1/1024/10/${b}`));
+      assert.ok(!pool.has(`img/1/1024/10/${a}`));
+      assert.equal(pool.count, 1);
+      await rm(b);
+      pool.keep(null, 0);
+      assert.equal(pool.count, 0, 'its layer is gone: so is its standby');
     } finally {
       await pool.close();
       guest.server.close();

@@ -47,14 +47,15 @@ export async function launchStandby(
 }
 
 /**
- * Starts a new VM by taking a standby of its shape, when there is one and the VM has never run (no
- * directory) nor starts from a template. Answers null otherwise, or when the standby fails (it is
+ * Starts a new VM by taking a standby of its shape (an image of one's own is part of it), when there is
+ * one and the VM has never run (no directory) nor starts from a template. Answers null otherwise, or when the standby fails (it is
  * dropped): the VM then starts as usual. The VM's directory becomes a link to the standby's, and the
  * VM takes the standby's network slot (`netSlot`: the caller records it), and the program its shape
  * keeps running (`keptPid`: the caller follows it, attachProcess).
  */
 export async function claimStandby(vms: RunningVms, standby: StandbyPool, spec: VmSpec): Promise<{ facts: HelloFacts; netSlot: number; keptPid?: number } | null> {
-  if (spec.persistBacking || spec.upperBacking || vms.handles.has(spec.vmId)) return null;
+  standby.noteStart(spec);
+  if (spec.persistBacking || vms.handles.has(spec.vmId)) return null;
   const key = standbyKey(spec);
   if (!standby.has(key)) return null;
   const dir = vms.vmDir(spec.vmId);
