@@ -156,7 +156,7 @@ export class StandbyPool {
     }
   }
 
-  /** The wanted shape with the fewest of its standbys ready, if any has fewer than wanted. */
+  /** The first wanted shape (the host's, then the images', the latest first) with fewer standbys ready than wanted. */
   private missing(): StandbyShape | null {
     for (const w of this.wants()) if (this.ready.filter((s) => s.key === w.key).length < w.count) return w.shape;
     return null;
@@ -166,7 +166,7 @@ export class StandbyPool {
     return this.shape;
   }
 
-  /** Standbys ready now (of images of one's own: `images`). */
+  /** Standbys ready now, of every shape (imageCount: of images of one's own). */
   get count(): number {
     return this.ready.length;
   }
