@@ -313,6 +313,7 @@ describe('several hosts and API replicas on one PostgreSQL', { skip }, () => {
     assert.equal(total[0].n, vms.length + after.length + 3 + madeFrom.length);
 
     for (const vmId of [...vms, tierVm, fork.body.vm_id, ...madeFrom, ...after, retry.body.vm_id]) await a2('DELETE', `/v1/api/vms/${vmId}`);
-    await until("every VM's QEMU gone", async () => (await vmQemuPidsUnder(work)).length === 0, 60_000);
+    // Each host stops its VMs after the delete is answered; on a loaded machine that took over a minute once.
+    await until("every VM's QEMU gone", async () => (await vmQemuPidsUnder(work)).length === 0);
   });
 });
