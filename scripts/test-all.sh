@@ -85,6 +85,7 @@ export AGENTVM_TEST_VM_SLOTS="${AGENTVM_TEST_VM_SLOTS:-2}"
 # No builder VM kept ready in each test's server (a VM more beside every test's, on two cores): the
 # image tests that take one ask for it (test/images.test.ts); the others build with a builder started.
 # Nor a standby VM of each image a test starts a VM of (test/images.test.ts asks for one).
+export AGENTVM_STANDBY_BUILDERS="${AGENTVM_STANDBY_BUILDERS:-0}"
 export AGENTVM_STANDBY_IMAGES="${AGENTVM_STANDBY_IMAGES:-0}"
 status=0
 AGENTVM_TEST_TIMES="$times/files.jsonl" npm test || status=$?

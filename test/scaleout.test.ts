@@ -313,7 +313,6 @@ describe('several hosts and API replicas on one PostgreSQL', { skip }, () => {
     assert.equal(total[0].n, vms.length + after.length + 3 + madeFrom.length);
 
     for (const vmId of [...vms, tierVm, fork.body.vm_id, ...madeFrom, ...after, retry.body.vm_id]) await a2('DELETE', `/v1/api/vms/${vmId}`);
-    // Each host stops its VMs after the delete is answered; on a loaded machine that took over a minute once.
     await until("every VM's QEMU gone", async () => {
       const left = await vmQemuPidsUnder(work);
       if (left.length === 0) return true;
@@ -321,6 +320,6 @@ describe('several hosts and API replicas on one PostgreSQL', { skip }, () => {
       const names = await Promise.all(left.map(async (pid) => /-name\0([^\0]+)/.exec(await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => ''))?.[1] ?? String(pid)));
       const rows = (await db.query('SELECT vm_id, host_id, status, desired_state FROM vms WHERE vm_id = ANY($1)', [names])).rows;
       throw new Error(`left running: ${names.join(', ')}; rows: ${JSON.stringify(rows)}`);
-    });
+    }, 60_000);
   });
 });
