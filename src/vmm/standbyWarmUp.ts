@@ -39,7 +39,7 @@ export function warmUp(m: Machine, pausedMs: () => number, { anyExit = false } =
       await warmUpProcess(m, pausedMs);
       await warmUpProcess(m, pausedMs);
       // As the image's USER (a standby of an image of one's own): a counter it could not write is not there.
-      await warmUpRun(m, ['sh', '-c', 'rm -f -- "$@" 2>/dev/null; sync', 'sh', ...ECHO_COUNTERS], pausedMs);
+      await warmUpRun(m, ['sh', '-c', 'rm -f -- "$@" 2>/dev/null; sync', 'sh', ...ECHO_COUNTERS], pausedMs, anyExit);
     })(),
   );
 }
