@@ -8,6 +8,7 @@ import { readFile } from 'node:fs/promises';
 import os from 'node:os';
 import { pct, report, row } from './report.ts';
 import { startBenchPlatform } from './platform.ts';
+import { pssKib, translatedKib } from './memory.ts';
 
 const COLD = Number(process.env.BENCH_COLD_VMS ?? 5);
 const CLONES = Number(process.env.BENCH_CLONE_VMS ?? 10);
@@ -16,26 +17,6 @@ const IDLE_MS = Number(process.env.BENCH_IDLE_SECONDS ?? 15) * 1000;
 const TTI_VMS = Number(process.env.BENCH_TTI_VMS ?? 10);
 const SUSPEND_VMS = Number(process.env.BENCH_SUSPEND_VMS ?? 5);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function pssKib(pid: number): Promise<number> {
-  const text = await readFile(`/proc/${pid}/smaps_rollup`, 'utf8');
-  return Number(/^Pss:\s+(\d+) kB/m.exec(text)?.[1] ?? NaN);
-}
-
-/**
- * The part of a QEMU's PSS that is TCG's translated code: its code buffer is the one anonymous mapping
- * that is writable and executable (private, so its PSS is its RSS). A guest under KVM has none.
- */
-async function translatedKib(pid: number): Promise<number> {
-  const text = await readFile(`/proc/${pid}/smaps`, 'utf8');
-  let kib = 0;
-  for (const block of text.split(/\n(?=[0-9a-f]+-[0-9a-f]+ )/)) {
-    const head = block.slice(0, block.indexOf('\n'));
-    const [, perms, , , inode, name] = head.split(/\s+/);
-    if (perms === 'rwxp' && inode === '0' && !name) kib += Number(/^Pss:\s+(\d+) kB/m.exec(block)?.[1] ?? 0);
-  }
-  return kib;
-}
 
 /** CPU time a process has used, user and system, in ms (USER_HZ is 100 on Linux). */
 async function cpuMs(pid: number): Promise<number> {

@@ -12,7 +12,7 @@ import path from 'node:path';
 const GUEST_PACKAGES = ['nodejs', 'iproute2', 'e2fsprogs', 'ca-certificates', 'procps', 'util-linux', 'busybox-static'];
 
 /** The toolchain every VM has (decisions §15). build-essential brings gcc, g++, make and libc6-dev. */
-const TOOLCHAIN_PACKAGES = [
+export const TOOLCHAIN_PACKAGES = [
   'git', 'curl', 'wget', 'openssh-client', 'gnupg', 'sudo', 'build-essential', 'pkg-config',
   'python3', 'python3-pip', 'python3-venv', 'python-is-python3', 'jq', 'ripgrep', 'fd-find',
   'unzip', 'zip', 'xz-utils', 'less', 'vim-tiny', 'nano',
