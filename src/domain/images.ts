@@ -154,9 +154,9 @@ export class ImageService {
   }
 
   /** The image a new VM's root starts from: ready, and the caller may use it. Null for base. */
-  async forVm(q: Queryable, tenantId: string, idOrSlug: string | undefined, field = 'image'): Promise<imageStore.ImageRow | null> {
+  async forVm(q: Queryable, tenantId: string, idOrSlug: string | undefined, field = 'image'): Promise<Pick<imageStore.ImageRow, 'image_id' | 'status' | 'host_id'> | null> {
     if (idOrSlug === undefined || idOrSlug === 'base') return null;
-    const row = await imageStore.getVisible(q, tenantId, idOrSlug);
+    const row = await imageStore.getVisibleForVm(q, tenantId, idOrSlug);
     if (!row) throw invalid(field, `no image "${idOrSlug.slice(0, 80)}" that you may use`);
     if (row.status !== 'ready') throw invalid(field, `image ${row.image_id} is ${row.status}, not ready`);
     return row;
