@@ -24,23 +24,26 @@ const dockerfileOf = (round: number) => `FROM base\n${STEPS.map((s, i) => `RUN $
 const { server, h, call, untilRunning, close } = await startBenchPlatform('imagebench', { standbyImages: 1 });
 try {
   const driver = server.host.driver!;
-  // A build's end as a client following its log meets it (the CLI's progress does): the stream's `end`,
-  // which carries the image.
-  const build = async (dockerfile: string, name = 'bench') => {
-    const t0 = performance.now();
-    const image = await call('POST', '/v1/api/images', { name, dockerfile, egress: { mode: 'none', allow: [] } });
-    const res = await fetch(`${server.url}/v1/api/images/${image.image_id}/build/events`, { headers: { authorization: h.authorization, accept: 'text/event-stream' } });
+  /** Follows a build's log (its event stream), calling `seen` with all of it so far at each chunk, to its `end`: answers the image it carries. */
+  const followLog = async (imageId: string, seen: (text: string) => void = () => undefined) => {
+    const res = await fetch(`${server.url}/v1/api/images/${imageId}/build/events`, { headers: { authorization: h.authorization, accept: 'text/event-stream' } });
     let text = '';
     for await (const chunk of res.body!) {
       text += Buffer.from(chunk as Uint8Array).toString();
+      seen(text);
       const end = /event: end\ndata: (.*)\n\n/.exec(text);
-      if (!end) continue;
-      const ms = performance.now() - t0;
-      const got = JSON.parse(end[1]);
-      if (got.status !== 'ready') throw new Error(`the build failed: ${got.status_reason}`);
-      return { ms, image: got };
+      if (end) return JSON.parse(end[1]);
     }
     throw new Error('the build log ended without its end');
+  };
+  // A build's end as a client following its log meets it (the CLI's progress does).
+  const build = async (dockerfile: string, name = 'bench') => {
+    const t0 = performance.now();
+    const image = await call('POST', '/v1/api/images', { name, dockerfile, egress: { mode: 'none', allow: [] } });
+    const got = await followLog(image.image_id);
+    const ms = performance.now() - t0;
+    if (got.status !== 'ready') throw new Error(`the build failed: ${got.status_reason}`);
+    return { ms, image: got };
   };
   // Both sides as a user meets them: a VM taken from the standbys, a builder kept ready (each made
   // again while the host is quiet, between rounds).
@@ -72,20 +75,28 @@ try {
   // from the golden snapshot.
   type Kind = 'image' | 'base';
   const times = { standby: { image: [] as number[], base: [] as number[] }, snapshot: { image: [] as number[], base: [] as number[] } };
-  const createTimed = async (kind: Kind) => {
+  /** A VM of `image` (none: base) → running: its id, the time, and whether it took a standby. */
+  const createVm = async (image: string | null) => {
     const t = performance.now();
-    const created = await call('POST', '/v1/api/vms', { harness: 'echo', egress: { mode: 'none', allow: [] }, ...(kind === 'image' ? { image: 'bench' } : {}) });
+    const created = await call('POST', '/v1/api/vms', { harness: 'echo', egress: { mode: 'none', allow: [] }, ...(image ? { image } : {}) });
     const ms = await untilRunning(created.vm_id, t);
-    const tookStandby = driver.phases.get(created.vm_id)?.standby_assume_ms !== undefined;
-    await call('DELETE', `/v1/api/vms/${created.vm_id}`);
+    return { vmId: created.vm_id as string, ms, tookStandby: driver.phases.get(created.vm_id)?.standby_assume_ms !== undefined };
+  };
+  const createTimed = async (kind: Kind) => {
+    const { vmId, ms, tookStandby } = await createVm(kind === 'image' ? 'bench' : null);
+    await call('DELETE', `/v1/api/vms/${vmId}`);
     return { ms, tookStandby };
+  };
+  /** Until a standby of the image last started and one of the base image are both ready. */
+  const bothStandbys = async () => {
+    for (const t0 = performance.now(); driver.standbyCount('images') === 0 || driver.standbyCount() - driver.standbyCount('images') === 0; await sleep(100)) {
+      if (performance.now() - t0 > 120_000) throw new Error('no standby VM of the image and of the base image within 2 minutes');
+    }
   };
   // Twice N rounds, the kinds taking turns going first: each p50 is of figures of about 40 ms.
   await createTimed('image');
   for (let i = 0; i < 2 * N; i++) {
-    for (const t0 = performance.now(); driver.standbyCount('images') === 0 || driver.standbyCount() - driver.standbyCount('images') === 0; await sleep(100)) {
-      if (performance.now() - t0 > 120_000) throw new Error('no standby VM of the image and of the base image within 2 minutes');
-    }
+    await bothStandbys();
     for (const kind of i % 2 ? (['base', 'image'] as const) : (['image', 'base'] as const)) {
       const { ms, tookStandby } = await createTimed(kind);
       if (!tookStandby) throw new Error(`a ${kind} VM took no standby though one was ready`);
@@ -107,34 +118,23 @@ try {
   // How soon a RUN's line is in the build log: a step that prints the host-synced time, then works on
   // for 5 s more. Followed through the build's event stream; the log had it at the step's end before.
   const live = await call('POST', '/v1/api/images', { name: 'bench-live', dockerfile: 'FROM base\nRUN date +%s%3N && sleep 5 && echo done\n', egress: { mode: 'none', allow: [] } });
-  const res = await fetch(`${server.url}/v1/api/images/${live.image_id}/build/events`, { headers: { authorization: h.authorization, accept: 'text/event-stream' } });
   let firstLineMs = NaN;
-  let text = '';
-  for await (const chunk of res.body!) {
-    text += Buffer.from(chunk as Uint8Array).toString();
+  await followLog(live.image_id, (text) => {
     const printed = /data: \{"text":"(\d{13})"\}/.exec(text);
     if (printed && Number.isNaN(firstLineMs)) firstLineMs = Date.now() - Number(printed[1]);
-    if (text.includes('event: end')) break;
-  }
+  });
   // Idle memory of a workstation VM against a VM of the base image before the workstation: that image
   // rebuilt here as the base with section 15's toolchain purged (about 15 s under TCG). VMs of both
   // kinds, each taking a standby kept ready of its kind, made in turns and left idle together (as many of
   // each, so each kind's memory image has as many VMs sharing it), then weighed.
   await build(`FROM base\nRUN SUDO_FORCE_REMOVE=yes apt-get purge -y --auto-remove -o Dpkg::Use-Pty=0 ${TOOLCHAIN_PACKAGES.join(' ')} >/dev/null\n`, 'bench-slim');
   const idleVms = { base: [] as string[], slim: [] as string[] };
-  const createKept = async (kind: 'base' | 'slim') => {
-    const created = await call('POST', '/v1/api/vms', { harness: 'echo', egress: { mode: 'none', allow: [] }, ...(kind === 'slim' ? { image: 'bench-slim' } : {}) });
-    await untilRunning(created.vm_id, performance.now());
-    return { vmId: created.vm_id as string, tookStandby: driver.phases.get(created.vm_id)?.standby_assume_ms !== undefined };
-  };
   // Its first VM takes none (its image's standby is made once one of its VMs has started).
-  await call('DELETE', `/v1/api/vms/${(await createKept('slim')).vmId}`);
+  await call('DELETE', `/v1/api/vms/${(await createVm('bench-slim')).vmId}`);
   for (let i = 0; i < PSS_VMS; i++) {
-    for (const t0 = performance.now(); driver.standbyCount('images') === 0 || driver.standbyCount() - driver.standbyCount('images') === 0; await sleep(100)) {
-      if (performance.now() - t0 > 120_000) throw new Error('no standby VM of the purged image and of the base image within 2 minutes');
-    }
+    await bothStandbys();
     for (const kind of i % 2 ? (['base', 'slim'] as const) : (['slim', 'base'] as const)) {
-      const { vmId, tookStandby } = await createKept(kind);
+      const { vmId, tookStandby } = await createVm(kind === 'slim' ? 'bench-slim' : null);
       if (!tookStandby) throw new Error(`a ${kind} VM took no standby though one was ready`);
       idleVms[kind].push(vmId);
     }
