@@ -274,10 +274,25 @@ for (;;) {
   end_connections($a{egress}) unless $err;
 }
 
-# Ends the guest's TCP connections to a gateway address (see above).
+# Whether the guest holds a TCP connection to address `dst` (IPv4, or IPv4-mapped on an IPv6 socket):
+# /proc/net/tcp{,6} print an address as the hex of each 32-bit word in the machine's (little-endian)
+# order, so 10.224.0.4 is 0400E00A.
+sub connected_to {
+  my ($dst) = @_;
+  my $hex = sprintf('%08X', unpack('V', pack('C4', split(/\./, $dst))));
+  for my $f (['/proc/net/tcp', $hex], ['/proc/net/tcp6', "0000000000000000FFFF0000$hex"]) {
+    open(my $t, '<', $f->[0]) or next;
+    while (my $row = <$t>) { my @c = split ' ', $row; return 1 if index($c[2] // '', "$f->[1]:") == 0; }
+  }
+  return 0;
+}
+
+# Ends the guest's TCP connections to a gateway address (see above). Most VMs hold none as they are
+# suspended: then no `ss` is started (a process's start is what costs a resumed guest, under emulation,
+# while the first requests of its wake are answered).
 sub end_connections {
   my ($dst) = @_;
-  return unless $dst;
+  return unless $dst && connected_to($dst);
   my $pid = fork();
   if (defined $pid && $pid == 0) {
     open(STDIN, '<', '/dev/null');
