@@ -14,10 +14,9 @@ import { startBenchPlatform } from './platform.ts';
 
 const N = Number(process.env.BENCH_BRANCHES ?? 4);
 const WIDE = Number(process.env.BENCH_BRANCH_WIDE ?? 10);
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 // Twelve starter VMs at once are more vCPUs than a 2-core host offers by default (4 a core): the host
 // here offers what the branch of WIDE needs, since this measures the branch, not placement.
-const { server, call, untilRunning, close } = await startBenchPlatform('branchbench', { hostVcpus: 64 });
+const { server, call, untilStatus, untilRunning, close } = await startBenchPlatform('branchbench', { hostVcpus: 64 });
 /** Clock ticks a second in /proc/<pid>/stat (USER_HZ, 100 on Linux). */
 const TICK = 100;
 try {
@@ -25,14 +24,6 @@ try {
   const adminH = { authorization: 'Bearer avm_admin_bench_0123456789abcdefghijklmnop', 'content-type': 'application/json' };
   const tenantId = (await call('GET', '/v1/api/whoami')).tenant_id;
   await fetch(`${server.url}/v1/admin/tenants/${tenantId}/credits`, { method: 'POST', headers: adminH, body: JSON.stringify({ amount_cents: 100_000 }) });
-  const until = async (vmId: string, status: string) => {
-    for (;;) {
-      const vm = await call('GET', `/v1/api/vms/${vmId}`);
-      if (vm.status === status) return;
-      if (vm.status === 'failed') throw new Error(`${vmId} failed: ${vm.status_reason}`);
-      await sleep(10);
-    }
-  };
   const newVm = async () => {
     const vm = await call('POST', '/v1/api/vms', { tier: 'spot', harness: 'echo' });
     await untilRunning(vm.vm_id, performance.now());
@@ -55,8 +46,7 @@ try {
     await call('DELETE', `/v1/api/vms/${b.vm_ids[0]}`);
     t0 = performance.now();
     await call('POST', `/v1/api/vms/${other}/suspend`);
-    await until(other, 'suspended');
-    suspended.push(performance.now() - t0);
+    suspended.push(await untilStatus(other, 'suspended', t0));
     t0 = performance.now();
     await call('POST', `/v1/api/vms/${other}/start`);
     resumed.push(await untilRunning(other, t0));
@@ -70,7 +60,7 @@ try {
   };
   let t0 = performance.now();
   const wide = await call('POST', `/v1/api/vms/${parent}/branch`, { tier: 'spot', count: WIDE });
-  await Promise.all(wide.vm_ids.map((id: string) => until(id, 'running')));
+  await Promise.all(wide.vm_ids.map((id: string) => untilRunning(id, t0)));
   const wideMs = performance.now() - t0;
   const cpu = await Promise.all(wide.vm_ids.map(cpuOf));
   const oneCpu = pct(cpu, 50);

@@ -56,7 +56,7 @@ const one = () => new Promise((resolve, reject) => {
 (async () => { const out = []; for (let i = 0; i < n + 3; i++) out.push(await one()); console.log(JSON.stringify(out.slice(3))); })();
 `;
 
-const { server, h, call, untilRunning, close } = await startBenchPlatform('previewsbench');
+const { server, h, call, untilStatus, untilRunning, close } = await startBenchPlatform('previewsbench');
 try {
   const vmId = (await call('POST', '/v1/api/vms', { harness: 'echo', egress: { mode: 'none', allow: [] } })).vm_id as string;
   await untilRunning(vmId, performance.now());
@@ -140,10 +140,7 @@ try {
   await call('PATCH', `/v1/api/vms/${vmId}`, { auto_resume: true });
   const suspend = async () => {
     await call('POST', `/v1/api/vms/${vmId}/suspend`);
-    for (;;) {
-      if ((await call('GET', `/v1/api/vms/${vmId}`)).status === 'suspended') return;
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    await untilStatus(vmId, 'suspended', 0);
   };
   const starts: number[] = [];
   const wakes: number[] = [];

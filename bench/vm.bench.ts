@@ -24,21 +24,11 @@ async function cpuMs(pid: number): Promise<number> {
   return (Number(fields[11]) + Number(fields[12])) * 10;
 }
 
-const { server, base, h, close } = await startBenchPlatform('vmbench', { hostVcpus: 4 * AT_ONCE, hostMemoryMib: 2048 * AT_ONCE });
+const { server, base, h, untilStatus, untilRunning, close } = await startBenchPlatform('vmbench', { hostVcpus: 4 * AT_ONCE, hostMemoryMib: 2048 * AT_ONCE });
 try {
   const image = await server.host.imageReady;
   const driver = server.host.driver!;
   const snapshots = server.host.snapshots!;
-  // A client learns of `running` as the CLI's --wait does: GET …/wait answers when the host commits it.
-  const untilRunning = (vmId: string, t0: number) => untilStatus(vmId, 'running', t0);
-  const untilStatus = async (vmId: string, status: string, t0: number) => {
-    for (;;) {
-      const vm = await (await fetch(`${base}/v1/api/vms/${vmId}/wait?status=${status}&timeout_s=60`, { headers: h })).json();
-      if (vm.status === status) return performance.now() - t0;
-      // Another status it rests in: the wait is over short of the target (a failed suspend runs on).
-      if (['failed', 'running', 'stopped', 'suspended'].includes(vm.status)) throw new Error(`${vmId}: ${vm.status} ${vm.status_reason}`);
-    }
-  };
   async function createAndWait(): Promise<{ ms: number; vmId: string }> {
     const t0 = performance.now();
     const res = await fetch(`${base}/v1/api/vms`, { method: 'POST', headers: h, body: JSON.stringify({ harness: 'echo' }) });
