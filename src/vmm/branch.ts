@@ -267,12 +267,14 @@ export async function takeSnapshot(
     await m.qmp('stop');
     paused = true;
     await freezeDisks(m.qmp, o.vmDir, work, o.snapshotId, switched);
+    phase('freeze');
     const about = { named_ram: cmdline.includes('memory-backend=mem'), image_id: o.machine.image_id, vcpus: o.machine.vcpus, memory_mib: o.machine.memory_mib, facts: m.facts };
     const bytes = o.machine.memory_mib * 1024 * 1024;
     const goldenState = ram && path.resolve(ram.file) !== path.resolve(ownBase) ? path.join(path.dirname(ram.file), 'state') : null;
     const memory =
-      (ram ? await savePages(m.qmp, sf, about, { pid: m.pid, path: sf.base, bytes, goldenState, mapIno: ram.mapIno }) : null) ??
+      (ram ? await savePages(m.qmp, sf, about, { pid: m.pid, path: sf.base, bytes, goldenState, mapIno: ram.mapIno }, { checked: o.hashed }) : null) ??
       (await save(m.qmp, sf, about, 120_000, ram ? { path: sf.base, block: 'mem' } : null));
+    phase('memory');
     await m.qmp('cont');
     paused = false;
     pausedMs = Math.round(performance.now() - t0);
@@ -288,7 +290,8 @@ export async function takeSnapshot(
         await chown(p, 0, 0);
         await chmod(p, 0o644);
       }
-      await syncFile(p);
+      // A branch's memory is not flushed (suspend.ts savePages): its VMs read it from the page cache.
+      if (o.hashed || p !== sf.state) await syncFile(p);
       const st = await stat(p);
       // The saved memory was hashed as it was written (suspend.ts).
       if (p === sf.state) files[name] = o.hashed ? { bytes: memory.bytes, sha256: memory.sha256 } : { bytes: memory.bytes };

@@ -16,7 +16,7 @@
 import { createHash } from 'node:crypto';
 import { closeSync, createReadStream, createWriteStream, fstatSync, fsync, openSync, readSync, writeSync, type BigIntStats } from 'node:fs';
 import { chmod, open, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
-import { discard, linkBase, SUSPEND_FORMAT, writeRecord, type SuspendFiles, type SuspendRecord } from './suspendRecord.ts';
+import { discard, hostBootId, linkBase, SUSPEND_FORMAT, writeRecord, type SuspendFiles, type SuspendRecord } from './suspendRecord.ts';
 import { changedRuns, encodeHead, PAGE, pageCount, PIECE_PAGES, pieces, ramMapping, readHead, readRuns, scratch, writeRuns, type PageFileHead } from './changedPages.ts';
 import { filterRamStream, zeroPagesOf } from './ramDiff.ts';
 import { isVouched, vouch } from './pageFileVouch.ts';
@@ -176,13 +176,16 @@ async function prefixFor(f: SuspendFiles, goldenState: string | null): Promise<B
  * of this file): pauses it, has QEMU write its devices, reads the pages it changed from its memory, and
  * writes the file, then the record. Answers null, with the machine untouched, when its RAM cannot be
  * told apart from the file (a stream is saved instead). The machine is left paused with its state saved;
- * the caller quits it. On failure the machine runs on and nothing is recorded.
+ * the caller quits it. On failure the machine runs on and nothing is recorded. `checked: false` (a
+ * branch's memory, see SuspendRecord.boot_id): neither hashed nor flushed, 80 ms less of the pause for
+ * a starter VM with 56 MB of its own under TCG.
  */
 export async function savePages(
   qmp: Qmp,
   f: SuspendFiles,
   machine: Omit<SuspendRecord, 'format' | 'bytes' | 'sha256' | 'saved_at' | 'save_ms' | 'base_bytes' | 'base_pages'>,
   ram: { pid: number; path: string; bytes: number; goldenState: string | null; mapIno?: number },
+  { checked = true }: { checked?: boolean } = {},
 ): Promise<SuspendRecord | null> {
   const t0 = Date.now();
   await discard(f, { keepBase: true });
@@ -211,7 +214,7 @@ export async function savePages(
     try {
       // Each piece read, hashed and written before anything else runs (it is in the shared scratch buffer).
       const put = (b: Buffer) => {
-        hash.update(b);
+        if (checked) hash.update(b);
         bytes += b.length;
         for (let at = 0; at < b.length; ) at += writeSync(fd, b, at, b.length - at);
       };
@@ -222,18 +225,19 @@ export async function savePages(
         if (++n % 8 === 0) await setImmediate();
       }
       put(stream);
-      await new Promise<void>((resolve, reject) => fsync(fd, (err) => (err ? reject(err) : resolve())));
+      if (checked) await new Promise<void>((resolve, reject) => fsync(fd, (err) => (err ? reject(err) : resolve())));
       written = fstatSync(fd, { bigint: true });
     } finally {
       closeSync(fd);
     }
-    const sha256 = hash.digest('hex');
-    vouch(written, sha256);
+    const sha256 = checked ? hash.digest('hex') : '';
+    if (checked) vouch(written, sha256);
     const record: SuspendRecord = {
       format: SUSPEND_FORMAT,
       kind: 'pages',
       bytes,
       sha256,
+      ...(checked ? {} : { boot_id: hostBootId() }),
       ...machine,
       base_bytes: baseBytes,
       pages: { changed: pageCount(runs), runs: runs.length },
@@ -285,8 +289,13 @@ export async function checkPageFile(f: SuspendFiles, record: SuspendRecord, ramB
     throw new DamagedState(`the saved memory could not be read: ${(err as Error).message}`);
   }
   try {
-    // One this server wrote a moment ago, unchanged since, is not read again (pageFileVouch.ts).
-    if (!isVouched(fstatSync(fd, { bigint: true }), record.sha256)) {
+    const st = fstatSync(fd, { bigint: true });
+    if (!record.sha256) {
+      // A branch's memory, not hashed (SuspendRecord.boot_id): its size, within the boot it was written in.
+      if (record.boot_id !== hostBootId()) throw new DamagedState("the branch's memory was written before the host restarted and was never checked: it is not loaded");
+      if (st.size !== BigInt(record.bytes)) throw new DamagedState(`the saved memory is damaged (${st.size} bytes, expected ${record.bytes})`);
+    } else if (!isVouched(st, record.sha256)) {
+      // One this server wrote a moment ago, unchanged since, is not read again (pageFileVouch.ts).
       const hash = createHash('sha256');
       const buf = scratch();
       let bytes = 0;

@@ -3,7 +3,7 @@
  * the record that alone makes a start trust the state (written last, by rename, after everything it
  * names is on disk; removed first when the state is forgotten). suspend.ts saves and loads the state.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { link, open, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 
@@ -16,7 +16,15 @@ export interface SuspendRecord {
   /** A page file (the pages the VM changed over `ram.base`, and its devices) or QEMU's whole migration stream (missing: a stream). */
   kind?: 'pages' | 'stream';
   bytes: number;
+  /** The state's SHA-256; '' for a branch's memory, which is not hashed (see `boot_id`). */
   sha256: string;
+  /**
+   * A branch's memory (branch.ts) is neither hashed nor flushed to the disk: its VMs start from it
+   * within a second, read from the page cache, which holds exactly what was written (a kill of the
+   * server loses none of it). It is trusted, by its size, only within the host's boot it was written
+   * in (`/proc/sys/kernel/random/boot_id`): after the host restarted it may be torn, and is not loaded.
+   */
+  boot_id?: string;
   /** The suspended machine's RAM was a named backend (it had started as a clone): a resume names it alike. */
   named_ram: boolean;
   image_id: string;
@@ -35,6 +43,12 @@ export interface SuspendRecord {
   pages?: { changed: number; runs: number };
   saved_at: string;
   save_ms: number;
+}
+
+let bootId: string | undefined;
+/** The host's boot, as the kernel names it (a new one at each boot). */
+export function hostBootId(): string {
+  return (bootId ??= readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim());
 }
 
 export interface SuspendFiles {
