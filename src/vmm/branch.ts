@@ -246,7 +246,7 @@ export async function takeSnapshot(
     const sf = { ...suspendFiles(work), socket: path.join(o.vmDir, 'branch.sock'), devices: path.join(o.vmDir, 'branch.devices') };
     if (ram) {
       await link(ram.file, sf.base);
-      // Over the VM's own base, its golden stream's head is kept beside it (suspend.ts prefixFor).
+      // Over the VM's own base, its golden stream's head is kept beside it (suspendRecord.ts prefixFor).
       if (path.resolve(ram.file) === path.resolve(ownBase)) await link(path.join(o.vmDir, 'ram.prefix'), sf.prefix).catch(() => undefined);
     }
     // Each step's milliseconds, for the host's log.

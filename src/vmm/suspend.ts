@@ -15,8 +15,8 @@
  */
 import { createHash } from 'node:crypto';
 import { closeSync, createReadStream, createWriteStream, fstatSync, fsync, openSync, readSync, writeSync, type BigIntStats } from 'node:fs';
-import { chmod, open, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
-import { discard, hostBootId, linkBase, SUSPEND_FORMAT, writeRecord, type SuspendFiles, type SuspendRecord } from './suspendRecord.ts';
+import { chmod, open, readFile, rm, stat } from 'node:fs/promises';
+import { discard, hostBootId, linkBase, prefixFor, SUSPEND_FORMAT, uncheckedFault, writeRecord, type SuspendFiles, type SuspendRecord } from './suspendRecord.ts';
 import { changedRuns, encodeHead, PAGE, pageCount, PIECE_PAGES, pieces, ramMapping, readHead, readRuns, scratch, writeRuns, type PageFileHead } from './changedPages.ts';
 import { filterRamStream, zeroPagesOf } from './ramDiff.ts';
 import { isVouched, vouch } from './pageFileVouch.ts';
@@ -25,7 +25,6 @@ import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { Transform } from 'node:stream';
 import { setImmediate, setTimeout as sleep } from 'node:timers/promises';
-
 
 /** Counts and hashes what passes through. */
 class Hasher extends Transform {
@@ -154,31 +153,12 @@ export async function save(
 }
 
 /**
- * The golden stream's header and RAM section (its ROMs and tables; the RAM itself is the memory file),
- * for the base `f.base` now is: kept in `f.prefix`, taken from `goldenState` when the base was just
- * linked from that snapshot. Null when there is none to take (the VM is then saved as a stream).
- */
-async function prefixFor(f: SuspendFiles, goldenState: string | null): Promise<Buffer | null> {
-  const kept = await readFile(f.prefix).catch(() => null);
-  if (kept || !goldenState) return kept;
-  const golden = await readFile(goldenState).catch(() => null);
-  if (!golden) return null;
-  const parsed = await filterRamStream((async function* () { yield golden; })(), async () => undefined, null, { ignoreShared: true });
-  if (parsed.ramEnd === null) return null;
-  const prefix = golden.subarray(0, parsed.ramEnd);
-  await writeFile(`${f.prefix}.tmp`, prefix, { mode: 0o600 });
-  await rename(`${f.prefix}.tmp`, f.prefix);
-  return prefix;
-}
-
-/**
  * Saves a running machine whose RAM is mapped copy-on-write from `ram.path` as a page file (see the top
  * of this file): pauses it, has QEMU write its devices, reads the pages it changed from its memory, and
  * writes the file, then the record. Answers null, with the machine untouched, when its RAM cannot be
  * told apart from the file (a stream is saved instead). The machine is left paused with its state saved;
  * the caller quits it. On failure the machine runs on and nothing is recorded. `checked: false` (a
- * branch's memory, see SuspendRecord.boot_id): neither hashed nor flushed, 80 ms less of the pause for
- * a starter VM with 56 MB of its own under TCG.
+ * branch's memory, SuspendRecord.boot_id): not hashed nor flushed (80 ms of a starter VM's pause, TCG).
  */
 export async function savePages(
   qmp: Qmp,
@@ -290,12 +270,10 @@ export async function checkPageFile(f: SuspendFiles, record: SuspendRecord, ramB
   }
   try {
     const st = fstatSync(fd, { bigint: true });
-    if (!record.sha256) {
-      // A branch's memory, not hashed (SuspendRecord.boot_id): its size, within the boot it was written in.
-      if (record.boot_id !== hostBootId()) throw new DamagedState("the branch's memory was written before the host restarted and was never checked: it is not loaded");
-      if (st.size !== BigInt(record.bytes)) throw new DamagedState(`the saved memory is damaged (${st.size} bytes, expected ${record.bytes})`);
-    } else if (!isVouched(st, record.sha256)) {
-      // One this server wrote a moment ago, unchanged since, is not read again (pageFileVouch.ts).
+    const unchecked = record.sha256 ? null : uncheckedFault(record, Number(st.size));
+    if (unchecked) throw new DamagedState(unchecked);
+    // One this server wrote a moment ago, unchanged since, is not read again (pageFileVouch.ts).
+    if (record.sha256 && !isVouched(st, record.sha256)) {
       const hash = createHash('sha256');
       const buf = scratch();
       let bytes = 0;

@@ -6,6 +6,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { link, open, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { filterRamStream } from './ramDiff.ts';
 
 /** The record's format: a record of another is not loaded. */
 export const SUSPEND_FORMAT = 1;
@@ -49,6 +50,12 @@ let bootId: string | undefined;
 /** The host's boot, as the kernel names it (a new one at each boot). */
 export function hostBootId(): string {
   return (bootId ??= readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim());
+}
+
+/** Why a branch's memory (not hashed: see SuspendRecord.boot_id) of `size` bytes may not be loaded, or null. */
+export function uncheckedFault(record: SuspendRecord, size: number): string | null {
+  if (record.boot_id !== hostBootId()) return "the branch's memory was written before the host restarted and was never checked: it is not loaded";
+  return size === record.bytes ? null : `the saved memory is damaged (${size} bytes, expected ${record.bytes})`;
 }
 
 export interface SuspendFiles {
@@ -139,4 +146,22 @@ export async function writeRecord(f: SuspendFiles, record: SuspendRecord): Promi
   await rfd.close();
   await rename(`${f.record}.tmp`, f.record);
   await syncDir(path.dirname(f.record));
+}
+
+/**
+ * The golden stream's header and RAM section (its ROMs and tables; the RAM itself is the memory file),
+ * for the base `f.base` now is: kept in `f.prefix`, taken from `goldenState` when the base was just
+ * linked from that snapshot. Null when there is none to take (the VM is then saved as a stream).
+ */
+export async function prefixFor(f: SuspendFiles, goldenState: string | null): Promise<Buffer | null> {
+  const kept = await readFile(f.prefix).catch(() => null);
+  if (kept || !goldenState) return kept;
+  const golden = await readFile(goldenState).catch(() => null);
+  if (!golden) return null;
+  const parsed = await filterRamStream((async function* () { yield golden; })(), async () => undefined, null, { ignoreShared: true });
+  if (parsed.ramEnd === null) return null;
+  const prefix = golden.subarray(0, parsed.ramEnd);
+  await writeFile(`${f.prefix}.tmp`, prefix, { mode: 0o600 });
+  await rename(`${f.prefix}.tmp`, f.prefix);
+  return prefix;
 }
