@@ -7,7 +7,7 @@ import http from 'node:http';
 import { randomBytes } from 'node:crypto';
 import { WebSocket } from 'ws';
 import { pct, report, row } from './report.ts';
-import { startBenchPlatform } from './platform.ts';
+import { bareChannelRates, startBenchPlatform } from './platform.ts';
 
 const MIB = Number(process.env.BENCH_FILE_MIB ?? 100);
 const KEYS = Number(process.env.BENCH_KEYSTROKES ?? 50);
@@ -35,22 +35,8 @@ try {
   // Both through Node's http client, as the previews benchmark's 50 MiB: read through fetch's web
   // streams, the GET cost this process (the server's, on the same two cores) enough to take it from
   // 64 to 37–53 MiB/s.
-  await driver.dataReady(vmId);
-  const ch = driver.dataChannel(vmId);
   const data = randomBytes(BYTES);
-  const rates = { rawIn: [] as number[], rawOut: [] as number[], up: [] as number[], down: [] as number[] };
-  for (let r = 0; r < ROUNDS; r++) {
-    await driver.request(vmId, 'raw_sink', { bytes: BYTES }, 10_000);
-    let t = performance.now();
-    await ch.writeRaw(BYTES);
-    await driver.request(vmId, 'raw_sink_done', {}, 600_000);
-    rates.rawIn.push(mibps(BYTES, performance.now() - t));
-    const counted = ch.expectRaw(BYTES);
-    t = performance.now();
-    await driver.request(vmId, 'raw_source', { bytes: BYTES }, 600_000);
-    await counted;
-    rates.rawOut.push(mibps(BYTES, performance.now() - t));
-  }
+  const rates = { ...(await bareChannelRates(driver, vmId, BYTES, ROUNDS)), up: [] as number[], down: [] as number[] };
   for (let r = 0; r < ROUNDS; r++) {
     let t = performance.now();
     const put = await new Promise<{ status: number; text: string }>((resolve, reject) => {

@@ -5,6 +5,7 @@ import path from 'node:path';
 import { loadConfig, type Config } from '../src/config.ts';
 import { startServer, type RunningServer } from '../src/server.ts';
 import { createLogger } from '../src/log.ts';
+import type { QemuDriver } from '../src/vmm/qemu.ts';
 
 export interface BenchPlatform {
   server: RunningServer;
@@ -81,4 +82,29 @@ export async function startBenchPlatform(name: string, overrides: Partial<Config
     await close();
     throw err;
   }
+}
+
+/**
+ * The bare host↔guest data port, `rounds` times each way: `bytes` written raw to the port and counted by
+ * the guest agent (in), and the other way (out), in MiB/s. Run before any stream of the VM's is measured
+ * (its raw bytes must not meet a late frame of a stream on the port: interleaved, a transfer hung).
+ */
+export async function bareChannelRates(driver: QemuDriver, vmId: string, bytes: number, rounds: number): Promise<{ rawIn: number[]; rawOut: number[] }> {
+  const mibps = (ms: number) => bytes / 1024 / 1024 / (ms / 1000);
+  await driver.dataReady(vmId);
+  const ch = driver.dataChannel(vmId);
+  const rates = { rawIn: [] as number[], rawOut: [] as number[] };
+  for (let r = 0; r < rounds; r++) {
+    await driver.request(vmId, 'raw_sink', { bytes }, 10_000);
+    let t = performance.now();
+    await ch.writeRaw(bytes);
+    await driver.request(vmId, 'raw_sink_done', {}, 600_000);
+    rates.rawIn.push(mibps(performance.now() - t));
+    const counted = ch.expectRaw(bytes);
+    t = performance.now();
+    await driver.request(vmId, 'raw_source', { bytes }, 600_000);
+    await counted;
+    rates.rawOut.push(mibps(performance.now() - t));
+  }
+  return rates;
 }

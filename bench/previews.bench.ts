@@ -7,7 +7,7 @@
 import http from 'node:http';
 import { randomBytes } from 'node:crypto';
 import { pct, report, row } from './report.ts';
-import { startBenchPlatform } from './platform.ts';
+import { bareChannelRates, startBenchPlatform } from './platform.ts';
 
 const N = Number(process.env.BENCH_PREVIEW_REQUESTS ?? 50);
 const MIB = Number(process.env.BENCH_PREVIEW_MIB ?? 50);
@@ -114,21 +114,7 @@ try {
 
   // 2. 50 MiB each way, ROUNDS times (one transfer's rate swung 31–45 MiB/s between runs), their p50s:
   // the bare data port first (its raw bytes must not meet a stream's frames on the port), then the preview.
-  await driver.dataReady(vmId);
-  const ch = driver.dataChannel(vmId);
-  const rates = { rawIn: [] as number[], rawOut: [] as number[], down: [] as number[], up: [] as number[] };
-  for (let r = 0; r < ROUNDS; r++) {
-    await driver.request(vmId, 'raw_sink', { bytes: BYTES }, 10_000);
-    let t = performance.now();
-    await ch.writeRaw(BYTES);
-    await driver.request(vmId, 'raw_sink_done', {}, 600_000);
-    rates.rawIn.push(mibps(BYTES, performance.now() - t));
-    const counted = ch.expectRaw(BYTES);
-    t = performance.now();
-    await driver.request(vmId, 'raw_source', { bytes: BYTES }, 600_000);
-    await counted;
-    rates.rawOut.push(mibps(BYTES, performance.now() - t));
-  }
+  const rates = { ...(await bareChannelRates(driver, vmId, BYTES, ROUNDS)), down: [] as number[], up: [] as number[] };
   await viaPreview({ path: '/big' }); // the app makes its 50 MiB once (read to its end: not during the measure)
   const body = randomBytes(BYTES);
   for (let r = 0; r < ROUNDS; r++) {
