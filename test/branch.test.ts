@@ -1,7 +1,7 @@
 /**
  * Branching a running VM, and snapshots, on real microVMs (decisions section 18). One VM is branched
  * into two in the middle of a run: a background process and a tmpfs file live on in both; hostnames,
- * machine ids, addresses and RNG output differ; each has the right clock; the VM branched runs on and
+ * machine ids, addresses, boot ids and RNG output differ; each has the right clock; the VM branched runs on and
  * its run ends whole there, not in the new VMs; writes in one are seen in no other; the charges. Then
  * a snapshot of it outlives its VM: started after the VM is destroyed (charged like a create), and
  * refused with the reason once a file of it is damaged.
@@ -74,6 +74,7 @@ describe('branching a running VM on real microVMs', { skip }, () => {
         hostname: await sh(id, 'hostname'),
         machineId: await sh(id, 'cat /etc/machine-id'),
         random: await sh(id, 'head -c 16 /dev/urandom | od -An -tx1 | tr -d " \\n"'),
+        bootId: await sh(id, 'cat /proc/sys/kernel/random/boot_id'),
         now: Number(await sh(id, 'date +%s')),
       })),
     );
@@ -81,8 +82,10 @@ describe('branching a running VM on real microVMs', { skip }, () => {
       assert.equal(f.hostname, f.id.replace(/_/g, '-').toLowerCase(), `${f.id}'s hostname`);
       assert.ok(Math.abs(f.now * 1000 - Date.now()) < 10_000, `${f.id}'s clock is now (${f.now})`);
       assert.match(f.ipv4 ?? '', /^10\.\d+\.\d+\.15$/);
+      // A branch's VM has a boot id of its own (its kernel's was read by the VM branched), and says so.
+      assert.equal(server.host.driver!.facts(f.id)?.boot_id, f.bootId, `${f.id}'s boot id on its host`);
     }
-    for (const key of ['ipv4', 'hostname', 'machineId', 'random'] as const) {
+    for (const key of ['ipv4', 'hostname', 'machineId', 'random', 'bootId'] as const) {
       assert.equal(new Set(facts.map((f) => f[key])).size, 3, `${key} differs: ${facts.map((f) => f[key]).join(' ')}`);
     }
     for (const id of children) {

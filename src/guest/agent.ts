@@ -189,8 +189,9 @@ async function hello(): Promise<HelloFacts> {
     kernel: os.release(),
     node: process.version,
     // Read only once the guest is a VM: the kernel makes it at its first read, and one read before a
-    // golden snapshot would give every VM cloned from it the same (the assume program reads it first).
-    boot_id: assumed ? await (bootId ??= fsp.readFile('/proc/sys/kernel/random/boot_id', 'utf8').then((s) => s.trim(), () => '')) : '',
+    // golden snapshot would give every VM cloned from it the same. The assume program reads it first
+    // and again at each identity (a branch's VM gets a new one): its answer is the current one.
+    boot_id: assumed ? assumed.boot_id || (await (bootId ??= fsp.readFile('/proc/sys/kernel/random/boot_id', 'utf8').then((s) => s.trim(), () => ''))) : '',
     uptime_s: os.uptime(),
     ipv4: ipv4(),
     persist,

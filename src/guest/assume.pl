@@ -61,7 +61,7 @@ my $mark = mono();
 my @steps;
 sub step { my $now = mono(); push @steps, sprintf('%s:%d', $_[0], $now - $mark + 0.5); $mark = $now; }
 my %SYS = (clock_settime => 227, mount => 165, umount2 => 166, pivot_root => 155);
-my ($MS_NOATIME, $MS_MOVE, $MNT_DETACH) = (1024, 8192, 2);
+my ($MS_NOATIME, $MS_BIND, $MS_MOVE, $MNT_DETACH) = (1024, 4096, 8192, 2);
 my $ip;
 # The persist disk's lines of the answer (a standby's second answer repeats them).
 my @persist_out;
@@ -93,6 +93,24 @@ sub clock_random_hostname {
   step('random');
   put('/proc/sys/kernel/hostname', $a{hostname});
   step('hostname');
+}
+
+# A branch's boot id: the kernel makes its boot id once, at its first read, and the VM a branch was
+# taken of had read it, so each VM made from it would show that VM's. A new one (the reseeded RNG's
+# UUID) is kept in /run/agentvm/boot_id and bound over the kernel's file; a branch of a branch
+# rewrites the file already bound (same inode).
+sub fresh_boot_id {
+  my $proc = '/proc/sys/kernel/random/boot_id';
+  open(my $u, '<', '/proc/sys/kernel/random/uuid') or die "uuid: $!\n";
+  my $id = <$u> // '';
+  chomp $id;
+  $id =~ /^[0-9a-f-]{36}$/ or die "uuid: no id\n";
+  put('/run/agentvm/boot_id', "$id\n");
+  open(my $b, '<', $proc) or die "$proc: $!\n";
+  my $now = <$b> // '';
+  chomp $now;
+  mnt('/run/agentvm/boot_id', $proc, undef, $MS_BIND) unless $now eq $id;
+  step('boot_id');
 }
 
 # What names a VM on its root: /etc and the instance.
@@ -247,7 +265,8 @@ if ($a{standby} && !$@) {
 #
 # A VM made from a snapshot of another (a branch) wakes as that VM was, this program blocked here: the
 # host's first line to it is then a whole identity (a line with `hostname`), taken as a standby takes
-# its second line, with its own address and gateway too, and answered as the first line was.
+# its second line, with its own address and gateway and a boot id of its own too, and answered as the
+# first line was.
 exit if $@;
 $patient = 1;
 for (;;) {
@@ -259,6 +278,7 @@ for (;;) {
     $mark = mono();
     eval {
       clock_random_hostname();
+      fresh_boot_id();
       network();
       etc_files();
       step('etc');
