@@ -96,20 +96,21 @@ sub clock_random_hostname {
 }
 
 # A branch's boot id: the kernel makes its boot id once, at its first read, and the VM a branch was
-# taken of had read it, so each VM made from it would show that VM's. A new one (the reseeded RNG's
-# UUID) is kept in /run/agentvm/boot_id and bound over the kernel's file; a branch of a branch
-# rewrites the file already bound (same inode).
+# taken of had read it, so each VM made from it would show that VM's. The host's new one (`boot_id`;
+# else the reseeded RNG's UUID) is kept in /run/agentvm/boot_id and bound over the kernel's file; a
+# branch of a branch rewrites the file already bound (same inode). Run after etc_files: its writes
+# are then on code paths just run (under emulation, 5 ms less).
 sub fresh_boot_id {
-  my $proc = '/proc/sys/kernel/random/boot_id';
-  open(my $u, '<', '/proc/sys/kernel/random/uuid') or die "uuid: $!\n";
-  my $id = <$u> // '';
-  chomp $id;
-  $id =~ /^[0-9a-f-]{36}$/ or die "uuid: no id\n";
+  my $id = $a{boot_id};
+  if (!defined $id) {
+    open(my $u, '<', '/proc/sys/kernel/random/uuid') or die "uuid: $!\n";
+    $id = <$u> // '';
+    chomp $id;
+  }
+  $id =~ /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/ or die "boot_id: not a UUID\n";
+  my $bound = -e '/run/agentvm/boot_id';
   put('/run/agentvm/boot_id', "$id\n");
-  open(my $b, '<', $proc) or die "$proc: $!\n";
-  my $now = <$b> // '';
-  chomp $now;
-  mnt('/run/agentvm/boot_id', $proc, undef, $MS_BIND) unless $now eq $id;
+  mnt('/run/agentvm/boot_id', '/proc/sys/kernel/random/boot_id', undef, $MS_BIND) unless $bound;
   step('boot_id');
 }
 
@@ -274,14 +275,15 @@ for (;;) {
   if (defined $c{hostname}) {
     my $was = $a{egress};
     $a{$_} = $c{$_} for grep { defined $c{$_} } qw(sec nsec entropy hostname machine_id instance_id ipv4 dns egress egress_name);
+    $a{boot_id} = $c{boot_id};
     (@out, @steps) = ();
     $mark = mono();
     eval {
       clock_random_hostname();
-      fresh_boot_id();
       network();
       etc_files();
       step('etc');
+      fresh_boot_id();
       facts();
     };
     answer();

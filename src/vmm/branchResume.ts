@@ -2,9 +2,10 @@
  * The first resume of a VM made from a snapshot (branch.ts): its guest wakes as the VM the snapshot
  * was taken of, its assume program blocked on its port. The host's first line to it is then a whole
  * identity, as a clone's first line is (clock, reseeded RNG, hostname, machine id, address, gateway,
- * /etc, instance), answered with the guest's facts; then the runs that were in flight at the instant
+ * /etc, instance, boot id), answered with the guest's facts; then the runs that were in flight at the instant
  * (they stay with the VM they belong to) are ended in it.
  */
+import { randomUUID } from 'node:crypto';
 import { agentRequest } from './channel.ts';
 import type { Machine } from './machine.ts';
 import { assumeArgs, assumeSteps } from './launch.ts';
@@ -15,7 +16,7 @@ import { assumeLine, factsFromAssumed, type HelloFacts } from '../wire/protocol.
 export async function takeBranchIdentity(m: Machine, spec: VmSpec, mark: BranchMark, phases: Record<string, number>): Promise<HelloFacts> {
   let t = performance.now();
   const timeoutMs = Math.max(10_000, m.deadline - Date.now());
-  const out = await m.assume(assumeLine(assumeArgs(spec)), { timeoutMs });
+  const out = await m.assume(assumeLine({ ...assumeArgs(spec), boot_id: randomUUID() }), { timeoutMs });
   if (out.error) throw new Error(`the guest could not take its identity: ${out.error}`);
   // A guest whose assume program knows only the clock sets it and answers no identity.
   if (out.hostname !== spec.hostname) throw new Error('the guest did not take a new identity (its image is older than branching)');

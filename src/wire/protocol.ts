@@ -129,6 +129,8 @@ export interface AssumeArgs {
   disk_wait_ms: number;
   /** A standby VM: after this identity (provisional), the program waits for a second line, the VM it becomes. */
   standby?: boolean;
+  /** A boot id of its own, for a VM made from a snapshot: its kernel's was read by the VM it was taken of. */
+  boot_id?: string;
 }
 
 /** The line the host writes to the assume port: space-separated key=value pairs. */
@@ -154,6 +156,7 @@ export function assumeLine(args: AssumeArgs): string {
     uid: String(HARNESS_USER.uid),
     gid: String(HARNESS_USER.gid),
     ...(args.standby ? { standby: '1' } : {}),
+    ...(args.boot_id ? { boot_id: args.boot_id } : {}),
   };
   const bad = Object.entries(kv).find(([, v]) => !/^[A-Za-z0-9./:_-]+$/.test(v));
   if (bad || !/^[0-9a-f]{32}$/.test(args.machine_id) || !/^[0-9a-f]+$/.test(args.entropy_hex)) {
