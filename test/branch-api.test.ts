@@ -190,7 +190,8 @@ for (const backend of backends()) {
       assert.equal(busy.body.error, 'conflict');
       assert.match(busy.body.message, /starting from it/);
       assert.equal((await t.request('GET', `/v1/api/snapshots/${first}`, { key })).status, 200);
-      await t.db.query(`UPDATE vms SET status = 'running', booted_at = now() WHERE vm_id = $1`, [starting]);
+      // It resumed (a resume sets running_since, not booted_at), and was stopped since: not starting from it.
+      await t.db.query(`UPDATE vms SET status = 'stopped', running_since = now() - interval '1 minute' WHERE vm_id = $1`, [starting]);
       const gone = await t.request('DELETE', `/v1/api/snapshots/${first}`, { key });
       assert.equal(gone.status, 200);
       assert.equal(gone.body.snapshot_id, first);

@@ -227,7 +227,9 @@ export class SnapshotService {
       await host!.discard(vm.host_id!, snapshotId).catch(() => undefined);
       const now = await vmStore.getForTenant(this.db, tenantId, vmId);
       if (!now || now.status !== 'running') throw notRunning(vmId, now?.status ?? 'deleted');
-      throw new DomainError('unavailable', `the VM's state could not be saved: ${reason}`.slice(0, 400), 'try again; the VM runs on', { 'Retry-After': '5' });
+      // The Error shape's words are the platform's own; the host's (paths, QEMU's words) stay in its log and on the row.
+      if (err instanceof DomainError) throw err;
+      throw new DomainError('unavailable', `the VM's state could not be saved (snapshot ${snapshotId}; the host logged why)`, 'try again; the VM runs on', { 'Retry-After': '5' });
     }
   }
 

@@ -78,7 +78,10 @@ export class LocalSnapshots implements SnapshotHost {
           hashed: req.kind !== 'branch',
         });
       const t0 = performance.now();
-      const { record, size_bytes, phases } = await (this.d.driver.busyWith ? this.d.driver.busyWith(work) : work());
+      const { record, size_bytes, phases } = await (this.d.driver.busyWith ? this.d.driver.busyWith(work) : work()).catch((err: Error) => {
+        this.d.log.warn({ vm_id: req.vm_id, snapshot_id: req.snapshot_id, err: err.message }, 'taking a snapshot failed; the VM runs on');
+        throw err;
+      });
       // An API replica that stopped in the middle failed it at its start: nothing of it is kept.
       if (!(await snapshotStore.isCreating(this.d.db, req.snapshot_id))) {
         await this.discard(hostId, req.snapshot_id);

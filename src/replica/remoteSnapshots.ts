@@ -8,7 +8,7 @@ import type { Db } from '../store/db.ts';
 import { DomainError } from '../domain/errors.ts';
 import type { SnapshotHost } from '../domain/snapshots.ts';
 import * as endpoints from '../store/internalCredentials.ts';
-import type { HostTarget } from './internalClient.ts';
+import { HostUnreachable, type HostTarget } from './internalClient.ts';
 import { target, type RemoteHosts } from './remoteHosts.ts';
 
 export class RemoteSnapshots implements SnapshotHost {
@@ -27,7 +27,9 @@ export class RemoteSnapshots implements SnapshotHost {
       return await work();
     } catch (err) {
       if (err instanceof DomainError) throw err;
-      throw new DomainError('unavailable', `the snapshot's host could not be reached: ${(err as Error).message}`.slice(0, 300), 'try again shortly', { 'Retry-After': '10' });
+      // The host's own words (paths, QEMU's) stay in its log: the Error shape says what happened.
+      const what = err instanceof HostUnreachable ? 'could not be reached' : 'failed at it (its log says why)';
+      throw new DomainError('unavailable', `the snapshot's host ${what}`, 'try again shortly', { 'Retry-After': '10' });
     }
   }
 

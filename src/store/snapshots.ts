@@ -148,10 +148,14 @@ export async function markDeleted(q: Queryable, snapshotId: string, now: Date): 
   return fix(row);
 }
 
-/** VMs started from the snapshot that have not yet run (their first start reads its files). */
+/**
+ * VMs started from the snapshot that are starting and have never run (their first start reads its
+ * files). A first start is a resume, which sets no `booted_at`: `running_since` says it ran; a VM of
+ * it stopped or suspended since is not starting from it.
+ */
 export async function startingFrom(q: Queryable, snapshotId: string): Promise<number> {
   const [row] = await q.query<{ n: number }>(
-    `SELECT count(*)::int AS n FROM vms WHERE snapshot_id = $1 AND deleted_at IS NULL AND booted_at IS NULL AND status NOT IN ('failed', 'running')`,
+    `SELECT count(*)::int AS n FROM vms WHERE snapshot_id = $1 AND deleted_at IS NULL AND booted_at IS NULL AND running_since IS NULL AND status IN ('provisioning', 'starting')`,
     [snapshotId],
   );
   return row.n;
