@@ -8,6 +8,8 @@ import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { backends, createTestApp, insertVm, type TestApp } from './helpers.ts';
 import { randomBase62 } from '../src/domain/ids.ts';
+import { requireStillWithin } from '../src/domain/limits.ts';
+import type { DomainError } from '../src/domain/errors.ts';
 
 for (const backend of backends()) {
   describe(`branching and snapshots, bad input (${backend.name})`, () => {
@@ -147,6 +149,20 @@ for (const backend of backends()) {
       assert.equal(ro.status, 403);
       assert.equal((await t.request('DELETE', `/v1/api/snapshots/${snapId}`, { key: readKey })).status, 403);
       assert.equal((await t.request('GET', `/v1/api/snapshots/${snapId}`, { key: readKey })).status, 200);
+    });
+
+    test("a snapshot's own size counts in disk_gib once it is known: over the limit it is refused", async () => {
+      const { tenantId } = await t.tenant({ card: '4242' });
+      const vmId = await insertVm(t.db, tenantId, { status: 'running' });
+      await insertSnapshot(tenantId, vmId, { size: 3 * 1024 ** 3 });
+      const within = (limit: number) =>
+        t.db.transaction(async (tx) => {
+          await tx.query(`INSERT INTO tenant_limits (tenant_id, name, value, updated_at) VALUES ($1, 'disk_gib', $2, now()) ON CONFLICT (tenant_id, name) DO UPDATE SET value = $2`, [tenantId, limit]);
+          await requireStillWithin(tx, tenantId, 'disk_gib', 3, new Date());
+        });
+      // The VM's 10 GiB disk and the snapshot's 3 GiB.
+      await within(13);
+      await assert.rejects(within(12), (e: DomainError) => e.code === 'quota_exceeded' && /limit disk_gib is 12 and the current count is 10: this request would add 3/.test(e.message));
     });
 
     test('list, get and limits show kept snapshots only; a snapshot a VM is starting from is 409 on delete, then deleted once it runs', async () => {

@@ -156,6 +156,16 @@ export async function requireQuota(tx: Queryable, tenantId: string, charge: Quot
   }
 }
 
+/**
+ * After the fact: a thing whose size is known only once made (a snapshot's files) is kept only while
+ * the tenant stays within `name` with it counted (`adds`: what it counts). Call under the quota lock.
+ */
+export async function requireStillWithin(tx: Queryable, tenantId: string, name: LimitName, adds: number, now: Date): Promise<void> {
+  const limits = await limitsOf(tx, tenantId);
+  const used = (await usageOf(tx, tenantId, now, [name]))[name];
+  if (used > limits[name]) throw quotaExceeded(name, limits[name], used - adds, adds);
+}
+
 /** What new VMs count: each a VM not deleted and wanted running, with its CPU, memory and persist disk. */
 export function orderCharge(order: { count: number; vcpus: number; memory_mib: number; disk_gib: number }): QuotaCharge {
   const n = order.count;

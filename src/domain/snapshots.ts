@@ -19,7 +19,7 @@ import { DomainError, invalid, notFound } from './errors.ts';
 import { newId } from './ids.ts';
 import { onceForKey, requestHash, storedForKey, type StoredResponse } from './idempotency.ts';
 import { PLANS, TIERS, planPriceCents, type Cycle, type PlanId, type TierId } from './plans.ts';
-import { orderCharge, requireQuota } from './limits.ts';
+import { orderCharge, requireQuota, requireStillWithin } from './limits.ts';
 import { lockQuota } from '../store/limits.ts';
 import { recordEvent, recordVmChange } from './events.ts';
 import type { BillingService } from './billing.ts';
@@ -170,12 +170,22 @@ export class SnapshotService {
   /** Takes a snapshot of a running VM (memory, devices, disks); the VM runs on. */
   async create(tenantId: string, vmId: string, input: { name?: string }): Promise<Snapshot> {
     const taken = await this.take(tenantId, vmId, 'snapshot', input.name);
-    const row = await this.db.transaction(async (tx) => {
-      const ready = await snapshotStore.markReady(tx, taken.snapshot_id, taken.size_bytes, taken.paused_ms, this.clock.now());
-      if (!ready) throw new Error(`snapshot ${taken.snapshot_id} was no longer being made`);
-      await recordEvent(tx, tenantId, 'snapshot.created', presentSnapshot(ready), this.clock.now());
-      return ready;
-    });
+    const row = await this.db
+      .transaction(async (tx) => {
+        await lockQuota(tx, tenantId);
+        const ready = await snapshotStore.markReady(tx, taken.snapshot_id, taken.size_bytes, taken.paused_ms, this.clock.now());
+        if (!ready) throw new Error(`snapshot ${taken.snapshot_id} was no longer being made`);
+        // The check before the pause counted its memory; now its files' own size counts (disks' changes
+        // too, and other snapshots made meanwhile): over disk_gib, it is not kept.
+        await requireStillWithin(tx, tenantId, 'disk_gib', Math.ceil(taken.size_bytes / 1024 ** 3), this.clock.now());
+        await recordEvent(tx, tenantId, 'snapshot.created', presentSnapshot(ready), this.clock.now());
+        return ready;
+      })
+      .catch(async (err: unknown) => {
+        await snapshotStore.markFailed(this.db, taken.snapshot_id, (err as Error).message).catch(() => undefined);
+        await this.host?.discard(taken.row.host_id, taken.snapshot_id).catch(() => undefined);
+        throw err;
+      });
     return presentSnapshot(row);
   }
 
@@ -263,6 +273,8 @@ export class SnapshotService {
     if (!this.host) throw noHost();
     await this.db.transaction((tx) => this.admit(tx, tenantId, order, snap.host_id));
     const damaged = await this.host.check(snap.host_id, snapshotId);
+    // Deleted meanwhile: its files went with it.
+    if (damaged && !(await snapshotStore.getForTenant(this.db, tenantId, snapshotId))) throw notFound('snapshot');
     if (damaged) throw new DomainError('conflict', `snapshot ${snapshotId} cannot be started: ${damaged}`, 'take a new snapshot, or delete this one');
     return this.startFrom(tenantId, snap, order, key, 'createVMFromSnapshot', hash, null);
   }
@@ -305,7 +317,11 @@ export class SnapshotService {
     branch: { parent_vm_id: string; paused_ms: number } | null,
   ): Promise<StoredResponse<BranchResult | { vm_ids: string[] }>> {
     const ids = Array.from({ length: order.count }, () => newId('vm'));
-    await this.host!.prepare(snap.host_id, snap.snapshot_id, ids);
+    await this.host!.prepare(snap.host_id, snap.snapshot_id, ids).catch(async (err) => {
+      // A snapshot deleted while this request went on (its files went with it) is not found, not a failure.
+      if (!branch && !(await snapshotStore.getForTenant(this.db, tenantId, snap.snapshot_id))) throw notFound('snapshot');
+      throw err;
+    });
     // Read before the transaction: the host reads with its own connection (one connection on PGlite:
     // inside the transaction it would wait for it for ever).
     const parentVm = branch?.parent_vm_id ?? (await vmStore.getForTenant(this.db, tenantId, snap.vm_id))?.vm_id ?? null;
@@ -359,8 +375,11 @@ export class SnapshotService {
       if (branch) await snapshotStore.markFailed(this.db, snap.snapshot_id, (err as Error).message).catch(() => undefined);
       throw err;
     }
-    if (result.replayed) await this.host!.discardVms(snap.host_id, snap.snapshot_id, ids).catch(() => undefined);
-    else await this.vms.changed(result.body.vm_ids);
+    if (result.replayed) {
+      // A retry that ran alongside the request it repeats (the same key): the answer is that one's; this one's branch is over.
+      await this.host!.discardVms(snap.host_id, snap.snapshot_id, ids).catch(() => undefined);
+      if (branch) await snapshotStore.markFailed(this.db, snap.snapshot_id, 'a retry of a branch made by another request with the same Idempotency-Key').catch(() => undefined);
+    } else await this.vms.changed(result.body.vm_ids);
     return result;
   }
 }
