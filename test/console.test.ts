@@ -749,6 +749,7 @@ describe('web console with a real VM', { skip: noBrowser || (imageDir ? false : 
     assert.equal(await snapRow.count(), 1);
     assert.equal(await page.locator('#snapshots img').count(), 0, 'a snapshot name with markup is text');
     await axeCheck(page, 'VM snapshots');
+    assert.match((await page.locator('#snapshots').textContent()) ?? '', /each, charged to your card now|¢ per hour from credits/, "a branch's price is said before it is charged");
     await page.getByLabel('New VMs').fill('1');
     await page.getByRole('button', { name: 'Branch', exact: true }).click();
     await page.locator('.notice', { hasText: 'Branched' }).waitFor({ timeout: 120_000 });
@@ -758,6 +759,23 @@ describe('web console with a real VM', { skip: noBrowser || (imageDir ? false : 
     const [branch, parent] = [await vmOf(branchId), await vmOf(vmId)];
     assert.deepEqual([branch.plan, branch.tier], [parent.plan, parent.tier], 'a branch keeps the pricing of the VM it came from');
     await fetch(`${server.url}/v1/api/vms/${branchId}`, { method: 'DELETE', headers: { authorization: `Bearer ${t.api_key}` } });
+    // Every snapshot on a page of its own (a snapshot outlives its VM): a VM started from one with the pricing picked there.
+    await page.goto(`${server.url}/console/snapshots`);
+    const listed = page.locator('tbody tr', { hasText: /snap_/ });
+    assert.equal(await listed.count(), 1);
+    assert.match((await listed.textContent()) ?? '', new RegExp(vmId));
+    await axeCheck(page, 'Snapshots');
+    await listed.getByLabel('Pricing').selectOption('plan:starter');
+    await listed.getByRole('button', { name: /^Start a VM from it/ }).click();
+    await page.locator('.notice', { hasText: 'starting from the snapshot' }).waitFor({ timeout: 120_000 });
+    const fromSnap = /vms\/(vm_[A-Za-z0-9]+)/.exec(page.url())![1];
+    assert.notEqual(fromSnap, vmId);
+    assert.equal((await vmOf(fromSnap)).plan, 'starter');
+    for (let i = 0; (await vmOf(fromSnap)).status !== 'running'; i++) {
+      assert.ok(i < 1200, 'the VM from the snapshot runs');
+      await page.waitForTimeout(100);
+    }
+    await fetch(`${server.url}/v1/api/vms/${fromSnap}`, { method: 'DELETE', headers: { authorization: `Bearer ${t.api_key}` } });
     await page.goto(`${server.url}/console/vms/${vmId}`);
     await page.locator('#snapshots').getByRole('button', { name: /^Delete the snapshot/ }).click();
     await page.locator('.notice', { hasText: 'The snapshot was deleted' }).waitFor();

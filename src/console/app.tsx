@@ -24,6 +24,7 @@ import { registerVms } from './pages/vms.tsx';
 import { registerVm } from './pages/vm.tsx';
 import { registerRun } from './pages/run.tsx';
 import { registerImages } from './pages/images.tsx';
+import { registerSnapshotsPage } from './pages/snapshots.tsx';
 import { registerTemplates } from './pages/templates.tsx';
 import { registerBilling } from './pages/billing.tsx';
 import { registerKeys } from './pages/keys.tsx';
@@ -154,6 +155,7 @@ export function buildConsole(deps: ConsoleDeps): ConsoleApp {
   registerRun(app);
   registerTemplates(app, deps);
   registerImages(app);
+  registerSnapshotsPage(app);
   registerEvents(app);
   registerLedger(app);
   registerWebhooks(app);

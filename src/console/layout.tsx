@@ -15,10 +15,11 @@ const HTMX_CONFIG = JSON.stringify({
   historyCacheSize: 0,
 });
 
-export type Section = 'vms' | 'templates' | 'images' | 'events' | 'webhooks' | 'billing' | 'keys' | null;
+export type Section = 'vms' | 'snapshots' | 'templates' | 'images' | 'events' | 'webhooks' | 'billing' | 'keys' | null;
 
 const NAV: { id: Exclude<Section, null>; href: string; label: string }[] = [
   { id: 'vms', href: '/console/vms', label: 'VMs' },
+  { id: 'snapshots', href: '/console/snapshots', label: 'Snapshots' },
   { id: 'templates', href: '/console/templates', label: 'Templates' },
   { id: 'images', href: '/console/images', label: 'Images' },
   { id: 'events', href: '/console/events', label: 'Events' },

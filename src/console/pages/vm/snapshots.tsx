@@ -2,7 +2,8 @@ import { call, idempotencyHeader, type Schemas } from '../../api.ts';
 import { field, type ConsoleApp } from '../../app.tsx';
 import { pricingOf, Time, vmPath } from '../../components.tsx';
 import { Field, PostForm, Select, Submit } from '../../form.tsx';
-import { bytes } from '../../format.ts';
+import { bytes, money } from '../../format.ts';
+import { planPriceCents, TIERS } from '../../../domain/plans.ts';
 import { newCsrfValue } from '../../security.ts';
 import { Table, type Column } from '../../table.tsx';
 import type { VmAct, VmSectionContext } from './section.ts';
@@ -11,9 +12,21 @@ import type { VmAct, VmSectionContext } from './section.ts';
  * Branching the running VM into new VMs that go on from this instant, snapshots of it (memory, devices
  * and disks), and the snapshots taken of it: a VM started from one, or deleted.
  */
+/** What a new VM from this one costs, said before it is charged (the domain's price table). */
+function priceOfNew(vm: Schemas['VM']): string {
+  if (vm.tier) return `${TIERS[vm.tier].cents_per_hour}¢ per hour from credits, at least ${money(TIERS[vm.tier].cents_per_hour)} of credits each`;
+  if (vm.plan && vm.cycle) return `${money(planPriceCents(vm.plan, vm.cycle))} each, charged to your card now`;
+  return 'charged like a new VM';
+}
+
+/** Whether a spot tier VM has this VM's size (a branch keeps the memory's size; a swarm is spot tier). */
+const spotFits = (vm: Schemas['VM']) => vm.vcpus === TIERS.spot.vcpus && vm.memory_mib === TIERS.spot.memory_mib && vm.disk_gib === TIERS.spot.disk_gib;
+
 export async function SnapshotsSection({ vm, session, api }: VmSectionContext) {
   const snapshots = await call(api.GET('/v1/api/snapshots', { params: { query: { vm_id: vm.vm_id, limit: 20 } } }));
   const running = vm.status === 'running';
+  const spot = spotFits(vm);
+  const spotPrice = `${TIERS.spot.cents_per_hour}¢ per hour from credits, at least ${money(TIERS.spot.cents_per_hour)} of credits each`;
   const columns: Column<Schemas['Snapshot']>[] = [
     { label: 'Name', cell: (s) => s.name },
     { label: 'Snapshot', class: 'mono', cell: (s) => s.snapshot_id },
@@ -25,7 +38,7 @@ export async function SnapshotsSection({ vm, session, api }: VmSectionContext) {
       cell: (s) => (
         <div class="button-row">
           <PostForm session={session} action={`${vmPath(vm.vm_id)}/snapshots/${encodeURIComponent(s.snapshot_id)}/start`} class="inline" hidden={{ idempotency_key: newCsrfValue() }}>
-            <Submit label="Start a VM from it" small ariaLabel={`Start a VM from it: ${s.name}`} />
+            <Submit label="Start a VM from it" small ariaLabel={`Start a VM from it: ${s.name} (${pricingOf(vm)}, ${priceOfNew(vm)})`} />
           </PostForm>
           <PostForm session={session} action={`${vmPath(vm.vm_id)}/snapshots/${encodeURIComponent(s.snapshot_id)}/delete`} class="inline">
             <Submit label="Delete" small variant="danger" ariaLabel={`Delete the snapshot ${s.name}`} />
@@ -41,19 +54,20 @@ export async function SnapshotsSection({ vm, session, api }: VmSectionContext) {
         <div class="stack">
           <p class="muted small">
             A branch is a new VM that goes on from this instant: its processes, memory and files as they are now, with an identity of its own. This VM pauses while its
-            memory is saved, then runs on. Each new VM is charged like a new one ({pricingOf(vm)}; several at once are spot tier VMs, drawn from credits).
+            memory is saved, then runs on. Each new VM is charged like a new one: as this VM ({pricingOf(vm)}, {priceOfNew(vm)})
+            {spot ? <>, or spot tier ({spotPrice}). Several at once are spot tier VMs only.</> : <>. Several at once are spot tier VMs only, and a spot VM is smaller than this one: it branches one at a time.</>}
           </p>
           <PostForm session={session} action={`${vmPath(vm.vm_id)}/branch`} class="inline-form" hidden={{ idempotency_key: newCsrfValue() }}>
             <Field id="branch-count" label="New VMs">
-              <input id="branch-count" name="count" type="number" min={1} max={20} value="1" required />
+              <input id="branch-count" name="count" type="number" min={1} max={spot ? 20 : 1} value="1" required />
             </Field>
             <Field id="branch-pricing" label="Pricing">
               <Select
                 id="branch-pricing"
                 name="pricing"
                 options={[
-                  ['same', `As this VM (${pricingOf(vm)})`],
-                  ['spot', 'Spot tier (credits)'],
+                  ['same', `As this VM (${pricingOf(vm)}), one VM`],
+                  ...(spot ? [['spot', 'Spot tier (credits), any number'] as [string, string]] : []),
                 ]}
               />
             </Field>
@@ -70,6 +84,9 @@ export async function SnapshotsSection({ vm, session, api }: VmSectionContext) {
         <p class="muted small">Branching and taking a snapshot need the VM running; its snapshots below can be started whatever its state.</p>
       )}
       <Table caption={`Snapshots of ${vm.vm_id}`} columns={columns} rows={snapshots.data} empty="No snapshot of this VM yet." />
+      <p class="muted small">
+        <a href="/console/snapshots">All your snapshots</a>, also of VMs destroyed since.
+      </p>
     </section>
   );
 }
