@@ -188,7 +188,12 @@ describe('preview URLs of a real microVM', { skip }, () => {
     const viaHeaders = await send({ path: '/by-headers', headers: { authorization: `Bearer ${key}`, 'x-agentvm-vm': vmId, 'x-agentvm-port': '8081' } });
     assert.equal(viaHeaders.status, 200, viaHeaders.body);
     assert.equal(viaHeaders.body, '<h1>hello from the vm on 8081</h1>');
+    // The tenant's key in E2B's format lets the request in too, and is stripped as well; an app's own Bearer passes.
+    const e2bKey = (await api('POST', '/v1/api/keys', { scope: 'readwrite', format: 'e2b' })).body.key as string;
+    assert.match(e2bKey, /^e2b_[0-9a-f]{40}$/);
+    assert.equal((await send({ host: hostFor(8080), path: '/e2b-key', headers: { authorization: `Bearer ${e2bKey}` } })).status, 200);
     const s = await seen();
+    assert.equal(s.find((x) => x.url === '/e2b-key')!.headers.authorization, undefined, 'an E2B-format key of ours never reaches the app');
     const page = s.find((x) => x.url === '/page?x=1')!;
     assert.equal(page.headers.authorization, undefined);
     assert.equal(page.headers.cookie, 'mine=1');
@@ -220,6 +225,10 @@ describe('preview URLs of a real microVM', { skip }, () => {
     const withCookie = await send({ host: hostFor(8080), path: '/deep/page?a=1', headers: { cookie: `${cookie.split(';')[0]}; other=2` } });
     assert.equal(withCookie.status, 200, withCookie.body);
     assert.equal((await send({ host: hostFor(8080), path: `/?agentvm_token=avm_pt_wrong` })).status, 401);
+    // A cookie whose token was rotated since: 401, and the cookie is cleared (a browser stops sending it).
+    const stale = await send({ host: hostFor(8080), headers: { cookie: `agentvm_preview_token=${first}` } });
+    assert.equal(stale.status, 401);
+    assert.match(stale.headers['set-cookie']?.[0] ?? '', /^agentvm_preview_token=; Path=\/; Max-Age=0; HttpOnly; SameSite=Lax/);
     const s = await seen();
     const deep = s.find((x) => x.url === '/deep/page?a=1')!;
     assert.equal(deep.headers.cookie, 'other=2');
@@ -394,6 +403,13 @@ describe('preview URLs of a real microVM', { skip }, () => {
     const page = await send({ host: hostFor(8080), headers: { authorization: `Bearer ${key}` } });
     assert.equal(page.body, '<h1>hello from the vm on 8080</h1>');
     assert.equal((await api('GET', `/v1/api/vms/${vmId}`)).body.status, 'running');
+    // A request that finds the VM on its way to running (woken by another request, or started through the API) waits for it too.
+    assert.ok((await api('POST', `/v1/api/vms/${vmId}/suspend`)).status < 300);
+    await until('suspended again', async () => (await api('GET', `/v1/api/vms/${vmId}`)).body.status === 'suspended');
+    const start = await api('POST', `/v1/api/vms/${vmId}/start`);
+    assert.ok(start.status < 300 && start.body.status === 'starting', JSON.stringify(start.body));
+    const during = await send({ host: hostFor(8080), path: '/while-starting', headers: { authorization: `Bearer ${key}` } });
+    assert.equal(during.status, 200, during.body);
   });
 
   test('a stopped VM: 409 vm_not_running', { timeout: 5 * 60_000 }, async () => {

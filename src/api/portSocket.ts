@@ -32,10 +32,18 @@ export function servePortSockets(server: Server, previews: PreviewService, throt
     socket.on('error', () => undefined);
     void (async () => {
       const port = checkedPort(m[2]);
-      const target = await previews.target({ vmId: decodeURIComponent(m[1]), port });
+      // A malformed id is no VM's (404), not a failure.
+      const vmId = (() => {
+        try {
+          return decodeURIComponent(m[1]);
+        } catch {
+          return '';
+        }
+      })();
+      const target = await previews.target({ vmId, port });
       await previews.admit(target, port, credentials(req), throttle, addressKey(req.socket.remoteAddress));
-      await previews.running(target);
-      const guest = await previews.connect(target, port);
+      // A forward that wakes the VM waits for its port as a preview request does.
+      const guest = await previews.connect(target, port, await previews.running(target));
       if (socket.destroyed) return void guest.destroy();
       wss.handleUpgrade(req, socket, head, (ws) => joinStreams(createWebSocketStream(ws), guest));
     })().catch((err: unknown) => {

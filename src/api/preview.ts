@@ -15,7 +15,8 @@ import type { Duplex } from 'node:stream';
 import { randomBytes } from 'node:crypto';
 import { DomainError } from '../domain/errors.ts';
 import { statusOf } from '../http/errors.ts';
-import { API_KEY_PREFIX, RESUME_WAIT_MS, checkedPort, hostForApp, routeFromHost, type PreviewCredentials, type PreviewRoute, type PreviewService, type PreviewTarget } from '../domain/previews.ts';
+import { checkedPort, hostForApp, routeFromHost, type PreviewCredentials, type PreviewRoute, type PreviewService, type PreviewTarget } from '../domain/previews.ts';
+import { looksLikeApiKey } from '../domain/keys.ts';
 import type { Logger } from '../log.ts';
 import { addressKey, type FailureThrottle } from '../throttle.ts';
 
@@ -76,7 +77,8 @@ export function forwardHeaders(req: IncomingMessage, keepUpgrade: boolean, host:
     const lower = name.toLowerCase();
     let value = raw[i + 1];
     if (lower === VM_HEADER || lower === PORT_HEADER || lower === TOKEN_HEADER || lower === E2B_TOKEN_HEADER) continue;
-    if (lower === 'authorization' && /^Bearer +avm_/i.test(value) && value.includes(API_KEY_PREFIX)) continue;
+    // An API key of ours (either format) never reaches the app; an app's own Bearer does.
+    if (lower === 'authorization' && looksLikeApiKey(/^Bearer +(\S+) *$/i.exec(value)?.[1] ?? '')) continue;
     if (HOP.has(lower) && !(keepUpgrade && (lower === 'connection' || lower === 'upgrade'))) continue;
     if (lower === 'host' && host !== null) continue;
     if (lower === 'cookie') {
@@ -164,14 +166,28 @@ export function servePreviews(server: Server, previews: PreviewService, throttle
     });
   });
 
-  function answer(res: ServerResponse, err: DomainError, req: IncomingMessage, requestId: string): void {
+  /**
+   * A refusal; a 401 to a request that brought our cookie also clears it: its token was rotated (each
+   * `vms url` and `vms open` makes a new one), and a browser that kept sending it (a page's hot-reload
+   * polling) would count a failure against its address each time.
+   */
+  function refusalFor(err: DomainError, req: IncomingMessage, requestId: string) {
     const r = refusal(err, one(req.headers.accept), requestId);
+    if (err.code === 'unauthorized' && cookieToken(req.headers.cookie) !== null) {
+      const secure = previews.site.scheme === 'https' ? '; Secure' : '';
+      r.headers['Set-Cookie'] = `${TOKEN_COOKIE}=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax${secure}`;
+    }
+    return r;
+  }
+
+  function answer(res: ServerResponse, err: DomainError, req: IncomingMessage, requestId: string): void {
+    const r = refusalFor(err, req, requestId);
     res.writeHead(r.status, r.headers).end(r.body);
   }
 
   function refuseSocket(socket: Duplex, err: DomainError, req: IncomingMessage, requestId: string): void {
     if (socket.destroyed) return;
-    const r = refusal(err, one(req.headers.accept), requestId);
+    const r = refusalFor(err, req, requestId);
     const lines = Object.entries({ ...r.headers, Connection: 'close' }).map(([k, v]) => `${k}: ${v}`);
     socket.end(`HTTP/1.1 ${r.status} ${http.STATUS_CODES[r.status]}\r\n${lines.join('\r\n')}\r\n\r\n${r.body}`);
   }
@@ -182,9 +198,8 @@ export function servePreviews(server: Server, previews: PreviewService, throttle
     const creds = credentials(req);
     if (queryToken) creds.token = queryToken;
     await previews.admit(target, route.port, creds, throttle, addressKey(req.socket.remoteAddress));
-    const asked = Date.now();
-    const woke = await previews.running(target, signal);
-    return { target, socket: await previews.connect(target, route.port, woke ? { until: asked + RESUME_WAIT_MS, signal } : undefined) };
+    const wait = await previews.running(target, signal);
+    return { target, socket: await previews.connect(target, route.port, wait) };
   }
 
   async function proxy(req: IncomingMessage, res: ServerResponse, route: PreviewRoute, requestId: string): Promise<void> {

@@ -23,7 +23,7 @@ function portNumber(text: string, name = 'port'): number {
 
 export function vmsUrl(cmd: Command): void {
   cmd
-    .description("a port's preview URL with a new preview token in it (the VM's earlier token stops working)")
+    .description("a port's preview URL with a new preview token in it (the VM's earlier token stops working); a public port's bare URL, no new token")
     .argument('<vm_id>')
     .argument('<port>')
     .addOption(jsonOpt())

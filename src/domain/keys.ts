@@ -10,6 +10,8 @@ export type Scope = 'read' | 'readwrite';
 export type KeyFormat = 'agentvm' | 'e2b';
 
 const E2B_KEY = /^e2b_[0-9a-f]{40}$/;
+/** Whether `s` is spelled as one of our API keys (either format): a credential of ours, never an app's. */
+export const looksLikeApiKey = (s: string) => s.startsWith(KEY_PREFIX) || E2B_KEY.test(s);
 const newE2bKey = () => `e2b_${randomBytes(20).toString('hex')}`;
 
 export interface KeyRecord {

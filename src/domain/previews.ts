@@ -9,7 +9,7 @@ import type { Duplex } from 'node:stream';
 import type { Clock } from './clock.ts';
 import type { Db } from '../store/db.ts';
 import { DomainError, invalid, notFound } from './errors.ts';
-import type { KeyService } from './keys.ts';
+import { looksLikeApiKey, type KeyService } from './keys.ts';
 import type { VmService } from './vms.ts';
 import type { PortAccess } from './previewAccess.ts';
 import * as store from '../store/previews.ts';
@@ -25,8 +25,8 @@ const WAKE_PORT_POLL_MS = 200;
 /** A VM's idle clock hears of proxied requests at most this often. */
 const ACTIVITY_EVERY_MS = 10_000;
 const TOKEN_PREFIX = 'avm_pt_';
-/** API keys start so; any other Bearer on a preview is the app's own. */
-export const API_KEY_PREFIX = 'avm_';
+/** Where a VM with auto_resume is on its way to running, or can be sent: a request waits for it. */
+const WAKING = new Set(['suspended', 'suspending', 'starting']);
 
 /** Ports a preview may reach: 1024–65535, and 80 and 443. */
 export function previewablePort(port: number): boolean {
@@ -162,7 +162,7 @@ export class PreviewService {
     if (await store.isPublic(this.db, t.vm_id, port)) return;
     throttle.check(address);
     if (await this.credentialed(t, creds)) return;
-    if (creds.token !== null || creds.bearer?.startsWith(API_KEY_PREFIX)) throttle.fail(address);
+    if (creds.token !== null || (creds.bearer !== null && looksLikeApiKey(creds.bearer))) throttle.fail(address);
     throw new DomainError('unauthorized', '');
   }
 
@@ -176,17 +176,24 @@ export class PreviewService {
 
   /**
    * The VM running, or 409 vm_not_running; a suspended `auto_resume` VM is started and waited for
-   * (≤ RESUME_WAIT_MS). Answers whether this request woke it.
+   * (≤ RESUME_WAIT_MS). So is one a request finds on its way there: being suspended (started once it
+   * is), or starting (another request woke it: a page's assets, a second tab, a socket that reconnects).
+   * Answers, when this request waited for it, how long its port may be waited for (connect's `wait`:
+   * a process suspended while it was starting goes on with its start once the VM runs again).
    */
-  async running(t: store.PreviewTarget, signal?: AbortSignal): Promise<boolean> {
-    if (t.status === 'running') return false;
+  async running(t: store.PreviewTarget, signal?: AbortSignal): Promise<{ until: number; signal?: AbortSignal } | undefined> {
+    if (t.status === 'running') return undefined;
     const notRunning = (status: string) =>
       new DomainError('vm_not_running', `VM ${t.vm_id} is ${status}`, 'start the VM (or set auto_resume to have a request wake it from suspended)');
-    if (t.status !== 'suspended' || !t.auto_resume) throw notRunning(t.status);
-    await this.vms.lifecycle(t.tenant_id, t.vm_id, 'start');
-    const vm = await this.vms.waitFor(t.tenant_id, t.vm_id, 'running', RESUME_WAIT_MS, signal);
+    if (!t.auto_resume || !WAKING.has(t.status)) throw notRunning(t.status);
+    const until = Date.now() + RESUME_WAIT_MS;
+    let status = t.status;
+    if (status === 'suspending') status = (await this.vms.waitFor(t.tenant_id, t.vm_id, 'suspended', RESUME_WAIT_MS, signal)).status;
+    if (status === 'suspended') await this.vms.lifecycle(t.tenant_id, t.vm_id, 'start');
+    else if (status !== 'starting' && status !== 'running') throw notRunning(status);
+    const vm = await this.vms.waitFor(t.tenant_id, t.vm_id, 'running', Math.max(0, until - Date.now()), signal);
     if (vm.status !== 'running') throw notRunning(vm.status);
-    return true;
+    return { until, signal };
   }
 
   /**
