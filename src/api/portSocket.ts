@@ -45,7 +45,14 @@ export function servePortSockets(server: Server, previews: PreviewService, throt
       // A forward that wakes the VM waits for its port as a preview request does.
       const guest = await previews.connect(target, port, await previews.running(target));
       if (socket.destroyed) return void guest.destroy();
-      wss.handleUpgrade(req, socket, head, (ws) => joinStreams(createWebSocketStream(ws), guest));
+      wss.handleUpgrade(req, socket, head, (ws) => {
+        joinStreams(createWebSocketStream(ws), guest);
+        // Traffic either way is activity for the idle stop (a forwarded database session, a debugger);
+        // listened to once the two are joined (a reader before the pipe would take bytes from it).
+        const active = () => previews.activity(target.vm_id);
+        ws.on('message', active);
+        guest.on('data', active);
+      });
     })().catch((err: unknown) => {
       if (!(err instanceof DomainError)) log.error({ err: (err as Error).message, request_id: requestId }, 'a port forward failed');
       if (!socket.destroyed) refuseUpgrade(socket, err instanceof DomainError ? err : new DomainError('internal', ''), requestId);

@@ -242,6 +242,8 @@ export function servePreviews(server: Server, previews: PreviewService, throttle
       // Headers now, not with the first bytes of the body: an event stream's client sees its start.
       res.flushHeaders();
       ur.pipe(res);
+      // A long answer (an event stream) is activity for the idle stop while it flows, not only at its start.
+      ur.on('data', () => previews.activity(target.vm_id));
       ur.on('error', () => res.destroy());
       ur.on('aborted', () => res.destroy());
     });
@@ -273,5 +275,9 @@ export function servePreviews(server: Server, previews: PreviewService, throttle
     socket.once('close', () => client.destroy());
     socket.pipe(client);
     client.pipe(socket);
+    // An open socket with traffic either way (hot reload, a notebook) is activity for the idle stop.
+    const active = () => previews.activity(target.vm_id);
+    socket.on('data', active);
+    client.on('data', active);
   }
 }
