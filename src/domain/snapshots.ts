@@ -20,6 +20,7 @@ import { newId } from './ids.ts';
 import { onceForKey, requestHash, storedForKey, type StoredResponse } from './idempotency.ts';
 import { PLANS, TIERS, planPriceCents, type Cycle, type PlanId, type TierId } from './plans.ts';
 import { orderCharge, requireQuota, requireStillWithin } from './limits.ts';
+import { noRoom, SNAPSHOT_HOST } from './vmPlacement.ts';
 import { lockQuota } from '../store/limits.ts';
 import { recordEvent, recordVmChange } from './events.ts';
 import type { BillingService } from './billing.ts';
@@ -301,6 +302,8 @@ export class SnapshotService {
     if (order.tier) await this.billing.requireCredits(tx, tenantId, TIERS[order.tier].cents_per_hour * order.count);
     else await this.billing.requireCard(tx, tenantId);
     if (!hostId) throw noHost();
+    // Room too, before a branch pauses its VM (placement checks again as the VMs are made).
+    if (!(await this.vms.roomOn(tx, order, hostId))) throw noRoom(order.count, SNAPSHOT_HOST);
   }
 
   /**

@@ -35,6 +35,15 @@ export interface SnapshotStart {
 }
 
 /** Places and inserts `order.count` VMs (status provisioning); answers their ids. */
+/** The refusal of VMs no host has room for (`where`: why only one host would do). */
+export function noRoom(count: number, where = ''): DomainError {
+  const what = count > 1 ? `these ${count} VMs` : 'this VM';
+  return new DomainError('unavailable', `no VM host has room for ${what} right now${where}`, 'try again later, or with fewer VMs', { 'Retry-After': RETRY_AFTER_SECONDS });
+}
+
+/** VMs from a snapshot start on the host that took it. */
+export const SNAPSHOT_HOST = ' (VMs from a snapshot start on the host that took it)';
+
 export async function placeVms(
   tx: Queryable,
   hosts: HostService,
@@ -47,13 +56,7 @@ export async function placeVms(
 ): Promise<string[]> {
   const need = { vcpus: order.vcpus, memory_mib: order.memory_mib, disk_gib: order.disk_gib };
   const placed = await hosts.place(tx, need, order.count, order.tier !== 'spot', image?.host_id ?? undefined);
-  if (!placed) {
-    const where = from ? ' (VMs from a snapshot start on the host that took it)' : image?.host_id ? ` (VMs of image ${image.image_id} run on the host that built it)` : '';
-    const what = order.count > 1 ? `these ${order.count} VMs` : 'this VM';
-    throw new DomainError('unavailable', `no VM host has room for ${what} right now${where}`, 'try again later, or with fewer VMs', {
-      'Retry-After': RETRY_AFTER_SECONDS,
-    });
-  }
+  if (!placed) throw noRoom(order.count, from ? SNAPSHOT_HOST : image?.host_id ? ` (VMs of image ${image.image_id} run on the host that built it)` : '');
   const now = clock.now();
   if (placed.preempt.length) await vmStore.preempt(tx, placed.preempt, now);
   const slots = await vmStore.freeNetSlots(tx, placed.host.host_id, order.count);

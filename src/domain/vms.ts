@@ -269,6 +269,11 @@ export class VmService {
     return placeVms(tx, this.hosts, this.clock, tenantId, order, templateId, image, from);
   }
 
+  /** Whether `hostId` has room for the order's VMs now: a check before work placement would refuse after (a branch's pause). */
+  async roomOn(tx: Queryable, order: VmOrder, hostId: string): Promise<boolean> {
+    return (await this.hosts.place(tx, { vcpus: order.vcpus, memory_mib: order.memory_mib, disk_gib: order.disk_gib }, order.count, order.tier !== 'spot', hostId)) !== null;
+  }
+
   /**
    * Destroys a VM: metering ends now (the last part-cent is drawn), the row disappears from the API at
    * once, and its host removes the disks.
