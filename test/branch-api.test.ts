@@ -9,6 +9,10 @@ import assert from 'node:assert/strict';
 import { backends, createTestApp, insertVm, type TestApp } from './helpers.ts';
 import { randomBase62 } from '../src/domain/ids.ts';
 import { requireStillWithin } from '../src/domain/limits.ts';
+import { LocalSnapshots, UNCLAIMED_MS } from '../src/host/branching.ts';
+import { mkdir, mkdtemp, readdir, rm, utimes, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import type { DomainError } from '../src/domain/errors.ts';
 
 for (const backend of backends()) {
@@ -163,6 +167,30 @@ for (const backend of backends()) {
       // The VM's 10 GiB disk and the snapshot's 3 GiB.
       await within(13);
       await assert.rejects(within(12), (e: DomainError) => e.code === 'quota_exceeded' && /limit disk_gib is 12 and the current count is 10: this request would add 3/.test(e.message));
+    });
+
+    test("a host removes the directory of a VM made from a snapshot whose row never came, once it is old; nothing else", async () => {
+      const { tenantId } = await t.tenant({ card: '4242' });
+      const vmsDir = await mkdtemp(path.join(os.tmpdir(), 'agentvm-unclaimed-'));
+      try {
+        const withRow = await insertVm(t.db, tenantId, { status: 'starting' });
+        const ids = { orphan: `vm_${randomBase62(22)}`, withRow, fresh: `vm_${randomBase62(22)}`, other: `vm_${randomBase62(22)}` };
+        for (const [name, id] of Object.entries(ids)) {
+          const dir = path.join(vmsDir, id);
+          await mkdir(dir);
+          // A directory prepareFromSnapshot made holds a saved memory marked as the snapshot's; `other` holds a VM's own.
+          const record = { format: 1, sha256: '', bytes: 4096, ...(name === 'other' ? {} : { branch: { snapshot_id: 'snap_x', runs: [] } }) };
+          await writeFile(path.join(dir, 'suspend.json'), JSON.stringify(record));
+          if (name !== 'fresh') await utimes(dir, new Date(Date.now() - UNCLAIMED_MS - 60_000), new Date(Date.now() - UNCLAIMED_MS - 60_000));
+        }
+        const log = { info: () => undefined, warn: () => undefined };
+        const driver = { vmDir: (id: string) => path.join(vmsDir, id), listVmDirs: async () => Object.values(ids), snapshotMachine: () => null };
+        const host = new LocalSnapshots({ db: t.db, credentials: { sealedFor: async () => ({}) }, hostId: 'host_x', dir: path.join(vmsDir, 'snaps'), driver, log });
+        assert.equal(await host.sweepUnclaimed(), 1);
+        assert.deepEqual((await readdir(vmsDir)).sort(), [ids.withRow, ids.fresh, ids.other].sort());
+      } finally {
+        await rm(vmsDir, { recursive: true, force: true });
+      }
     });
 
     test('list, get and limits show kept snapshots only; a snapshot a VM is starting from is 409 on delete, then deleted once it runs', async () => {

@@ -8,18 +8,21 @@
  * middle: their work directories go, the reason is kept on the row) and removes directories of
  * snapshots that are no longer kept, so what remains is whole and checked, or nothing.
  */
-import { readdir, rm } from 'node:fs/promises';
+import { readdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Db } from '../store/db.ts';
 import * as snapshotStore from '../store/snapshots.ts';
 import { hostOfVm } from '../store/internalCredentials.ts';
 import type { SnapshotHost } from '../domain/snapshots.ts';
 import { DomainError } from '../domain/errors.ts';
-import { checkSnapshot, prepareFromSnapshot, takeSnapshot, type RunningMachine } from '../vmm/branch.ts';
+import { branchMarkOf, checkSnapshot, prepareFromSnapshot, takeSnapshot, type RunningMachine } from '../vmm/branch.ts';
+import { readRecord, suspendFiles } from '../vmm/suspendRecord.ts';
 
 /** What snapshots need of the host's VM driver. */
 export interface BranchDriver {
   vmDir(vmId: string): string;
+  /** The VM directories on this host. */
+  listVmDirs(): Promise<string[]>;
   /** The running VM's machine, for a snapshot, or null when it does not run here. */
   snapshotMachine(vmId: string): RunningMachine | null;
   /** Runs host work that standby VMs give way to. */
@@ -39,6 +42,12 @@ export interface LocalSnapshotsDeps {
 }
 
 const SNAP_ID = /^snap_[A-Za-z0-9]+$/;
+/**
+ * How old the directory of a VM made from a snapshot may get without its row: made (prepare) just
+ * before the transaction that writes the rows, it has none only if the API replica doing it stopped
+ * in between; then it goes (a host's start removes such directories too, but hosts run for months).
+ */
+export const UNCLAIMED_MS = 10 * 60_000;
 
 export class LocalSnapshots implements SnapshotHost {
   /** Snapshots being taken here: one VM is never saved twice at once. */
@@ -47,6 +56,7 @@ export class LocalSnapshots implements SnapshotHost {
   private readonly takingIds = new Set<string>();
   /** Snapshots begun before this are an earlier process's (sweep): those begun since are this one's. */
   private readonly startedAt = new Date();
+  private sweeper: NodeJS.Timeout | null = null;
 
   constructor(private readonly d: LocalSnapshotsDeps) {}
 
@@ -126,6 +136,37 @@ export class LocalSnapshots implements SnapshotHost {
   async sealedSecrets(hostId: string, fromVmId: string, vmIds: string[]): Promise<Record<string, Record<string, string>>> {
     this.here(hostId);
     return this.d.credentials.sealedFor(fromVmId, vmIds);
+  }
+
+  /**
+   * Removes the directories made for VMs of a branch or a snapshot's start whose rows never came
+   * (UNCLAIMED_MS): only one that never ran (its saved memory still marked as the snapshot's), older
+   * than that, with no row. Answers how many went.
+   */
+  async sweepUnclaimed(now = Date.now()): Promise<number> {
+    let removed = 0;
+    for (const vmId of await this.d.driver.listVmDirs()) {
+      const dir = this.d.driver.vmDir(vmId);
+      const st = await stat(dir).catch(() => null);
+      if (!st || now - st.mtimeMs < UNCLAIMED_MS) continue;
+      if (!branchMarkOf(await readRecord(suspendFiles(dir)))) continue;
+      if ((await hostOfVm(this.d.db, vmId)) !== undefined) continue;
+      this.d.log.warn({ vm_id: vmId }, 'removing the directory of a VM made from a snapshot whose row never came');
+      await rm(dir, { recursive: true, force: true });
+      removed++;
+    }
+    return removed;
+  }
+
+  /** Sweeps (sweepUnclaimed) every UNCLAIMED_MS until stopped. */
+  startSweeping(): void {
+    this.sweeper ??= setInterval(() => void this.sweepUnclaimed().catch((err: Error) => this.d.log.warn({ err: err.message }, 'sweeping unclaimed VM directories failed')), UNCLAIMED_MS);
+    this.sweeper.unref();
+  }
+
+  stopSweeping(): void {
+    if (this.sweeper) clearInterval(this.sweeper);
+    this.sweeper = null;
   }
 
   async discard(hostId: string, snapshotId: string): Promise<void> {

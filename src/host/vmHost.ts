@@ -271,6 +271,7 @@ export class LocalVmHost implements VmHost {
     const adopted = (async () => {
       await this.capturer.failInterrupted();
       await this.branching.sweep().catch((err) => log.error({ err }, 'sweeping snapshots cut short failed'));
+      if (!this.closing) this.branching.startSweeping();
       await this.reconciler.start();
       // Runs are followed once the VMs an earlier process left running are this process's again.
       if (!this.closing) this.runs.start();
@@ -365,6 +366,7 @@ export class LocalVmHost implements VmHost {
 
   async close(opts?: { stopVms?: boolean }): Promise<void> {
     this.closing = true;
+    this.branching.stopSweeping();
     await this.driver.dropStandbys();
     await this.snapshots?.close();
     await this.capturer.settled();
