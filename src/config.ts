@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { isIP } from 'node:net';
 import { providerUrlsFromEnv, type ProviderUrls } from './harness/providers.ts';
 import { parsePins } from './domain/egress.ts';
 import { parseAllowHosts } from './domain/webhooks.ts';
@@ -47,6 +48,11 @@ export interface Config {
   internalTls?: { certFile: string; keyFile: string; caFile?: string };
   /** How API replicas reach this host's internal endpoint (role `host`). */
   hostUrl?: string;
+  /**
+   * Reverse proxies in front of the server (AGENTVM_TRUSTED_PROXIES, comma-separated addresses): a
+   * request from one is counted, for failed authentications, by the client X-Forwarded-For names.
+   */
+  trustedProxies: string[];
   /** Template disk images; with several hosts, a path every host mounts (shared storage). */
   templateDir: string;
   /** A host silent this long is lost: its VMs show `host_unavailable`, and it gets no new VMs. */
@@ -127,6 +133,13 @@ function internalTlsFromEnv(): Config['internalTls'] {
   return { certFile: path.resolve(certFile), keyFile: path.resolve(keyFile), caFile: caFile && path.resolve(caFile) };
 }
 
+function trustedProxiesFromEnv(): string[] {
+  const list = (process.env.AGENTVM_TRUSTED_PROXIES ?? '').split(',').map((a) => a.trim()).filter(Boolean);
+  const bad = list.find((a) => isIP(a) === 0);
+  if (bad) throw new Error(`AGENTVM_TRUSTED_PROXIES: "${bad}" is not an IP address (list the proxies' addresses, comma-separated)`);
+  return list;
+}
+
 export function loadConfig(flags: { host?: string; port?: string | number; dataDir?: string; role?: string } = {}): Config {
   const port = Number(flags.port ?? process.env.PORT ?? 8080);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`invalid port "${flags.port ?? process.env.PORT}"`);
@@ -148,6 +161,7 @@ export function loadConfig(flags: { host?: string; port?: string | number; dataD
     role: roleOf(flags.role ?? process.env.AGENTVM_ROLE ?? 'all'),
     internalTls: internalTlsFromEnv(),
     hostUrl: process.env.AGENTVM_HOST_URL || undefined,
+    trustedProxies: trustedProxiesFromEnv(),
     templateDir: path.resolve(process.env.AGENTVM_TEMPLATE_DIR || path.join(dataDir, 'templates')),
     hostStaleMs: intFromEnv('AGENTVM_HOST_STALE_S', 30) * 1000,
     snapshots: process.env.AGENTVM_SNAPSHOTS === undefined || process.env.AGENTVM_SNAPSHOTS === '' ? true : boolFromEnv('AGENTVM_SNAPSHOTS'),

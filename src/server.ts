@@ -137,7 +137,7 @@ async function compose(
   throttle: FailureThrottle;
 }> {
   const core = buildCoreServices(db, { hostStaleMs: config.hostStaleMs });
-  const throttle = new FailureThrottle(() => core.clock.now().getTime());
+  const throttle = new FailureThrottle(() => core.clock.now().getTime(), undefined, undefined, config.trustedProxies);
   // Replicas and hosts register with a credential of their own for the internal endpoint.
   const credentials = new InternalCredentials(db, core.clock);
   const domainOpts = {

@@ -16,11 +16,17 @@ const THROTTLE_MAX_ADDRESSES = 100_000;
 export class FailureThrottle {
   private readonly windows = new Map<string, { start: number; failures: number }>();
 
+  /** Reverse proxies of the operator's (AGENTVM_TRUSTED_PROXIES): behind one, X-Forwarded-For names the client. */
+  readonly trustedProxies: ReadonlySet<string>;
+
   constructor(
     private readonly nowMs: () => number = Date.now,
     private readonly max = AUTH_FAILURES_MAX,
     private readonly windowMs = AUTH_FAILURE_WINDOW_MS,
-  ) {}
+    trustedProxies: Iterable<string> = [],
+  ) {
+    this.trustedProxies = new Set([...trustedProxies].map(bareAddress));
+  }
 
   /** 0 when the address may try; else the whole seconds until its window has passed. No address (in process): 0. */
   wait(address: string | null): number {
@@ -84,10 +90,29 @@ export function addressKey(remote: string | undefined | null): string | null {
   return `${groups.slice(0, 4).map((g) => g.replace(/^0+(?=.)/, '')).join(':')}::/64`;
 }
 
-/** The key of a request's peer, from its socket (Node's IncomingMessage in the env); null for a request made in process. */
-export function clientAddress(env: unknown): string | null {
-  const incoming = (env as { incoming?: { socket?: { remoteAddress?: string } } } | undefined)?.incoming;
-  return addressKey(incoming?.socket?.remoteAddress);
+/** An address as written, IPv4-mapped ones as IPv4. */
+const bareAddress = (a: string) => {
+  const t = a.trim();
+  return /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(t)?.[1] ?? t.toLowerCase();
+};
+
+/**
+ * The key of the client a request comes from: its socket's peer, or, when that peer is a reverse
+ * proxy in `trusted`, the last address in X-Forwarded-For that is not one (each proxy appends the
+ * address it heard from; what comes before is the client's own word). Behind an untrusted peer the
+ * header is not read: anyone could write it.
+ */
+export function requestAddress(remote: string | undefined | null, forwardedFor: string | string[] | undefined, trusted: ReadonlySet<string>): string | null {
+  if (!remote || !trusted.has(bareAddress(remote))) return addressKey(remote);
+  const hops = (Array.isArray(forwardedFor) ? forwardedFor.join(',') : (forwardedFor ?? '')).split(',').map(bareAddress).filter(Boolean);
+  for (let i = hops.length - 1; i >= 0; i--) if (!trusted.has(hops[i])) return addressKey(hops[i]);
+  return addressKey(remote);
+}
+
+/** The key of a request's client (Node's IncomingMessage in the env; see requestAddress); null for a request made in process. */
+export function clientAddress(env: unknown, trusted: ReadonlySet<string> = new Set()): string | null {
+  const incoming = (env as { incoming?: { socket?: { remoteAddress?: string }; headers?: Record<string, string | string[] | undefined> } } | undefined)?.incoming;
+  return requestAddress(incoming?.socket?.remoteAddress, incoming?.headers?.['x-forwarded-for'], trusted);
 }
 
 /** The answer to an address over its failures. */

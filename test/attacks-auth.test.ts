@@ -23,6 +23,7 @@ import { InternalCredentials } from '../src/domain/internalCredentials.ts';
 import type { VmExecutor } from '../src/domain/runs.ts';
 import { countTakingVms } from '../src/store/hosts.ts';
 import { freshDb, ManualClock } from './helpers.ts';
+import { FailureThrottle } from '../src/throttle.ts';
 
 const quiet = () => createLogger('silent', new Writable({ write: (_c, _e, cb) => cb() }));
 
@@ -143,6 +144,25 @@ describe('attacks on the API and the console before authentication', () => {
     // Once the minute has passed, the address is heard again.
     clock.t += 61_000;
     assert.equal((await send(`${url}/v1/api/whoami`, { from, headers: { authorization: `Bearer ${tenant.key}` } })).status, 200);
+  });
+
+  test('behind a trusted reverse proxy, failures count by the client X-Forwarded-For names; from any other peer the header is not read', async () => {
+    const proxy = '127.0.0.21';
+    const throttle = new FailureThrottle(() => clock.now().getTime(), undefined, undefined, [proxy]);
+    const behind = await listen(buildApp({ services, log: quiet(), adminToken, rateLimit: { perSecond: 10_000, burst: 10_000 }, throttle }));
+    try {
+      const wrong = () => ({ authorization: `Bearer avm_live_${randomBase62(40)}` });
+      // The proxy appends the address it heard from; what the client wrote before it is not trusted.
+      const via = (client: string, claimed = '203.0.113.9') => ({ 'x-forwarded-for': `${claimed}, ${client}` });
+      for (let i = 0; i < 30; i++) assert.equal((await send(`${behind.url}/v1/api/whoami`, { from: proxy, headers: { ...wrong(), ...via('198.51.100.7') } })).status, 401);
+      const key = { authorization: `Bearer ${tenant.key}` };
+      assert.equal((await send(`${behind.url}/v1/api/whoami`, { from: proxy, headers: { ...key, ...via('198.51.100.7', '198.51.100.99') } })).status, 429, 'that client is refused');
+      assert.equal((await send(`${behind.url}/v1/api/whoami`, { from: proxy, headers: { ...key, ...via('198.51.100.8', '198.51.100.7') } })).status, 200, 'another client behind the same proxy is not');
+      // A peer that is not a trusted proxy is counted by its own address, whatever it writes.
+      assert.equal((await send(`${behind.url}/v1/api/whoami`, { from: '127.0.0.22', headers: { ...key, 'x-forwarded-for': '198.51.100.7' } })).status, 200);
+    } finally {
+      await closeServer(behind.server);
+    }
   });
 
   test('guessing a sign-in code: after 10 wrong codes for an email in an hour, even the right code is refused until the hour has passed', async () => {

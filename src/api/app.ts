@@ -135,7 +135,7 @@ export function buildApp(opts: AppOptions): Hono<Env> {
     // c.res.headers afterwards would turn the server's light response into a full Fetch Response.
     c.header('X-Request-Id', requestId);
     const p = c.req.path;
-    const address = clientAddress(c.env);
+    const address = clientAddress(c.env, throttle.trustedProxies);
     try {
       // The console caps its own forms (its answers are pages).
       if (!p.startsWith('/console')) {
