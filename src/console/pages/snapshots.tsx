@@ -18,35 +18,39 @@ const snapPath = (id: string) => `/console/snapshots/${encodeURIComponent(id)}`;
  * memory's size, so a plan of another size is refused with the reason), or deleted. Pages go by the
  * list's cursor (`after`).
  */
+/** A table of snapshots (with the VM each is of, where they are not all one VM's) and their actions. */
+export function snapshotColumns(actions: Column<Schemas['Snapshot']>['cell'], ofVm: boolean): Column<Schemas['Snapshot']>[] {
+  return [
+    { label: 'Name', cell: (s) => s.name },
+    { label: 'Snapshot', class: 'mono', cell: (s) => s.snapshot_id },
+    ...(ofVm ? [{ label: 'Of VM', cell: (s: Schemas['Snapshot']) => <a class="mono" href={vmPath(s.vm_id)}>{s.vm_id}</a> }] : []),
+    { label: 'Size', cell: (s) => bytes(s.size_bytes) },
+    { label: 'Taken', cell: (s) => <Time at={s.created_at} /> },
+    { label: 'Actions', hiddenLabel: true, cell: actions },
+  ];
+}
+
 async function snapshotsPage(c: ConsoleContext, opts: { problem?: ClientError; status?: number } = {}) {
   const api = c.get('api');
   const session = c.get('session') as ConsoleSession;
   const after = c.req.query('after') || undefined;
   const list = await call(api.GET('/v1/api/snapshots', { params: { query: { limit: PAGE_SIZE, ...(after ? { after } : {}) } } }));
-  const columns: Column<Schemas['Snapshot']>[] = [
-    { label: 'Name', cell: (s) => s.name },
-    { label: 'Snapshot', class: 'mono', cell: (s) => s.snapshot_id },
-    { label: 'Of VM', cell: (s) => <a class="mono" href={vmPath(s.vm_id)}>{s.vm_id}</a> },
-    { label: 'Size', cell: (s) => bytes(s.size_bytes) },
-    { label: 'Taken', cell: (s) => <Time at={s.created_at} /> },
-    {
-      label: 'Actions',
-      hiddenLabel: true,
-      cell: (s) => (
-        <div class="button-row">
-          <PostForm session={session} action={`${snapPath(s.snapshot_id)}/start`} class="inline" hidden={{ idempotency_key: newCsrfValue() }}>
-            <Field id={`offer-${s.snapshot_id}`} label="Pricing">
-              <Select id={`offer-${s.snapshot_id}`} name="offer" options={OFFER_CHOICES.map((o) => [o.value, `${o.group}: ${o.label}`])} />
-            </Field>
-            <Submit label="Start a VM from it" small ariaLabel={`Start a VM from it: ${s.name}`} />
-          </PostForm>
-          <PostForm session={session} action={`${snapPath(s.snapshot_id)}/delete`} class="inline">
-            <Submit label="Delete" small variant="danger" ariaLabel={`Delete the snapshot ${s.name}`} />
-          </PostForm>
-        </div>
-      ),
-    },
-  ];
+  const columns = snapshotColumns(
+    (s) => (
+      <div class="button-row">
+        <PostForm session={session} action={`${snapPath(s.snapshot_id)}/start`} class="inline" hidden={{ idempotency_key: newCsrfValue() }}>
+          <Field id={`offer-${s.snapshot_id}`} label="Pricing">
+            <Select id={`offer-${s.snapshot_id}`} name="offer" options={OFFER_CHOICES.map((o) => [o.value, `${o.group}: ${o.label}`])} />
+          </Field>
+          <Submit label="Start a VM from it" small ariaLabel={`Start a VM from it: ${s.name}`} />
+        </PostForm>
+        <PostForm session={session} action={`${snapPath(s.snapshot_id)}/delete`} class="inline">
+          <Submit label="Delete" small variant="danger" ariaLabel={`Delete the snapshot ${s.name}`} />
+        </PostForm>
+      </div>
+    ),
+    true,
+  );
   const last = list.data[list.data.length - 1];
   return page(
     c,

@@ -1,11 +1,12 @@
 import { call, idempotencyHeader, type Schemas } from '../../api.ts';
 import { field, type ConsoleApp } from '../../app.tsx';
-import { pricingOf, Time, vmPath } from '../../components.tsx';
+import { pricingOf, vmPath } from '../../components.tsx';
 import { Field, PostForm, Select, Submit } from '../../form.tsx';
-import { bytes, money } from '../../format.ts';
+import { money } from '../../format.ts';
 import { planPriceCents, TIERS } from '../../../domain/plans.ts';
 import { newCsrfValue } from '../../security.ts';
-import { Table, type Column } from '../../table.tsx';
+import { Table } from '../../table.tsx';
+import { snapshotColumns } from '../snapshots.tsx';
 import type { VmAct, VmSectionContext } from './section.ts';
 
 /**
@@ -27,26 +28,19 @@ export async function SnapshotsSection({ vm, session, api }: VmSectionContext) {
   const running = vm.status === 'running';
   const spot = spotFits(vm);
   const spotPrice = `${TIERS.spot.cents_per_hour}¢ per hour from credits, at least ${money(TIERS.spot.cents_per_hour)} of credits each`;
-  const columns: Column<Schemas['Snapshot']>[] = [
-    { label: 'Name', cell: (s) => s.name },
-    { label: 'Snapshot', class: 'mono', cell: (s) => s.snapshot_id },
-    { label: 'Size', cell: (s) => bytes(s.size_bytes) },
-    { label: 'Taken', cell: (s) => <Time at={s.created_at} /> },
-    {
-      label: 'Actions',
-      hiddenLabel: true,
-      cell: (s) => (
-        <div class="button-row">
-          <PostForm session={session} action={`${vmPath(vm.vm_id)}/snapshots/${encodeURIComponent(s.snapshot_id)}/start`} class="inline" hidden={{ idempotency_key: newCsrfValue() }}>
-            <Submit label="Start a VM from it" small ariaLabel={`Start a VM from it: ${s.name} (${pricingOf(vm)}, ${priceOfNew(vm)})`} />
-          </PostForm>
-          <PostForm session={session} action={`${vmPath(vm.vm_id)}/snapshots/${encodeURIComponent(s.snapshot_id)}/delete`} class="inline">
-            <Submit label="Delete" small variant="danger" ariaLabel={`Delete the snapshot ${s.name}`} />
-          </PostForm>
-        </div>
-      ),
-    },
-  ];
+  const columns = snapshotColumns(
+    (s) => (
+      <div class="button-row">
+        <PostForm session={session} action={`${vmPath(vm.vm_id)}/snapshots/${encodeURIComponent(s.snapshot_id)}/start`} class="inline" hidden={{ idempotency_key: newCsrfValue() }}>
+          <Submit label="Start a VM from it" small ariaLabel={`Start a VM from it: ${s.name} (${pricingOf(vm)}, ${priceOfNew(vm)})`} />
+        </PostForm>
+        <PostForm session={session} action={`${vmPath(vm.vm_id)}/snapshots/${encodeURIComponent(s.snapshot_id)}/delete`} class="inline">
+          <Submit label="Delete" small variant="danger" ariaLabel={`Delete the snapshot ${s.name}`} />
+        </PostForm>
+      </div>
+    ),
+    false,
+  );
   return (
     <section class="card stack" aria-labelledby="snapshots-h" id="snapshots">
       <h2 id="snapshots-h">Branches and snapshots</h2>
