@@ -75,7 +75,10 @@ export async function SnapshotsSection({ vm, session, api }: VmSectionContext) {
           </PostForm>
         </div>
       ) : (
-        <p class="muted small">Branching and taking a snapshot need the VM running; its snapshots below can be started whatever its state.</p>
+        <p class="muted small">
+          Branching and taking a snapshot need the VM running; its snapshots below can be started whatever its state, each new VM charged as this one ({pricingOf(vm)},{' '}
+          {priceOfNew(vm)}).
+        </p>
       )}
       <Table caption={`Snapshots of ${vm.vm_id}`} columns={columns} rows={snapshots.data} empty="No snapshot of this VM yet." />
       <p class="muted small">
