@@ -311,7 +311,7 @@ export async function startServer(config: Config, log: Logger = createLogger(con
     servePortSockets(server as Server, services.previews, throttle, log);
     servePreviews(server as Server, services.previews, throttle, log);
     // E2B's API (section 17), ahead of the previews: its sandbox hosts are preview hosts of port 49983.
-    serveE2b(server as Server, services, 'guest' in host ? host.guest ?? null : null, log);
+    serveE2b(server as Server, services, 'guest' in host ? host.guest ?? null : null, log, throttle);
   }
   log.info({ role: config.role, ready_ms: Math.round(process.uptime() * 1000) }, 'agentvm is ready');
   // Where the API replicas reach this host's internal endpoint.

@@ -13,6 +13,7 @@ import { Writable } from 'node:stream';
 import { getRequestListener } from '@hono/node-server';
 import { backends, createTestApp, insertVm, until, type TestApp } from './helpers.ts';
 import * as metricsStore from '../src/store/metrics.ts';
+import { FailureThrottle } from '../src/throttle.ts';
 import { serveE2b } from '../src/e2b/server.ts';
 import * as store from '../src/e2b/store.ts';
 import { createLogger } from '../src/log.ts';
@@ -57,12 +58,16 @@ for (const backend of backends()) {
       return r.body.key as string;
     };
 
+    // The failed-authentication throttle, on a clock of its own (the test of it lets its minute pass after).
+    let throttleNow = 0;
+    const throttle = new FailureThrottle(() => throttleNow);
+
     before(async () => {
       t = await createTestApp(backend);
       const quiet = createLogger('info', new Writable({ write: (_c, _e, cb) => cb() }));
       const app = buildApp({ services: t.services, log: quiet, adminToken: t.adminToken, rateLimit: { perSecond: 10_000, burst: 10_000 } });
       server = http.createServer(getRequestListener(app.fetch));
-      e2b = serveE2b(server, t.services, guest, quiet);
+      e2b = serveE2b(server, t.services, guest, quiet, throttle);
       await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
       base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
       t.services.previews.site = { domain: `localhost:${(server.address() as AddressInfo).port}`, scheme: 'http' };
@@ -186,6 +191,18 @@ for (const backend of backends()) {
       assert.equal((await put({})).status, 204, 'fields left out are cleared');
       assert.deepEqual((await egress()).mode, 'allowlist');
       assert.deepEqual(await egress(), (await import('../src/domain/vmPlacement.ts')).defaultEgress('echo'));
+    });
+
+    test('wrong keys on the control plane count against the address: after 30, 429 with Retry-After, even for a right key', async () => {
+      const rich = await t.tenant({ card: '4242' });
+      const key = await e2bKey(rich.key, 'readwrite');
+      for (let i = 0; i < 30; i++) assert.equal((await call('GET', '/e2b/sandboxes', { key: `e2b_${'0'.repeat(39)}${i % 10}` })).status, 401, `wrong key ${i + 1}`);
+      const refused = await fetch(`${base}/e2b/sandboxes`, { headers: { 'x-api-key': key } });
+      assert.equal(refused.status, 429);
+      assert.ok(Number(refused.headers.get('retry-after')) >= 1);
+      assert.match((await refused.json()).message, /^rate_limited: /);
+      throttleNow += 61_000;
+      assert.equal((await call('GET', '/e2b/sandboxes', { key })).status, 200);
     });
 
     test('a sandbox woken after its timeout (a request to its preview) gets a new end, not a pause again; one running past its end pauses', async () => {

@@ -13,6 +13,7 @@ import type { VmRow } from '../domain/vms.ts';
 import { getHarness } from '../harness/catalogue.ts';
 import { previewLabel, validPreviewHost } from '../domain/previews.ts';
 import type { Logger } from '../log.ts';
+import { clientAddress, type FailureThrottle } from '../throttle.ts';
 import * as store from './store.ts';
 import { DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S } from './store.ts';
 import { forgetProcesses } from './processService.ts';
@@ -65,7 +66,7 @@ async function untilRoom<T>(signal: AbortSignal, create: () => Promise<T>): Prom
   }
 }
 
-export function controlPlane(services: Services, log: Logger, prepare: (tenantId: string, vmId: string) => Promise<void>): Hono<Env> {
+export function controlPlane(services: Services, log: Logger, prepare: (tenantId: string, vmId: string) => Promise<void>, throttle: FailureThrottle): Hono<Env> {
   const app = new Hono<Env>().basePath('/e2b');
   const domain = () => services.previews.site.domain;
 
@@ -78,9 +79,19 @@ export function controlPlane(services: Services, log: Logger, prepare: (tenantId
   app.notFound((c) => e2bError(c, 404, `no such path: ${c.req.path}`));
 
   app.use('*', async (c, next) => {
+    // Failed authentications count against the address with the API's (section 14): over them, 429 before any lookup.
+    const address = clientAddress(c.env, throttle.trustedProxies);
+    const wait = throttle.wait(address);
+    if (wait > 0) {
+      c.header('Retry-After', String(wait));
+      return e2bError(c, 429, `rate_limited: too many failed authentications from this address; retry after ${wait} s`);
+    }
     const key = c.req.header('x-api-key') ?? /^Bearer +(\S+)$/i.exec(c.req.header('authorization') ?? '')?.[1];
     const principal = key ? await services.keys.authenticate(key) : null;
-    if (!principal) return e2bError(c, 401, 'Invalid API key');
+    if (!principal) {
+      if (key) throttle.fail(address);
+      return e2bError(c, 401, 'Invalid API key');
+    }
     c.set('principal', principal);
     await next();
   });
