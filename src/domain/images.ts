@@ -10,7 +10,8 @@ import { newId } from './ids.ts';
 import { slugify } from './templates.ts';
 import { checkedEgress } from './vmOrder.ts';
 import { DockerfileError, filesOfSource, parseDockerfile, type ImageConfig } from './dockerfile.ts';
-import { requireQuota } from './limits.ts';
+import { requireQuota, requireStillWithin } from './limits.ts';
+import { lockQuota } from '../store/limits.ts';
 import type { EgressPolicy } from './egress.ts';
 import type { ImageFeed } from '../feeds/feed.ts';
 import * as imageStore from '../store/images.ts';
@@ -218,4 +219,19 @@ export class ImageService {
       if ((ended.status === 'ready' || ended.status === 'failed') && ended.last_seq <= seen) return send({ type: 'end', image: ended });
     }
   }
+}
+
+/**
+ * A build's image made ready (its host's last step), kept only while its tenant stays within
+ * `disk_gib` with its layers counted: their size is known only now (section 14; over it,
+ * `quota_exceeded`, and the caller fails the build with that reason). False when another host took
+ * the build over meanwhile.
+ */
+export async function markBuiltReady(db: Db, tenantId: string, imageId: string, r: Parameters<typeof imageStore.markReady>[2], now: Date, hostId: string): Promise<boolean> {
+  return db.transaction(async (tx) => {
+    await lockQuota(tx, tenantId);
+    if (!(await imageStore.markReady(tx, imageId, r, now, hostId))) return false;
+    await requireStillWithin(tx, tenantId, 'disk_gib', Math.ceil(r.sizeBytes / 1024 ** 3), now);
+    return true;
+  });
 }

@@ -27,7 +27,7 @@ import { builderDisk, takeLayer } from '../vmm/buildLayers.ts';
 import { randomBase62, sha256Hex } from '../domain/ids.ts';
 import { PLANS } from '../domain/plans.ts';
 import { configAfter, parseDockerfile, type ImageConfig, type Step } from '../domain/dockerfile.ts';
-import { BASE_CONFIG, type ImageFeed } from '../domain/images.ts';
+import { BASE_CONFIG, markBuiltReady, type ImageFeed } from '../domain/images.ts';
 import { IMAGE_CONFIG_PATH, type ExecArgs, type ExecResult, type ProcessOpen } from '../wire/protocol.ts';
 import type { EgressGateway } from './egress/gateway.ts';
 import { BUILD_MARK, BUSYBOX, BUSYBOX_SH, buildPhases, copyStep, lastStepArgv, lastStepInShell, LIST_PACKAGES_ARGV, planSteps, stepEnv, trackStep, workdirArgv, parsePackages, withoutBusybox, type BuildState } from './buildStep.ts';
@@ -252,7 +252,8 @@ export class ImageBuilder {
       const size = await chainBytes(layerPath);
       const secs = ((performance.now() - t0) / 1000).toFixed(1);
       await this.say(imageId, `image ${imageId} ready in ${secs} s: ${(size / 1024 / 1024).toFixed(1)} MiB of layers, ${packages.length} packages`);
-      if (await imageStore.markReady(this.o.db, imageId, { layerPath, sizeBytes: size, config, packages }, this.o.clock.now(), this.o.hostId)) {
+      // Kept only within the tenant's disk_gib, its layers' size now known (else the build fails with the reason).
+      if (await markBuiltReady(this.o.db, row.tenant_id, imageId, { layerPath, sizeBytes: size, config, packages }, this.o.clock.now(), this.o.hostId)) {
         this.o.log.info({ image_id: imageId, bytes: size, seconds: Number(secs), ...phases }, 'image built');
       } else this.o.log.warn({ image_id: imageId }, 'an image built here was taken over by another host meanwhile (this host was silent too long)');
     } catch (err) {
