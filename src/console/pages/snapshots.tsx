@@ -12,12 +12,6 @@ import type { ConsoleSession } from '../../domain/sessions.ts';
 const PAGE_SIZE = 25;
 const snapPath = (id: string) => `/console/snapshots/${encodeURIComponent(id)}`;
 
-/**
- * Every snapshot of the tenant, also of VMs destroyed since (a snapshot outlives its VM): a VM started
- * from one with the pricing picked here (each choice says its price; a VM from a snapshot has its
- * memory's size, so a plan of another size is refused with the reason), or deleted. Pages go by the
- * list's cursor (`after`).
- */
 /** A table of snapshots (with the VM each is of, where they are not all one VM's) and their actions. */
 export function snapshotColumns(actions: Column<Schemas['Snapshot']>['cell'], ofVm: boolean): Column<Schemas['Snapshot']>[] {
   return [
@@ -30,6 +24,12 @@ export function snapshotColumns(actions: Column<Schemas['Snapshot']>['cell'], of
   ];
 }
 
+/**
+ * Every snapshot of the tenant, also of VMs destroyed since (a snapshot outlives its VM): a VM started
+ * from one with the pricing picked here (each choice says its price; a VM from a snapshot has its
+ * memory's size, so a plan of another size is refused with the reason), or deleted. Pages go by the
+ * list's cursor (`after`).
+ */
 async function snapshotsPage(c: ConsoleContext, opts: { problem?: ClientError; status?: number } = {}) {
   const api = c.get('api');
   const session = c.get('session') as ConsoleSession;

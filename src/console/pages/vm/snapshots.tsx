@@ -3,19 +3,18 @@ import { field, type ConsoleApp } from '../../app.tsx';
 import { pricingOf, vmPath } from '../../components.tsx';
 import { Field, PostForm, Select, Submit } from '../../form.tsx';
 import { money } from '../../format.ts';
-import { planPriceCents, TIERS } from '../../../domain/plans.ts';
+import { planPriceCents, TIERS, type TierId } from '../../../domain/plans.ts';
 import { newCsrfValue } from '../../security.ts';
 import { Table } from '../../table.tsx';
 import { snapshotColumns } from '../snapshots.tsx';
 import type { VmAct, VmSectionContext } from './section.ts';
 
-/**
- * Branching the running VM into new VMs that go on from this instant, snapshots of it (memory, devices
- * and disks), and the snapshots taken of it: a VM started from one, or deleted.
- */
-/** What a new VM from this one costs, said before it is charged (the domain's price table). */
+/** What a new VM of a tier costs, said before it is charged (the domain's price table). */
+const tierPrice = (tier: TierId) => `${TIERS[tier].cents_per_hour}¢ per hour from credits, at least ${money(TIERS[tier].cents_per_hour)} of credits each`;
+
+/** What a new VM from this one costs, said before it is charged. */
 function priceOfNew(vm: Schemas['VM']): string {
-  if (vm.tier) return `${TIERS[vm.tier].cents_per_hour}¢ per hour from credits, at least ${money(TIERS[vm.tier].cents_per_hour)} of credits each`;
+  if (vm.tier) return tierPrice(vm.tier);
   if (vm.plan && vm.cycle) return `${money(planPriceCents(vm.plan, vm.cycle))} each, charged to your card now`;
   return 'charged like a new VM';
 }
@@ -23,11 +22,14 @@ function priceOfNew(vm: Schemas['VM']): string {
 /** Whether a spot tier VM has this VM's size (a branch keeps the memory's size; a swarm is spot tier). */
 const spotFits = (vm: Schemas['VM']) => vm.vcpus === TIERS.spot.vcpus && vm.memory_mib === TIERS.spot.memory_mib && vm.disk_gib === TIERS.spot.disk_gib;
 
+/**
+ * Branching the running VM into new VMs that go on from this instant, snapshots of it (memory, devices
+ * and disks), and the snapshots taken of it: a VM started from one, or deleted.
+ */
 export async function SnapshotsSection({ vm, session, api }: VmSectionContext) {
   const snapshots = await call(api.GET('/v1/api/snapshots', { params: { query: { vm_id: vm.vm_id, limit: 20 } } }));
   const running = vm.status === 'running';
   const spot = spotFits(vm);
-  const spotPrice = `${TIERS.spot.cents_per_hour}¢ per hour from credits, at least ${money(TIERS.spot.cents_per_hour)} of credits each`;
   const columns = snapshotColumns(
     (s) => (
       <div class="button-row">
@@ -49,7 +51,7 @@ export async function SnapshotsSection({ vm, session, api }: VmSectionContext) {
           <p class="muted small">
             A branch is a new VM that goes on from this instant: its processes, memory and files as they are now, with an identity of its own. This VM pauses while its
             memory is saved, then runs on. Each new VM is charged like a new one: as this VM ({pricingOf(vm)}, {priceOfNew(vm)})
-            {spot ? <>, or spot tier ({spotPrice}). Several at once are spot tier VMs only.</> : <>. Several at once are spot tier VMs only, and a spot VM is smaller than this one: it branches one at a time.</>}
+            {spot ? <>, or spot tier ({tierPrice('spot')}). Several at once are spot tier VMs only.</> : <>. Several at once are spot tier VMs only, and a spot VM is smaller than this one: it branches one at a time.</>}
           </p>
           <PostForm session={session} action={`${vmPath(vm.vm_id)}/branch`} class="inline-form" hidden={{ idempotency_key: newCsrfValue() }}>
             <Field id="branch-count" label="New VMs">
