@@ -28,6 +28,11 @@ export class FailureThrottle {
     this.trustedProxies = new Set([...trustedProxies].map(bareAddress));
   }
 
+  /** The address a request (Node's IncomingMessage) is counted by, behind the trusted proxies (requestAddress). */
+  addressOf(req: { socket?: { remoteAddress?: string }; headers?: Record<string, string | string[] | undefined> }): string | null {
+    return requestAddress(req.socket?.remoteAddress, req.headers?.['x-forwarded-for'], this.trustedProxies);
+  }
+
   /** 0 when the address may try; else the whole seconds until its window has passed. No address (in process): 0. */
   wait(address: string | null): number {
     if (!address) return 0;

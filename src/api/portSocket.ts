@@ -14,7 +14,7 @@ import { DomainError } from '../domain/errors.ts';
 import { checkedPort, type PreviewService } from '../domain/previews.ts';
 import { joinStreams } from '../domain/previewAccess.ts';
 import type { Logger } from '../log.ts';
-import { clientAddress, type FailureThrottle } from '../throttle.ts';
+import type { FailureThrottle } from '../throttle.ts';
 import { credentials } from './preview.ts';
 import { refuseUpgrade } from '../http/errors.ts';
 
@@ -41,7 +41,7 @@ export function servePortSockets(server: Server, previews: PreviewService, throt
         }
       })();
       const target = await previews.target({ vmId, port });
-      await previews.admit(target, port, credentials(req), throttle, clientAddress({ incoming: req }, throttle.trustedProxies));
+      await previews.admit(target, port, credentials(req), throttle, throttle.addressOf(req));
       // A forward that wakes the VM waits for its port as a preview request does.
       const guest = await previews.connect(target, port, await previews.running(target));
       if (socket.destroyed) return void guest.destroy();

@@ -18,7 +18,7 @@ import { statusOf } from '../http/errors.ts';
 import { checkedPort, hostForApp, routeFromHost, type PreviewCredentials, type PreviewRoute, type PreviewService, type PreviewTarget } from '../domain/previews.ts';
 import { looksLikeApiKey } from '../domain/keys.ts';
 import type { Logger } from '../log.ts';
-import { clientAddress, type FailureThrottle } from '../throttle.ts';
+import type { FailureThrottle } from '../throttle.ts';
 
 export const VM_HEADER = 'x-agentvm-vm';
 export const PORT_HEADER = 'x-agentvm-port';
@@ -197,7 +197,7 @@ export function servePreviews(server: Server, previews: PreviewService, throttle
     const target = await previews.target(route);
     const creds = credentials(req);
     if (queryToken) creds.token = queryToken;
-    await previews.admit(target, route.port, creds, throttle, clientAddress({ incoming: req }, throttle.trustedProxies));
+    await previews.admit(target, route.port, creds, throttle, throttle.addressOf(req));
     const wait = await previews.running(target, signal);
     return { target, socket: await previews.connect(target, route.port, wait) };
   }
@@ -210,7 +210,7 @@ export function servePreviews(server: Server, previews: PreviewService, throttle
     if (queryToken !== null && 'label' in route) {
       // `?agentvm_token=`: a cookie for this one host, then the same address without the token.
       const target = await previews.target(route);
-      await previews.admitQueryToken(target, queryToken, throttle, clientAddress({ incoming: req }, throttle.trustedProxies));
+      await previews.admitQueryToken(target, queryToken, throttle, throttle.addressOf(req));
       const secure = previews.site.scheme === 'https' ? '; Secure' : '';
       res.writeHead(302, {
         Location: withoutToken(req.url ?? '/'),
