@@ -945,7 +945,7 @@ export interface paths {
         post?: never;
         /**
          * Delete a snapshot; VMs started from it keep running
-         * @description While a VM started from it has not yet resumed (it reads the snapshot's files): 409 `conflict`.
+         * @description While a VM started from it is starting and has never run (its first start reads the snapshot's files): 409 `conflict`; a VM of it that ran, stopped or suspended since, does not hold it.
          */
         delete: operations["deleteSnapshot"];
         options?: never;

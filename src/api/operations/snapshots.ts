@@ -143,7 +143,7 @@ export const deleteSnapshot = defineOperation({
   method: 'delete',
   path: '/v1/api/snapshots/{id}',
   summary: 'Delete a snapshot; VMs started from it keep running',
-  description: 'While a VM started from it has not yet resumed (it reads the snapshot\'s files): 409 `conflict`.',
+  description: 'While a VM started from it is starting and has never run (its first start reads the snapshot\'s files): 409 `conflict`; a VM of it that ran, stopped or suspended since, does not hold it.',
   tag: 'Snapshots',
   audience: 'customer',
   mcp: { tool: 'snapshot_delete', destructive: true },
