@@ -23,7 +23,7 @@ import { RemoteGuest } from './replica/remoteGuest.ts';
 import { InternalClient, readInternalTls, readReplicaId, type InternalTls } from './replica/internalClient.ts';
 import { InternalCredentials } from './domain/internalCredentials.ts';
 import { hostAuthority, type InternalAuthority } from './host/internalAuth.ts';
-import { FailureThrottle } from './throttle.ts';
+import { FailureThrottle, RateLimiter } from './throttle.ts';
 import https from 'node:https';
 import { serveShellSockets, type ShellSockets } from './api/shellSocket.ts';
 import { previewSite, servePreviews } from './api/preview.ts';
@@ -135,6 +135,8 @@ async function compose(
   internal?: { authority: InternalAuthority; throttle: FailureThrottle; ports: PortAccess | null };
   /** Failed authentications per address: the API's, the console's and the previews' (section 14). */
   throttle: FailureThrottle;
+  /** Requests per key: the API's and E2B's control plane's. */
+  limiter: RateLimiter;
 }> {
   const core = buildCoreServices(db, { hostStaleMs: config.hostStaleMs });
   const throttle = new FailureThrottle(() => core.clock.now().getTime(), undefined, undefined, config.trustedProxies);
@@ -146,6 +148,7 @@ async function compose(
     webhookAllowHosts: config.webhookAllowHosts,
   };
   const rateLimit = { perSecond: config.rateLimitPerSecond, burst: config.rateLimitBurst };
+  const limiter = new RateLimiter(rateLimit.perSecond, rateLimit.burst, () => core.clock.now().getTime());
   if (config.role === 'api') {
     const replicaId = await readReplicaId(config.dataDir);
     const client = new InternalClient(await credentials.issue('replica', replicaId), tls);
@@ -170,7 +173,7 @@ async function compose(
       (n) => n && log.warn({ snapshots: n }, 'snapshots this replica left being made were failed'),
       (err) => log.error({ err }, 'failing the snapshots this replica left being made failed'),
     );
-    return { services, host, throttle, app: buildApp({ services, log, adminToken: await resolveAdminToken(config, log), rateLimit, throttle }) };
+    return { services, host, throttle, app: buildApp({ services, log, adminToken: await resolveAdminToken(config, log), rateLimit, limiter, throttle }), limiter };
   }
   const host = await localVmHost(config, core, log);
   const ports = host.driver ? new LocalPortAccess(host.driver) : null;
@@ -182,9 +185,9 @@ async function compose(
   if (config.role === 'host') {
     const authority = hostAuthority({ db, clock: core.clock, hostId: host.hostId, credential: await credentials.issue('host', host.hostId), credentials });
     const app = buildInternalApp({ authority, throttle, executor: host.executor, guest: host.guest, ports, capture: host.capture, snapshots: host.branching ?? null, probe: () => host.probe(), log });
-    return { services, host, app, throttle, internal: { authority, throttle, ports } };
+    return { services, host, app, throttle, limiter, internal: { authority, throttle, ports } };
   }
-  return { services, host, throttle, app: buildApp({ services, log, adminToken: await resolveAdminToken(config, log), rateLimit, throttle }) };
+  return { services, host, throttle, app: buildApp({ services, log, adminToken: await resolveAdminToken(config, log), rateLimit, limiter, throttle }), limiter };
 }
 
 export interface StartOptions {
@@ -297,7 +300,7 @@ export async function startServer(config: Config, log: Logger = createLogger(con
     await unlock();
     throw err;
   }
-  const { services, host, app, internal, throttle } = composed;
+  const { services, host, app, internal, throttle, limiter } = composed;
   front.ready(app.fetch);
   // Shell sockets: the customer's on the API, the replicas' on a host's internal endpoint.
   const sockets: ShellSockets = config.role === 'host'
@@ -311,7 +314,7 @@ export async function startServer(config: Config, log: Logger = createLogger(con
     servePortSockets(server as Server, services.previews, throttle, log);
     servePreviews(server as Server, services.previews, throttle, log);
     // E2B's API (section 17), ahead of the previews: its sandbox hosts are preview hosts of port 49983.
-    serveE2b(server as Server, services, 'guest' in host ? host.guest ?? null : null, log, throttle);
+    serveE2b(server as Server, services, 'guest' in host ? host.guest ?? null : null, log, { throttle, limiter });
   }
   log.info({ role: config.role, ready_ms: Math.round(process.uptime() * 1000) }, 'agentvm is ready');
   // Where the API replicas reach this host's internal endpoint.

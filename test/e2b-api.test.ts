@@ -13,7 +13,7 @@ import { Writable } from 'node:stream';
 import { getRequestListener } from '@hono/node-server';
 import { backends, createTestApp, insertVm, until, type TestApp } from './helpers.ts';
 import * as metricsStore from '../src/store/metrics.ts';
-import { FailureThrottle } from '../src/throttle.ts';
+import { FailureThrottle, RateLimiter } from '../src/throttle.ts';
 import { serveE2b } from '../src/e2b/server.ts';
 import * as store from '../src/e2b/store.ts';
 import { createLogger } from '../src/log.ts';
@@ -61,13 +61,16 @@ for (const backend of backends()) {
     // The failed-authentication throttle, on a clock of its own (the test of it lets its minute pass after).
     let throttleNow = 0;
     const throttle = new FailureThrottle(() => throttleNow);
+    // Requests per key, the API's and the control plane's together, on a clock of its own too.
+    let limitNow = 0;
+    const limiter = new RateLimiter(1, 10_000, () => limitNow);
 
     before(async () => {
       t = await createTestApp(backend);
       const quiet = createLogger('info', new Writable({ write: (_c, _e, cb) => cb() }));
-      const app = buildApp({ services: t.services, log: quiet, adminToken: t.adminToken, rateLimit: { perSecond: 10_000, burst: 10_000 } });
+      const app = buildApp({ services: t.services, log: quiet, adminToken: t.adminToken, rateLimit: { perSecond: 1, burst: 10_000 }, limiter, throttle });
       server = http.createServer(getRequestListener(app.fetch));
-      e2b = serveE2b(server, t.services, guest, quiet, throttle);
+      e2b = serveE2b(server, t.services, guest, quiet, { throttle, limiter });
       await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
       base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
       t.services.previews.site = { domain: `localhost:${(server.address() as AddressInfo).port}`, scheme: 'http' };
@@ -205,6 +208,39 @@ for (const backend of backends()) {
       assert.equal((await call('GET', '/e2b/sandboxes', { key })).status, 200);
     });
 
+    test("a key's rate is one for the API and the control plane: used up, both answer 429 with Retry-After; a body over 1 MiB is 413", async () => {
+      const tenant = await t.tenant({ card: '4242' });
+      const key = await e2bKey(tenant.key, 'readwrite');
+      const keyId = (await t.services.keys.authenticate(key))!.keyId;
+      assert.equal((await call('GET', '/e2b/sandboxes', { key })).status, 200);
+      while (limiter.take(keyId) === 0);
+      const refused = await fetch(`${base}/e2b/sandboxes`, { headers: { 'x-api-key': key } });
+      assert.equal(refused.status, 429);
+      assert.equal(refused.headers.get('retry-after'), '1');
+      assert.match((await refused.json()).message, /^rate_limited: too many requests for this key/);
+      assert.equal((await fetch(`${base}/v1/api/whoami`, { headers: { authorization: `Bearer ${key}` } })).status, 429, "the API's own answer for the same key");
+      const other = await e2bKey(tenant.key, 'readwrite');
+      assert.equal((await call('GET', '/e2b/sandboxes', { key: other })).status, 200, 'another key has its own rate');
+      limitNow += 1_000;
+      assert.equal((await call('GET', '/e2b/sandboxes', { key })).status, 200, 'a second later the key has a request again');
+
+      const big = JSON.stringify({ templateID: 'base', metadata: { pad: 'x'.repeat(1024 * 1024) } });
+      const before = (await t.services.vms.list(tenant.tenantId)).length;
+      for (const chunked of [false, true]) {
+        const res = await fetch(`${base}/e2b/sandboxes`, {
+          method: 'POST',
+          headers: { 'x-api-key': other, 'content-type': 'application/json' },
+          body: chunked ? new Blob([big]).stream() : big,
+          ...(chunked ? { duplex: 'half' } : {}),
+        } as RequestInit);
+        assert.equal(res.status, 413, `chunked ${chunked}`);
+        const body = await res.json();
+        assert.equal(body.code, 413);
+        assert.match(body.message, /^payload_too_large: /);
+      }
+      assert.equal((await t.services.vms.list(tenant.tenantId)).length, before, 'nothing was made');
+    });
+
     test('a sandbox woken after its timeout (a request to its preview) gets a new end, not a pause again; one running past its end pauses', async () => {
       const tenant = await t.tenant({ card: '4242' });
       const now = t.services.clock.now().getTime();
@@ -254,6 +290,21 @@ for (const backend of backends()) {
       const missing = await call('POST', '/e2b/sandbox/process.Process/SendInput', { body: { process: { pid: 4242 }, input: { stdin: 'eA==' } }, headers: at(id, 'ea_right') });
       assert.equal(missing.status, 404);
       assert.equal(missing.body.code, 'not_found');
+      const huge = await call('POST', '/e2b/sandbox/process.Process/SendInput', { body: { process: { pid: 4242 }, input: { stdin: Buffer.alloc(1024 * 1024).toString('base64') } }, headers: at(id, 'ea_right') });
+      assert.equal(huge.status, 429, `a message over 1 MiB: Connect's resource_exhausted (${JSON.stringify(huge.body)})`);
+      assert.equal(huge.body.code, 'resource_exhausted');
+      assert.deepEqual(guestCalls, [], 'nothing reached the guest');
+
+      // Wrong tokens count against the address with the API's wrong keys: 29 more (one above), then even the right token is 429.
+      for (let i = 0; i < 28; i++) assert.equal((await call('GET', '/e2b/sandbox/health', { headers: at(id, `ea_wrong${i}`) })).status, 401);
+      assert.equal((await call('GET', '/e2b/sandbox/health', { headers: at(id, 'ea_right') })).status, 204, 'under the limit yet');
+      assert.equal((await call('GET', '/e2b/sandbox/health', { headers: at(id, 'ea_wrong') })).status, 401);
+      const refused = await fetch(`${base}/e2b/sandbox/health`, { headers: at(id, 'ea_right') });
+      assert.equal(refused.status, 429);
+      assert.ok(Number(refused.headers.get('retry-after')) >= 1);
+      assert.match((await refused.json()).message, /^rate_limited: /);
+      throttleNow += 61_000;
+      assert.equal((await call('GET', '/e2b/sandbox/health', { headers: at(id, 'ea_right') })).status, 204);
     });
   });
 }

@@ -12,9 +12,8 @@ import { renderError } from '../http/errors.ts';
 import { requestHeader } from '../http/requestHeader.ts';
 import { ADMIN_OPERATIONS, CUSTOMER_OPERATIONS } from './routes.ts';
 import { buildOpenApiDocument } from './openapi.ts';
-import { RateLimiter } from './rateLimit.ts';
 import { capBody, MAX_BODY_BYTES, MCP_MAX_BODY_BYTES } from '../http/bodyLimit.ts';
-import { clientAddress, FailureThrottle } from '../throttle.ts';
+import { clientAddress, FailureThrottle, RateLimiter } from '../throttle.ts';
 import { apiClient } from '../client/client.ts';
 import type { Principal } from '../domain/keys.ts';
 import { buildConsole } from '../console/app.tsx';
@@ -24,6 +23,8 @@ export interface AppOptions {
   log: Logger;
   adminToken: string;
   rateLimit: { perSecond: number; burst: number };
+  /** Requests per key, shared with E2B's control plane (a key's rate is one); one of its own, of `rateLimit`, when not given. */
+  limiter?: RateLimiter;
   /** Failed authentications per address, shared with the previews and port forwards; one of its own when not given. */
   throttle?: FailureThrottle;
 }
@@ -93,7 +94,7 @@ export function adminOpenApiDocument() {
 export function buildApp(opts: AppOptions): Hono<Env> {
   const { services, log } = opts;
   const app = new Hono<Env>();
-  const limiter = new RateLimiter(opts.rateLimit.perSecond, opts.rateLimit.burst, () => services.clock.now().getTime());
+  const limiter = opts.limiter ?? new RateLimiter(opts.rateLimit.perSecond, opts.rateLimit.burst, () => services.clock.now().getTime());
   // Failed authentications per client address, API and console together (section 14).
   const throttle = opts.throttle ?? new FailureThrottle(() => services.clock.now().getTime());
   // Operations whose body is bytes (a VM's files) or carries files (an image's build context) have caps of

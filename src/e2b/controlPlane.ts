@@ -13,7 +13,8 @@ import type { VmRow } from '../domain/vms.ts';
 import { getHarness } from '../harness/catalogue.ts';
 import { previewLabel, validPreviewHost } from '../domain/previews.ts';
 import type { Logger } from '../log.ts';
-import { clientAddress, type FailureThrottle } from '../throttle.ts';
+import { clientAddress, type FailureThrottle, type RateLimiter } from '../throttle.ts';
+import { capBody, MAX_BODY_BYTES } from '../http/bodyLimit.ts';
 import * as store from './store.ts';
 import { DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S } from './store.ts';
 import { forgetProcesses } from './processService.ts';
@@ -66,19 +67,34 @@ async function untilRoom<T>(signal: AbortSignal, create: () => Promise<T>): Prom
   }
 }
 
-export function controlPlane(services: Services, log: Logger, prepare: (tenantId: string, vmId: string) => Promise<void>, throttle: FailureThrottle): Hono<Env> {
+/** What guards the planes as it guards the API (section 14): failed authentications per address, requests per key. */
+export interface E2bGuards {
+  throttle: FailureThrottle;
+  limiter: RateLimiter;
+}
+
+export function controlPlane(services: Services, log: Logger, prepare: (tenantId: string, vmId: string) => Promise<void>, { throttle, limiter }: E2bGuards): Hono<Env> {
   const app = new Hono<Env>().basePath('/e2b');
   const domain = () => services.previews.site.domain;
 
   app.onError((err, c) => {
     const known = e2bErrorOf(err);
-    if (known) return e2bError(c, known.status, known.message);
+    if (known) {
+      for (const [k, v] of Object.entries(known.headers ?? {})) c.header(k, v);
+      return e2bError(c, known.status, known.message);
+    }
     log.error({ err: err.message }, 'e2b request failed');
     return e2bError(c, 500, 'internal error');
   });
   app.notFound((c) => e2bError(c, 404, `no such path: ${c.req.path}`));
 
   app.use('*', async (c, next) => {
+    // A body over 1 MiB is refused before anything reads it, and its connection closed (section 14).
+    const tooLarge = await capBody(c, MAX_BODY_BYTES);
+    if (tooLarge) {
+      c.header('Connection', 'close');
+      return e2bError(c, 413, `payload_too_large: ${tooLarge.message}`);
+    }
     // Failed authentications count against the address with the API's (section 14): over them, 429 before any lookup.
     const address = clientAddress(c.env, throttle.trustedProxies);
     const wait = throttle.wait(address);
@@ -91,6 +107,12 @@ export function controlPlane(services: Services, log: Logger, prepare: (tenantId
     if (!principal) {
       if (key) throttle.fail(address);
       return e2bError(c, 401, 'Invalid API key');
+    }
+    // A key's requests here and to the API draw on one rate (AGENTVM_RATE_LIMIT).
+    const busy = limiter.take(principal.keyId);
+    if (busy > 0) {
+      c.header('Retry-After', String(busy));
+      return e2bError(c, 429, `rate_limited: too many requests for this key; retry after ${busy} s`);
     }
     c.set('principal', principal);
     await next();

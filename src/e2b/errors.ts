@@ -26,19 +26,22 @@ export class E2bError extends Error {
   constructor(
     readonly status: number,
     message: string,
+    /** Headers the answer carries (a 429's Retry-After). */
+    readonly headers?: Record<string, string>,
   ) {
     super(message);
   }
 }
 
 /** Any error as E2B's status and message; null for an unexpected one (a 500 to log). */
-export function e2bErrorOf(err: unknown): { status: number; message: string; code?: string } | null {
-  if (err instanceof E2bError) return { status: err.status, message: err.message };
+export function e2bErrorOf(err: unknown): { status: number; message: string; code?: string; headers?: Record<string, string> } | null {
+  if (err instanceof E2bError) return { status: err.status, message: err.message, headers: err.headers };
   const code = (err as { code?: unknown })?.code;
   if (typeof code === 'string' && STATUS[code]) {
     const message = (err as Error).message;
     // Money and scope refusals keep agentvm's code in the message: E2B's shape has no field for it.
-    return { status: STATUS[code], code, message: code === 'not_found' || code === 'unauthorized' ? message || code : `${code}: ${message}` };
+    const headers = (err as { headers?: Record<string, string> }).headers;
+    return { status: STATUS[code], code, headers, message: code === 'not_found' || code === 'unauthorized' ? message || code : `${code}: ${message}` };
   }
   return null;
 }

@@ -29,6 +29,8 @@ import { downloadFile, uploadFiles } from './files.ts';
 import { checkSignature, signedOnly } from './signature.ts';
 import { collect } from './guestFs.ts';
 import { E2B_HOME, WORKSPACE } from '../wire/protocol.ts';
+import type { FailureThrottle } from '../throttle.ts';
+import { MAX_BODY_BYTES } from '../http/bodyLimit.ts';
 
 /** The port E2B's SDKs reach a sandbox's envd on. */
 export const ENVD_PORT = 49983;
@@ -40,10 +42,10 @@ type Req = IncomingMessage & { [SB]?: SandboxContext };
 const one = (v: string | string[] | undefined) => (Array.isArray(v) ? v[0] : v);
 
 /** E2B's error shape. */
-export function sendError(res: ServerResponse, code: number, message: string): void {
+export function sendError(res: ServerResponse, code: number, message: string, headers: Record<string, string> = {}): void {
   if (res.headersSent) return void res.destroy();
   const body = JSON.stringify({ code, message });
-  res.writeHead(code, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) }).end(body);
+  res.writeHead(code, { ...headers, 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) }).end(body);
 }
 
 /** Which sandbox and port a request names, and the path it asks for there; null when it is not the sandbox plane's. */
@@ -86,8 +88,10 @@ export interface SandboxPlane {
   prepare(tenantId: string, vmId: string): Promise<void>;
 }
 
-export function sandboxPlane(services: Services, guest: GuestAccess | null, log: Logger): SandboxPlane {
+export function sandboxPlane(services: Services, guest: GuestAccess | null, log: Logger, throttle: FailureThrottle): SandboxPlane {
   const rpc = connectNodeAdapter({
+    // A message (a unary call's body, each message of a stream) is capped at 1 MiB as the API's bodies are (section 14).
+    readMaxBytes: MAX_BODY_BYTES,
     routes: (router) => {
       router.service(Process, processService());
       router.service(Filesystem, filesystemService());
@@ -95,7 +99,24 @@ export function sandboxPlane(services: Services, guest: GuestAccess | null, log:
     contextValues: (req) => createContextValues().set(SANDBOX, (req as Req)[SB] ?? null),
   });
 
+  /**
+   * A wrong access token or signature (not a missing one) counts as a failed authentication of the request's address, with
+   * the API's (section 14); over them the address gets 429 before any lookup.
+   */
   async function resolve(req: IncomingMessage, sandboxId: string, url: URL): Promise<SandboxContext> {
+    const address = throttle.addressOf(req);
+    const wait = throttle.wait(address);
+    if (wait > 0) throw new E2bError(429, `rate_limited: too many failed authentications from this address; retry after ${wait} s`, { 'Retry-After': String(wait) });
+    try {
+      return await admit(req, sandboxId, url);
+    } catch (err) {
+      const tried = req.headers['x-access-token'] !== undefined || url.searchParams.has('signature');
+      if (tried && err instanceof E2bError && err.status === 401) throttle.fail(address);
+      throw err;
+    }
+  }
+
+  async function admit(req: IncomingMessage, sandboxId: string, url: URL): Promise<SandboxContext> {
     const now = services.clock.now().getTime();
     const found = sandboxId ? await store.vmIdOfSandbox(services.db, null, sandboxId) : await store.sandboxSigning(services.db, (token) => checkSignature(url, req.method ?? 'GET', token, now) !== 'invalid');
     const record = found ? await store.get(services.db, found.vm_id) : null;
@@ -175,7 +196,7 @@ export function sandboxPlane(services: Services, guest: GuestAccess | null, log:
       }
       serve(req, res, route).catch((err: unknown) => {
         const known = e2bErrorOf(err);
-        if (known) return sendError(res, known.status, known.message);
+        if (known) return sendError(res, known.status, known.message, known.headers);
         log.error({ err: (err as Error).message }, 'e2b sandbox request failed');
         sendError(res, 500, 'internal error');
       });

@@ -10,8 +10,7 @@ import { getRequestListener } from '@hono/node-server';
 import type { GuestAccess } from '../domain/guestAccess.ts';
 import type { Services } from '../domain/services.ts';
 import type { Logger } from '../log.ts';
-import type { FailureThrottle } from '../throttle.ts';
-import { controlPlane } from './controlPlane.ts';
+import { controlPlane, type E2bGuards } from './controlPlane.ts';
 import { sandboxPlane } from './sandboxPlane.ts';
 import { forgetProcesses } from './processService.ts';
 import * as store from './store.ts';
@@ -20,11 +19,11 @@ import { nameUnder } from '../domain/previews.ts';
 /** How often the timeouts that pause are looked at: a sandbox pauses at most this long after its end. */
 const PAUSE_SWEEP_MS = 1_000;
 
-export function serveE2b(server: Server, services: Services, guest: GuestAccess | null, log: Logger, throttle: FailureThrottle): { close(): void } {
+export function serveE2b(server: Server, services: Services, guest: GuestAccess | null, log: Logger, guards: E2bGuards): { close(): void } {
   const onRequest = server.listeners('request') as ((req: IncomingMessage, res: ServerResponse) => void)[];
   server.removeAllListeners('request');
-  const sandbox = sandboxPlane(services, guest, log);
-  const control = getRequestListener(controlPlane(services, log, (t, v) => sandbox.prepare(t, v), throttle).fetch);
+  const sandbox = sandboxPlane(services, guest, log, guards.throttle);
+  const control = getRequestListener(controlPlane(services, log, (t, v) => sandbox.prepare(t, v), guards).fetch);
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {
     const url = req.url ?? '/';
     // E2B_DOMAIN alone: E2B's SDKs reach the control plane at `https://api.{domain}`, at its root.
