@@ -165,9 +165,20 @@ describe("E2B's SDK against agentvm", { skip }, () => {
     await until('the echo of stdin', async () => handle.stdout.includes('through stdin\n'), 60_000);
     const listed = await sandbox.commands.list();
     assert.ok(listed.some((p) => p.pid === handle.pid), JSON.stringify(listed));
+    // A process followed here holds a place in run_streams (section 14), as a shell does: the last place taken, the next is refused.
+    const streams = async () => (await t.api('GET', '/v1/api/limits')).body.usage.run_streams as number;
+    assert.equal(await streams(), 1);
+    const limits = `/v1/admin/tenants/${t.tenant.tenant_id}/limits`;
+    assert.equal((await t.admin('PUT', limits, { run_streams: 1 })).status, 200);
+    try {
+      await assert.rejects(sandbox.commands.run('echo never', { background: true }), /quota_exceeded: .*run_streams/);
+    } finally {
+      assert.equal((await t.admin('PUT', limits, { run_streams: null })).status, 200);
+    }
     assert.equal(await sandbox.commands.kill(handle.pid), true);
     await assert.rejects(handle.wait());
     assert.ok(!(await sandbox.commands.list()).some((p) => p.pid === handle.pid));
+    await until('its place given back', async () => (await streams()) === 0, 10_000);
   });
 
   test('files: write, read, list, stat, mkdir, rename, remove, metadata, and a path outside the persist disk', async () => {

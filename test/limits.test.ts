@@ -22,7 +22,9 @@ import { backends, createTestApp, insertVm, killQemusUnder, until, type TestApp,
 import { buildApp } from '../src/api/app.ts';
 import { createLogger } from '../src/log.ts';
 import { newId } from '../src/domain/ids.ts';
-import { DEFAULT_LIMITS, LIMIT_NAMES } from '../src/domain/limits.ts';
+import { DEFAULT_LIMITS, LIMIT_NAMES, type StreamLease } from '../src/domain/limits.ts';
+import { eventStreamResponse } from '../src/api/eventStream.ts';
+import type { Context } from 'hono';
 import * as runStore from '../src/store/runs.ts';
 import * as vmStore from '../src/store/vms.ts';
 
@@ -271,6 +273,44 @@ for (const backend of backends()) {
       await two.reader!.cancel();
       await four.reader!.cancel();
       await waitFor(async () => (await usage(a.key)).run_streams === 0);
+    });
+
+    test('run_streams: a lease that ran out is taken again only where there is room; else it lapses and its event stream ends', async () => {
+      const a = await t.tenant();
+      await setLimits(a.tenantId, { run_streams: 1 });
+      const ranOut = async (lease: StreamLease) =>
+        t.db.query('UPDATE stream_leases SET expires_at = $2 WHERE lease_id = $1', [lease.lease.lease_id, new Date(t.services.clock.now().getTime() - 1000)]);
+      let lapsed = false;
+      const first = await t.services.limits.openStream(a.tenantId, 'events');
+      void first.lapsed.then(() => (lapsed = true));
+      // Its renewals stalled past its end; nobody took the place: it is taken again.
+      await ranOut(first);
+      assert.equal((await usage(a.key)).run_streams, 0);
+      await first.renew();
+      assert.equal((await usage(a.key)).run_streams, 1);
+      assert.equal(lapsed, false);
+      // Ran out again, and another stream took the place meanwhile: the first lapses, the count stays at the limit.
+      await ranOut(first);
+      const second = await t.services.limits.openStream(a.tenantId, 'events');
+      await first.renew();
+      await first.lapsed;
+      assert.equal((await usage(a.key)).run_streams, 1);
+      await second.renew();
+      assert.equal((await usage(a.key)).run_streams, 1, 'the second renews as before');
+      await second.end();
+      await first.end();
+      assert.equal((await usage(a.key)).run_streams, 0);
+
+      // An event stream whose lease lapses ends (its client's reader sees the end; the follow is aborted).
+      let signal: AbortSignal | undefined;
+      let lapse!: () => void;
+      const fake = { end: async () => undefined, lapsed: new Promise<void>((r) => (lapse = r)) };
+      const res = eventStreamResponse({ get: () => 'req_test' } as unknown as Context, fake, (_write, s) => ((signal = s), new Promise<void>((r) => s.addEventListener('abort', () => r()))));
+      const reader = res.body!.getReader();
+      await reader.read();
+      lapse();
+      assert.equal((await reader.read()).done, true);
+      assert.equal(signal?.aborted, true);
     });
 
     test('`agentvm limits` and the MCP tool limits_get show the limits beside the usage; `agentvm admin limits set` changes them', async () => {

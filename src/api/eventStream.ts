@@ -1,7 +1,7 @@
 /**
  * A server-sent event stream of something followed in the database (a run's output, an image build's
  * log): `retry`, the events as `follow` writes them, a keep-alive comment every so often, and the end.
- * An open stream holds its tenant's `run_streams` lease until it ends or its client goes.
+ * An open stream holds its tenant's `run_streams` lease until it ends or its client goes (or the lease lapses).
  */
 import type { Context } from 'hono';
 
@@ -10,7 +10,7 @@ const KEEPALIVE_MS = 15_000;
 
 export function eventStreamResponse(
   c: Context,
-  lease: { end(): Promise<void> },
+  lease: { end(): Promise<void>; lapsed?: Promise<void> },
   follow: (write: (frame: string) => void, signal: AbortSignal) => Promise<void>,
 ): Response {
   const abort = new AbortController();
@@ -23,6 +23,13 @@ export function eventStreamResponse(
       };
       write('retry: 1000\n\n');
       keepalive = setInterval(() => write(': keepalive\n\n'), KEEPALIVE_MS);
+      // A lease that ran out with the tenant's places taken meanwhile (StreamLease): the stream ends.
+      void lease.lapsed?.then(() => {
+        if (abort.signal.aborted) return;
+        abort.abort();
+        clearInterval(keepalive);
+        controller.close();
+      });
       follow(write, abort.signal)
         .catch(() => undefined)
         .finally(() => {

@@ -154,6 +154,7 @@ export class ShellService {
       if (!this.guest) throw noHost();
       const shell = await this.guest.openShell(vmId, { ...size, env: shellEnvironment(vm.harness, vm.brokered_secret_names) });
       void shell.ended.finally(() => lease.end());
+      void lease.lapsed.then(() => shell.close());
       return {
         write: (bytes) => shell.write(bytes),
         resize: (cols, rows) => shell.resize(cols, rows),

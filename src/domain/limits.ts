@@ -204,28 +204,48 @@ export async function takeStreamLease(tx: Queryable, lease: { lease_id: string; 
   await limitStore.insertLease(tx, lease, now);
 }
 
-/** An open stream's lease: renewed while it is open, ended (freeing its place at once) when it closes. */
+/**
+ * An open stream's lease: renewed while it is open, ended (freeing its place at once) when it closes.
+ * A lease that ran out (its renewals stalled for a minute: the database was away) is taken again only
+ * where the tenant still has room, as a new stream would be; else it is `lapsed`, and its stream closes.
+ */
 export class StreamLease {
   private timer: NodeJS.Timeout | undefined;
   private ended = false;
   private renewing: Promise<void> = Promise.resolve();
   private ending: Promise<void> | undefined;
+  private lapse!: () => void;
+  /** Resolves when the lease ran out and the tenant's run_streams were taken meanwhile: close the stream. */
+  readonly lapsed = new Promise<void>((resolve) => (this.lapse = resolve));
   constructor(
     private readonly db: Db,
     private readonly clock: Clock,
     readonly lease: { lease_id: string; tenant_id: string; kind: StreamKind },
     opts: { renewNow?: boolean } = {},
   ) {
-    if (opts.renewNow) this.renew();
-    this.timer = setInterval(() => this.renew(), RENEW_MS);
+    if (opts.renewNow) void this.renew();
+    this.timer = setInterval(() => void this.renew(), RENEW_MS);
     this.timer.unref();
   }
 
-  private renew(): void {
+  /** Moves the lease's end on (the timer does it every RENEW_MS); resolves when done. */
+  renew(): Promise<void> {
+    this.renewing = this.renewing.then(() => this.renewOnce()).catch(() => undefined);
+    return this.renewing;
+  }
+
+  private async renewOnce(): Promise<void> {
     if (this.ended) return;
     const now = this.clock.now();
     const expires_at = new Date(now.getTime() + STREAM_LEASE_MS);
-    this.renewing = this.renewing.then(() => (this.ended ? undefined : limitStore.renewLease(this.db, { ...this.lease, expires_at }, now))).catch(() => undefined);
+    if (await limitStore.extendLease(this.db, this.lease.lease_id, expires_at, now)) return;
+    try {
+      await this.db.transaction((tx) => takeStreamLease(tx, { ...this.lease, expires_at }, now));
+    } catch (err) {
+      if ((err as DomainError).code !== 'quota_exceeded') throw err;
+      this.lapse();
+      void this.end();
+    }
   }
 
   /** Frees the stream's place (once; a renewal under way finishes first, so it cannot take the lease again). */

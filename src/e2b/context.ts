@@ -18,6 +18,11 @@ export interface SandboxContext {
   listProcesses(): Promise<{ pid: number; meta: string }[] | null>;
   /** One of them followed again from now on, or null. */
   attachProcess(pid: number): Promise<GuestShell | null>;
+  /**
+   * A place in the tenant's `run_streams` (section 14) for a process followed here, held until `end`;
+   * refused with Connect's resource_exhausted when the tenant has every place taken.
+   */
+  holdStream(): Promise<{ end(): Promise<void>; lapsed?: Promise<void> }>;
   /** Ends this request's connection mid-answer (its sandbox went: killed, paused, stopped). */
   drop?(): void;
 }

@@ -59,7 +59,7 @@ async function find(sb: SandboxContext, sel: ProcessSelector | undefined): Promi
   for (const g of (await sb.listProcesses()) ?? []) {
     const m = parseMeta(g.meta);
     if (!m || !matches(g.pid, m.tag)) continue;
-    const proc = await GuestProcess.attach(sb, g.pid, { argv: [m.config.cmd, ...m.config.args], env: m.config.envs, cwd: m.config.cwd ?? null, root: m.root, stdin: true, pty: null, meta: g.meta });
+    const proc = await held(sb, () => GuestProcess.attach(sb, g.pid, { argv: [m.config.cmd, ...m.config.args], env: m.config.envs, cwd: m.config.cwd ?? null, root: m.root, stdin: true, pty: null, meta: g.meta }));
     if (!proc) break;
     const e: Entry = { proc, tag: m.tag, config: m.config };
     t.set(g.pid, e);
@@ -67,6 +67,29 @@ async function find(sb: SandboxContext, sel: ProcessSelector | undefined): Promi
     return e;
   }
   throw new ConnectError(s.case === 'pid' ? `process with pid ${s.value} not found` : `process with tag ${s.value} not found`, Code.NotFound);
+}
+
+/**
+ * A process followed here, holding a place in the tenant's run_streams from before it opens until it
+ * ends (or its stream goes with a pause): the place is given back when it does not open.
+ */
+async function held<P extends GuestProcess | null>(sb: SandboxContext, open: () => Promise<P>): Promise<P> {
+  const lease = await sb.holdStream();
+  let proc: P;
+  try {
+    proc = await open();
+  } catch (err) {
+    await lease.end();
+    throw err;
+  }
+  if (!proc) void lease.end();
+  else if (proc.ended) void lease.end();
+  else {
+    proc.once('end', () => void lease.end());
+    // Its lease ran out with the tenant's places taken meanwhile: its stream goes, as a shell's does.
+    void lease.lapsed?.then(() => proc.close());
+  }
+  return proc;
 }
 
 /** An ended process is kept a moment, so a Connect right after its end still finds it. */
@@ -155,7 +178,7 @@ export function processService(): ServiceImpl<typeof Process> {
         pty: req.pty ? { cols: req.pty.size?.cols || 80, rows: req.pty.size?.rows || 24 } : null,
         meta: metaOf({ tag: req.tag ?? null, config }, sb.user === 'root'),
       };
-      const proc = await GuestProcess.open(sb, spec);
+      const proc = await held(sb, () => GuestProcess.open(sb, spec));
       try {
         await proc.start();
       } catch (err) {

@@ -12,7 +12,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Readable } from 'node:stream';
 import { timingSafeEqual } from 'node:crypto';
 import { connectNodeAdapter } from '@connectrpc/connect-node';
-import { createContextValues } from '@connectrpc/connect';
+import { Code, ConnectError, createContextValues } from '@connectrpc/connect';
 import type { GuestAccess } from '../domain/guestAccess.ts';
 import { E2bError, e2bErrorOf } from './errors.ts';
 import type { Services } from '../domain/services.ts';
@@ -151,6 +151,10 @@ export function sandboxPlane(services: Services, guest: GuestAccess | null, log:
       openShell: (size, process) => guest.openShell(vm.vm_id, { ...size, env: shellEnvironment(vm.harness, vm.brokered_secret_names), process }),
       listProcesses: async () => (guest.listProcesses ? guest.listProcesses(vm.vm_id) : null),
       attachProcess: async (pid) => (guest.attachProcess ? guest.attachProcess(vm.vm_id, pid) : null),
+      holdStream: () =>
+        services.limits.openStream(vm.tenant_id, 'shell').catch((err: { code?: string; message: string }) => {
+          throw err.code === 'quota_exceeded' ? new ConnectError(`quota_exceeded: ${err.message}`, Code.ResourceExhausted) : err;
+        }),
     };
   }
 

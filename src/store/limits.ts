@@ -109,13 +109,10 @@ export async function insertLease(q: Queryable, lease: { lease_id: string; tenan
   ]);
 }
 
-/** Moves a lease's end on (taking it again if it ran out and was cleared: the stream is still open). */
-export async function renewLease(q: Queryable, lease: { lease_id: string; tenant_id: string; kind: 'events' | 'shell'; expires_at: Date }, now: Date): Promise<void> {
-  await q.query(
-    `INSERT INTO stream_leases (lease_id, tenant_id, kind, created_at, expires_at) VALUES ($1, $2, $3, $4, $5)
-     ON CONFLICT (lease_id) DO UPDATE SET expires_at = excluded.expires_at`,
-    [lease.lease_id, lease.tenant_id, lease.kind, now, lease.expires_at],
-  );
+/** Moves a lease's end on while it has not run out; false when it has (or was cleared). */
+export async function extendLease(q: Queryable, leaseId: string, expiresAt: Date, now: Date): Promise<boolean> {
+  const rows = await q.query('UPDATE stream_leases SET expires_at = $2 WHERE lease_id = $1 AND expires_at > $3 RETURNING lease_id', [leaseId, expiresAt, now]);
+  return rows.length > 0;
 }
 
 export async function endLease(q: Queryable, leaseId: string): Promise<void> {
