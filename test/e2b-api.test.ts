@@ -241,6 +241,23 @@ for (const backend of backends()) {
       assert.equal((await t.services.vms.list(tenant.tenantId)).length, before, 'nothing was made');
     });
 
+    test('a fork of count 2 where only one fits the limits is refused whole: 403 in E2B\'s shape, nothing made, the sandbox not paused', async () => {
+      const rich = await t.tenant({ card: '4242' });
+      const key = await e2bKey(rich.key, 'readwrite');
+      const vmId = await insertVm(t.db, rich.tenantId);
+      const now = new Date();
+      await store.insert(t.db, { vm_id: vmId, tenant_id: rich.tenantId, template_id: 'base', access_token: 'ea_fork', traffic_token: null, metadata: {}, env_vars: {}, auto_pause: false, auto_pause_memory: true, end_at: now, created_at: now });
+      assert.equal((await t.admin('PUT', `/v1/admin/tenants/${rich.tenantId}/limits`, { vms: 2 })).status, 200);
+      const id = vmId.toLowerCase().replace(/_/g, '-');
+      const refused = await call('POST', `/e2b/sandboxes/${id}/fork`, { key, body: { count: 2 } });
+      assert.equal(refused.status, 403, JSON.stringify(refused.body));
+      assert.equal(refused.body.code, 403);
+      assert.match(refused.body.message, /^quota_exceeded: limit vms is 2 and the current count is 1\b/);
+      assert.equal((await t.services.vms.list(rich.tenantId)).length, 1, 'no fork was made');
+      assert.deepEqual(await t.db.query('SELECT snapshot_id FROM snapshots WHERE vm_id = $1', [vmId]), [], 'no snapshot was taken');
+      assert.equal((await t.services.vms.get(rich.tenantId, vmId)).desired_state, 'running');
+    });
+
     test('a sandbox woken after its timeout (a request to its preview) gets a new end, not a pause again; one running past its end pauses', async () => {
       const tenant = await t.tenant({ card: '4242' });
       const now = t.services.clock.now().getTime();

@@ -263,6 +263,17 @@ export class SnapshotService {
     return result as StoredResponse<BranchResult>;
   }
 
+  /**
+   * Refuses (quota, money, room) `count` VMs of the running VM's size and pricing made one at a time
+   * from a snapshot of it, before any is: E2B's fork asks so, all or none, before it pauses the VM.
+   */
+  async admitCopies(tenantId: string, vmId: string, count: number, input: StartFromInput = {}): Promise<void> {
+    const parent = await vmStore.getForTenant(this.db, tenantId, vmId);
+    if (!parent) throw notFound('VM');
+    const order = { ...orderFor({ ...input, count: 1 }, { ...parent, egress: parent.egress }, this.clock.now()), count };
+    await this.db.transaction((tx) => this.admit(tx, tenantId, order, parent.host_id));
+  }
+
   /** Starts `count` VMs from a snapshot (money like a create); each resumes its instant with an identity of its own. */
   async startVms(tenantId: string, snapshotId: string, input: StartFromInput, key?: string): Promise<StoredResponse<{ vm_ids: string[] }>> {
     const hash = requestHash('createVMFromSnapshot', snapshotId, input);

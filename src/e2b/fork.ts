@@ -28,7 +28,8 @@ export function forkRoute<E extends { Variables: { principal: { tenantId: string
   /**
    * E2B's fork: one snapshot of the running sandbox (it runs on), then `count` sandboxes started from
    * it, each money like a create (createVMFromSnapshot), each answered on its own; the snapshot goes
-   * once they run. The forks keep the sandbox's template, metadata and envs.
+   * once they run. The forks keep the sandbox's template, metadata and envs. Quota, money and room for
+   * all `count` are looked at first: a fork that cannot have them all is refused whole (403, 402, 503).
    */
   app.post('/sandboxes/:sandboxID/fork', async (c) => {
     o.writable(c);
@@ -38,6 +39,8 @@ export function forkRoute<E extends { Variables: { principal: { tenantId: string
     if (!Number.isInteger(count) || (count as number) < 1 || (count as number) > 10) return e2bError(c, 400, 'count: a whole number from 1 to 10');
     const timeout = body.timeout ?? DEFAULT_TIMEOUT_S;
     if (!Number.isInteger(timeout) || (timeout as number) < 1 || (timeout as number) > MAX_TIMEOUT_S) return e2bError(c, 400, `timeout: whole seconds from 1 to ${MAX_TIMEOUT_S}`);
+    // All of them or none over a limit, the money or the room, refused before the sandbox is paused.
+    await services.snapshots.admitCopies(vm.tenant_id, vm.vm_id, count as number);
     const snap = await services.snapshots.create(vm.tenant_id, vm.vm_id, { name: `fork of ${previewLabel(vm.vm_id)}` });
     const results: Array<{ sandbox?: ReturnType<typeof o.created>; error?: { code: number; message: string } }> = [];
     try {
@@ -62,7 +65,7 @@ export function forkRoute<E extends { Variables: { principal: { tenantId: string
           };
           await store.insert(services.db, fork);
           await services.previews.setAllPortsPublic(fork.vm_id, await services.previews.allPortsPublic(vm.vm_id));
-        if (vm.preview_host) await services.previews.setPreviewHost(fork.vm_id, vm.preview_host);
+          if (vm.preview_host) await services.previews.setPreviewHost(fork.vm_id, vm.preview_host);
           const running = await services.vms.waitFor(vm.tenant_id, fork.vm_id, 'running', o.startWaitMs, c.req.raw.signal);
           if (running.status !== 'running') throw new E2bError(500, `the fork did not start: it is ${running.status}${running.status_reason ? ` (${running.status_reason})` : ''}`);
           results.push({ sandbox: o.created(running, fork) });
