@@ -5,7 +5,8 @@
 import { describe, test, beforeEach, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { backends, createTestApp, ManualClock, type TestApp } from './helpers.ts';
+import { backends, createTestApp, insertVm, ManualClock, type TestApp } from './helpers.ts';
+import { freshVmIds } from '../src/domain/vmPlacement.ts';
 import { meterReading, meterVm } from '../src/domain/metering.ts';
 
 describe('metering arithmetic', () => {
@@ -61,6 +62,21 @@ for (const backend of backends()) {
       assert.ok(res.headers.get('retry-after'));
       assert.equal(await vmCount(tenant.tenantId), 0);
       assert.deepEqual(await ledger(tenant.tenantId), []);
+    });
+
+    test("a new VM's id is drawn again while its preview label (the id lowercased) is a live VM's or another new one's; the database refuses a second live VM of a label", async () => {
+      const tenant = await t.tenant({ card: '4242' });
+      const res = await t.request('POST', '/v1/api/vms', { key: tenant.key, body: { plan: 'starter', harness: 'echo' } });
+      assert.equal(res.status, 201);
+      const taken: string = res.body.vm_id;
+      const swapCase = (ch: string) => (ch === ch.toLowerCase() ? ch.toUpperCase() : ch.toLowerCase());
+      const sameLabel = `vm_${[...taken.slice(3)].map(swapCase).join('')}`;
+      assert.notEqual(sameLabel, taken);
+      assert.equal(sameLabel.toLowerCase(), taken.toLowerCase());
+      const draws = [sameLabel, 'vm_NewOne000000000000000', 'vm_newone000000000000000', 'vm_Other00000000000000000'];
+      assert.deepEqual(await freshVmIds(t.db, 2, () => draws.shift()!), ['vm_NewOne000000000000000', 'vm_Other00000000000000000']);
+      const other = await insertVm(t.db, tenant.tenantId);
+      await assert.rejects(t.db.query('UPDATE vms SET vm_id = $2 WHERE vm_id = $1', [other, sameLabel]), /duplicate key value violates unique constraint "vms_preview_label"/);
     });
 
     test('a plan VM is placed on a host, charged once on the card and shown as provisioning', async () => {

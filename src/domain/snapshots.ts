@@ -20,7 +20,7 @@ import { newId } from './ids.ts';
 import { onceForKey, requestHash, storedForKey, type StoredResponse } from './idempotency.ts';
 import { PLANS, TIERS, planPriceCents, type Cycle, type PlanId, type TierId } from './plans.ts';
 import { orderCharge, requireQuota, requireStillWithin } from './limits.ts';
-import { noRoom, SNAPSHOT_HOST } from './vmPlacement.ts';
+import { freshVmIds, noRoom, SNAPSHOT_HOST } from './vmPlacement.ts';
 import { lockQuota } from '../store/limits.ts';
 import { recordEvent, recordVmChange } from './events.ts';
 import type { BillingService } from './billing.ts';
@@ -330,7 +330,7 @@ export class SnapshotService {
     hash: string,
     branch: { parent_vm_id: string; paused_ms: number } | null,
   ): Promise<StoredResponse<BranchResult | { vm_ids: string[] }>> {
-    const ids = Array.from({ length: order.count }, () => newId('vm'));
+    const ids = await freshVmIds(this.db, order.count);
     await this.host!.prepare(snap.host_id, snap.snapshot_id, ids).catch(async (err) => {
       // A snapshot deleted while this request went on (its files went with it) is not found, not a failure.
       if (!branch && !(await snapshotStore.getForTenant(this.db, tenantId, snap.snapshot_id))) throw notFound('snapshot');

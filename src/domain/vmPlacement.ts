@@ -44,6 +44,21 @@ export function noRoom(count: number, where = ''): DomainError {
 /** VMs from a snapshot start on the host that took it. */
 export const SNAPSHOT_HOST = ' (VMs from a snapshot start on the host that took it)';
 
+/**
+ * `count` new VM ids whose preview labels (section 16: the id lowercased) no live VM has and no two of
+ * them share: an id whose label is taken is drawn again.
+ */
+export async function freshVmIds(q: Queryable, count: number, draw: () => string = () => newId('vm')): Promise<string[]> {
+  const ids: string[] = [];
+  const label = (id: string) => id.toLowerCase().replace(/_/g, '-');
+  while (ids.length < count) {
+    const id = draw();
+    if (ids.some((x) => label(x) === label(id)) || (await vmStore.labelTaken(q, id))) continue;
+    ids.push(id);
+  }
+  return ids;
+}
+
 export async function placeVms(
   tx: Queryable,
   hosts: HostService,
@@ -64,8 +79,9 @@ export async function placeVms(
     throw new DomainError('unavailable', 'the VM host has no free network for this VM', 'try again later', { 'Retry-After': RETRY_AFTER_SECONDS });
   }
   const ids: string[] = [];
+  const drawn = from ? from.ids : await freshVmIds(tx, order.count);
   for (let i = 0; i < order.count; i++) {
-    const vmId = from?.ids[i] ?? newId('vm');
+    const vmId = drawn[i];
     await vmStore.insert(tx, {
       vm_id: vmId,
       tenant_id: tenantId,

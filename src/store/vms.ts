@@ -159,6 +159,12 @@ export function tallyForTenant(
   );
 }
 
+/** Whether a live VM has the preview label this id would have (its id lowercased, `_` as `-`). */
+export async function labelTaken(q: Queryable, vmId: string): Promise<boolean> {
+  const rows = await q.query("SELECT 1 FROM vms WHERE lower(replace(vm_id, '_', '-')) = lower(replace($1, '_', '-')) AND deleted_at IS NULL", [vmId]);
+  return rows.length > 0;
+}
+
 export async function insert(q: Queryable, vm: NewVm): Promise<void> {
   await q.query(
     `INSERT INTO vms (vm_id, tenant_id, host_id, plan, cycle, tier, harness, template_id, vcpus, memory_mib, disk_gib,
