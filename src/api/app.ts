@@ -80,7 +80,17 @@ export function customerOpenApiDocument() {
       'Tenant-scoped REST API that gives every AI coding agent its own isolated microVM. Operations marked ' +
       '`x-agentvm-extension` go beyond the 19 of the contract; `x-agentvm-charges-money` marks money operations. ' +
       "E2B's API (for E2B's SDKs, keys of format `e2b`) is served apart, in E2B's shapes: under `/e2b`, and at the " +
-      'root of the host `api.{preview domain}` (`E2B_DOMAIN` alone).',
+      'root of the host `api.{preview domain}` (`E2B_DOMAIN` alone).\n\n' +
+      '**Preview URLs** (not operations of this document): a port a VM listens on (80, 443, 1024–65535) is reached at ' +
+      '`{scheme}://{port}-{preview_label}.{preview domain}`, or at the API\'s own address with the headers ' +
+      '`X-Agentvm-Vm: <vm_id>` and `X-Agentvm-Port: <port>`. A private port (the default) needs the tenant\'s API key ' +
+      '(`Authorization: Bearer`), the VM\'s preview token (`X-Agentvm-Preview-Token`, see `rotatePreviewToken`) or the ' +
+      'cookie that `?agentvm_token=<token>` sets for that one host; the credential and the routing headers are stripped ' +
+      'before the request reaches the app. Refusals answer by `Accept`, in the Error shape as JSON: 401 `unauthorized`, ' +
+      '400 for a malformed Host or a port outside the range, 404 for an unknown VM, 409 `vm_not_running`, 502 `port_closed`; ' +
+      'a suspended VM with `auto_resume` is started by the request (which waits up to 30 s). HTTP/1.1 streaming, ' +
+      'server-sent events and WebSocket upgrades pass unbuffered. `GET /v1/api/vms/{id}/ports/{port}/socket` upgraded to ' +
+      'a WebSocket carries one TCP connection to the port (what `agentvm vms forward` uses).',
   });
 }
 
