@@ -16,6 +16,7 @@ import * as metricsStore from '../src/store/metrics.ts';
 import { FailureThrottle, RateLimiter } from '../src/throttle.ts';
 import { serveE2b } from '../src/e2b/server.ts';
 import * as store from '../src/e2b/store.ts';
+import { fileSignature } from '../src/e2b/signature.ts';
 import { createLogger } from '../src/log.ts';
 import type { GuestAccess } from '../src/domain/guestAccess.ts';
 import { buildApp } from '../src/api/app.ts';
@@ -322,6 +323,14 @@ for (const backend of backends()) {
       assert.match((await refused.json()).message, /^rate_limited: /);
       throttleNow += 61_000;
       assert.equal((await call('GET', '/e2b/sandbox/health', { headers: at(id, 'ea_right') })).status, 204);
+
+      // A signed URL's user is the one it was signed for: a Basic header naming root changes nothing
+      // (a relative path is then the user's, on the persist disk: a file read, not a root process).
+      guestCalls.length = 0;
+      const signature = fileSignature('notes.txt', 'read', '', 'ea_right', null);
+      const signed = await fetch(`${base}/e2b/sandbox/files?path=notes.txt&signature=${encodeURIComponent(signature)}`, { headers: { 'e2b-sandbox-id': id, authorization: `Basic ${Buffer.from('root:').toString('base64')}` } });
+      assert.notEqual(signed.status, 401, await signed.text());
+      assert.deepEqual(guestCalls, [], "no process of root's (`cat /root/notes.txt`): the user's file, read from the persist disk");
     });
   });
 }

@@ -350,7 +350,10 @@ http.server.HTTPServer(('', 8000), H).serve_forever()`;
     await until('its first tick', async () => handle.stdout.includes('tick 1\n'), 60_000);
     await sandbox.pause();
     assert.equal((await Sandbox.getInfo(sandbox.sandboxId)).state, 'paused');
+    const expiry = async () => (await t.api('GET', `/v1/api/vms/${sandbox.sandboxId}`)).body.expires_at;
+    assert.equal(await expiry(), null, 'a paused sandbox is kept past its timeout, as E2B keeps it');
     await sandbox.connect({ timeoutMs: 3_600_000 });
+    assert.ok(await expiry(), 'its resume sets a new end');
     const listed = (await sandbox.commands.list()).find((p) => p.pid === handle.pid);
     assert.equal(listed?.cmd, '/bin/bash', 'listed after the resume, with its command');
     const again = await sandbox.commands.connect(handle.pid);
@@ -370,7 +373,13 @@ http.server.HTTPServer(('', 8000), H).serve_forever()`;
     assert.ok(vms.data.some((v) => v.status === 'stopped'), 'its VM is stopped, not suspended');
     await sandbox.connect();
     assert.equal(await sandbox.files.read('/home/user/kept.txt'), 'kept across a boot');
-    assert.notEqual(await bootId(sandbox), before, 'a new boot');
+    const second = await bootId(sandbox);
+    assert.notEqual(second, before, 'a new boot');
+    // Paused with its memory, then connected with onResume 'reboot': a new boot too, the files kept.
+    await sandbox.pause();
+    await Sandbox.connect(sandbox.sandboxId, { onResume: 'reboot' });
+    assert.equal(await sandbox.files.read('/home/user/kept.txt'), 'kept across a boot');
+    assert.notEqual(await bootId(sandbox), second, "onResume 'reboot' boots afresh");
 
     // Its boot id read first, then a timeout of a second (read after a short timeout, a busy machine paused it first).
     const short = await Sandbox.create('base', { allowInternetAccess: false, timeoutMs: 600_000, lifecycle: { onTimeout: { action: 'pause', keepMemory: false } }, requestTimeoutMs: 600_000 });

@@ -316,7 +316,7 @@ export function controlPlane(services: Services, log: Logger, prepare: (tenantId
 
   app.post('/sandboxes/:sandboxID/pause', async (c) => {
     writable(c);
-    const { vm } = await vmOf(c);
+    const { vm, record } = await vmOf(c);
     if (state(vm) === 'paused') return e2bError(c, 409, `sandbox ${previewLabel(vm.vm_id)} is already paused`);
     // `memory: false`: the filesystem only (E2B's keepMemory: false), a stop; the resume boots it.
     const body = (await c.req.json().catch(() => ({}))) as { memory?: unknown } | null;
@@ -326,6 +326,9 @@ export function controlPlane(services: Services, log: Logger, prepare: (tenantId
     // Connect follows one again); one that keeps the filesystem only ends them.
     if (!keepMemory) forgetProcesses(vm.vm_id);
     await services.vms.lifecycle(vm.tenant_id, vm.vm_id, keepMemory ? 'suspend' : 'stop');
+    // As E2B's: a paused sandbox is kept past the end its timeout set (the VM's expiry would destroy it);
+    // its resume sets a new one (setTimeoutOf).
+    if (record && !record.auto_pause) await services.vms.updateTimers(vm.tenant_id, vm.vm_id, { expires_at: null });
     await services.vms.waitFor(vm.tenant_id, vm.vm_id, keepMemory ? 'suspended' : 'stopped', START_WAIT_MS, c.req.raw.signal);
     return c.body(null, 204);
   });
@@ -333,16 +336,22 @@ export function controlPlane(services: Services, log: Logger, prepare: (tenantId
   /** Resume (v1) and connect (v2): a paused sandbox runs again; a running one is answered as it is. */
   async function resume(c: Context<Env>, alreadyRunning: number) {
     writable(c);
-    const body = (await c.req.json().catch(() => ({}))) as { timeout?: unknown };
+    const body = (await c.req.json().catch(() => ({}))) as { timeout?: unknown; memory?: unknown };
     const t = body?.timeout === undefined ? null : timeoutOf(body.timeout);
     if (body?.timeout !== undefined && t === null) return e2bError(c, 400, 'timeout: whole seconds');
+    if (body?.memory !== undefined && body.memory !== null && typeof body.memory !== 'boolean') return e2bError(c, 400, 'memory: true or false');
+    // E2B's `onResume: 'reboot'`: a sandbox paused with its memory boots afresh (its processes end).
+    const reboot = body?.memory === false;
     const { vm, record } = await vmOf(c);
     if (!record) return e2bError(c, 404, `sandbox ${previewLabel(vm.vm_id)} was not made through E2B's API`);
     let status = alreadyRunning;
     const wasPaused = state(vm) === 'paused';
     if (wasPaused) {
       if (alreadyRunning === 409 && vm.status === 'running') return e2bError(c, 409, 'sandbox is already running');
-      await services.vms.lifecycle(vm.tenant_id, vm.vm_id, 'start');
+      if (reboot && vm.desired_state === 'suspended') {
+        forgetProcesses(vm.vm_id);
+        await services.vms.lifecycle(vm.tenant_id, vm.vm_id, 'restart');
+      } else await services.vms.lifecycle(vm.tenant_id, vm.vm_id, 'start');
       status = 201;
     } else if (alreadyRunning === 409) return e2bError(c, 409, `sandbox ${previewLabel(vm.vm_id)} is already running`);
     // A running sandbox's end only moves later (E2B's connect never shortens it); a resumed one's is set

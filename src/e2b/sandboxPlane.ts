@@ -68,8 +68,13 @@ export function sandboxRoute(req: IncomingMessage, domain: string): { sandboxId:
   return { sandboxId: route.label, port: ENVD_PORT, path: url };
 }
 
-/** E2B's user of a request: the Basic authorization's user name, else a `/files` URL's `username` (`user` when neither). */
-function userOf(req: IncomingMessage, url: URL): string {
+/**
+ * E2B's user of a request: the Basic authorization's user name, else a `/files` URL's `username` (`user`
+ * when neither). A request let in by a signed URL is the URL's user alone: the signature covers it, a
+ * header would not.
+ */
+function userOf(req: IncomingMessage, url: URL, signed: boolean): string {
+  if (signed) return url.searchParams.get('username') || 'user';
   const m = /^Basic +(\S+)$/i.exec(one(req.headers.authorization) ?? '');
   const name = m ? Buffer.from(m[1], 'base64').toString('utf8').split(':')[0] : url.pathname === '/files' ? (url.searchParams.get('username') ?? '') : '';
   return name || 'user';
@@ -124,7 +129,8 @@ export function sandboxPlane(services: Services, guest: GuestAccess | null, log:
     if (!found || !record) throw sandboxId ? new E2bError(502, `sandbox ${sandboxId} not found`) : new E2bError(401, 'invalid signature');
     const token = one(req.headers['x-access-token']);
     // A file URL may carry a signature made with the token in its place (E2B's signed URLs: signature.ts).
-    if (token === undefined && url.pathname === '/files' && url.searchParams.has('signature')) {
+    const signed = token === undefined && url.pathname === '/files' && url.searchParams.has('signature');
+    if (signed) {
       const check = checkSignature(url, req.method ?? 'GET', record.access_token, now);
       if (check !== 'valid') throw new E2bError(401, check === 'expired' ? 'signature is already expired' : 'invalid signature');
     } else if (!sameToken(token ?? '', record.access_token)) throw new E2bError(401, 'invalid access token for this sandbox');
@@ -133,7 +139,7 @@ export function sandboxPlane(services: Services, guest: GuestAccess | null, log:
     await services.previews.running(target).catch((err: Error) => {
       throw new E2bError(502, `sandbox ${sandboxId} is not running: ${err.message}`);
     });
-    const sb = await contextOf(found.tenant_id, found.vm_id, userOf(req, url), record.env_vars);
+    const sb = await contextOf(found.tenant_id, found.vm_id, userOf(req, url, signed), record.env_vars);
     // As E2B's proxy does when its sandbox goes: the connection ends mid-answer (the SDK then asks
     // /health, and a 502 there tells it the sandbox was killed or paused).
     sb.drop = () => req.socket?.destroy();
