@@ -17,9 +17,11 @@ import { FailureThrottle, RateLimiter } from '../src/throttle.ts';
 import { serveE2b } from '../src/e2b/server.ts';
 import * as store from '../src/e2b/store.ts';
 import { fileSignature } from '../src/e2b/signature.ts';
+import { sandboxRoute } from '../src/e2b/sandboxPlane.ts';
 import { createLogger } from '../src/log.ts';
 import type { GuestAccess } from '../src/domain/guestAccess.ts';
 import { buildApp } from '../src/api/app.ts';
+import { Sandbox } from 'e2b';
 
 for (const backend of backends()) {
   describe(`E2B's API without a VM on ${backend.name}`, () => {
@@ -257,6 +259,35 @@ for (const backend of backends()) {
       assert.equal((await t.services.vms.list(rich.tenantId)).length, 1, 'no fork was made');
       assert.deepEqual(await t.db.query('SELECT snapshot_id FROM snapshots WHERE vm_id = $1', [vmId]), [], 'no snapshot was taken');
       assert.equal((await t.services.vms.get(rich.tenantId, vmId)).desired_state, 'running');
+    });
+
+    test("Sandbox.list's filters as E2B's SDK sends them: metadata (each key and value encoded), template, startedAfter, order", async () => {
+      const tenant = await t.tenant({ card: '4242' });
+      const key = await e2bKey(tenant.key, 'read');
+      const at = (ms: number) => new Date(Date.parse('2026-01-01T00:00:00Z') + ms);
+      const sandboxes: Record<string, string> = {};
+      for (const [name, template, metadata, ms] of [['mail', 'base', { user: 'a@b.com', 'a key': 'x&y' }, 0], ['other', 'python', { user: 'c@d.com' }, 60_000], ['late', 'python', { user: 'a@b.com' }, 120_000]] as const) {
+        const vmId = await insertVm(t.db, tenant.tenantId);
+        sandboxes[name] = vmId.toLowerCase().replace(/_/g, '-');
+        await store.insert(t.db, { vm_id: vmId, tenant_id: tenant.tenantId, template_id: template, access_token: `ea_${name}`, traffic_token: null, metadata, env_vars: {}, auto_pause: false, auto_pause_memory: true, end_at: at(ms + 3_600_000), created_at: at(ms) });
+      }
+      const list = async (query: Record<string, unknown>, order?: 'asc' | 'desc') =>
+        (await Sandbox.list({ apiKey: key, apiUrl: `${base}/e2b`, query, ...(order ? { order } : {}) } as Parameters<typeof Sandbox.list>[0]).nextItems()).map((s) => Object.keys(sandboxes).find((n) => sandboxes[n] === s.sandboxId));
+      assert.deepEqual(await list({}), ['late', 'other', 'mail'], 'newest first');
+      assert.deepEqual(await list({}, 'asc'), ['mail', 'other', 'late']);
+      assert.deepEqual(await list({ metadata: { user: 'a@b.com' } }), ['late', 'mail']);
+      assert.deepEqual(await list({ metadata: { 'a key': 'x&y' } }), ['mail']);
+      assert.deepEqual(await list({ template: 'python' }), ['late', 'other']);
+      assert.deepEqual(await list({ startedAfter: at(60_000) }), ['late', 'other']);
+      assert.equal((await call('GET', '/e2b/v2/sandboxes?order=sideways', { key })).status, 400);
+      assert.equal((await call('GET', '/e2b/v2/sandboxes?startedAfter=yesterday', { key })).status, 400);
+    });
+
+    test("a signed /files URL names its sandbox by the signature on the server's own host only: on a preview's host it is the app's", () => {
+      const req = (host: string) => ({ url: '/files?path=a&signature=v1_x', headers: { host } }) as unknown as http.IncomingMessage;
+      assert.deepEqual(sandboxRoute(req('127.0.0.1:8080'), 'localhost:8080'), { sandboxId: '', port: 49983, path: '/files?path=a&signature=v1_x' });
+      assert.equal(sandboxRoute(req('3000-vm-abc.localhost:8080'), 'localhost:8080'), null, "the app's own /files");
+      assert.equal(sandboxRoute(req('49983-vm-abc.localhost:8080'), 'localhost:8080')?.sandboxId, 'vm-abc', "the sandbox's envd host names it");
     });
 
     test('a sandbox woken after its timeout (a request to its preview) gets a new end, not a pause again; one running past its end pauses', async () => {

@@ -205,6 +205,12 @@ describe("E2B's SDK against agentvm", { skip }, () => {
     await sandbox.files.remove('e2b-dir', {}); // gone already: E2B's remove of nothing is no error
     await sandbox.files.write('/tmp/e2b-outside.txt', 'not on the persist disk');
     assert.equal(await sandbox.files.read('/tmp/e2b-outside.txt'), 'not on the persist disk');
+    // From the root filesystem into the workspace (another disk): moved, as on E2B's one filesystem.
+    assert.equal((await sandbox.files.rename('/tmp/e2b-outside.txt', 'e2b-moved.txt')).path, '/home/user/e2b-moved.txt');
+    assert.equal(await sandbox.files.read('e2b-moved.txt'), 'not on the persist disk');
+    assert.equal(await sandbox.files.exists('/tmp/e2b-outside.txt'), false);
+    // An endless file is cut off at the files' cap (413), not read into the server's memory.
+    await assert.rejects(sandbox.files.read('/dev/zero', { requestTimeoutMs: 600_000 }), /larger than 100 MiB/);
     // Where only root may write, as E2B's envd: root writes, the user gets the file and the directories made.
     await sandbox.files.write('/e2b-top/sub/f.txt', 'at the top', { metadata: { where: 'top' } });
     assert.deepEqual((await sandbox.files.getInfo('/e2b-top/sub/f.txt')).metadata, { where: 'top' });

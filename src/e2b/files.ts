@@ -47,7 +47,16 @@ export async function downloadFile(services: Services, sb: SandboxContext, url: 
     body.pipe(res);
     return;
   }
-  const out = await collect(sb, ['cat', '--', p]);
+  // Outside the persist disk a process reads it: at most the files' cap (an endless file is cut off), and not past its client.
+  const gone = new AbortController();
+  res.once('close', () => gone.abort());
+  let out;
+  try {
+    out = await collect(sb, ['cat', '--', p], undefined, { maxBytes: MAX_FILE_BYTES, signal: gone.signal });
+  } catch (err) {
+    if (!(err instanceof E2bError)) throw err;
+    return sendError(res, err.status, err.status === 413 ? `path '${raw}' is larger than 100 MiB` : err.message);
+  }
   if (out.exitCode !== 0) {
     if (/No such file/.test(out.stderr)) return sendError(res, 404, `path '${raw}' does not exist`);
     if (/Is a directory/.test(out.stderr)) return sendError(res, 400, `path '${raw}' is a directory`);
@@ -148,6 +157,19 @@ export function metadataOf(rawHeaders: string[]): Record<string, string> | strin
   return out;
 }
 
+/** A multipart upload is parsed in memory: its files together at most the files' cap, and their envelope. */
+const MULTIPART_MAX_BYTES = MAX_FILE_BYTES + 1024 * 1024;
+
+/** The request's bytes, refused (413) at the byte that goes over `max`. */
+async function* capped(req: IncomingMessage, max: number): AsyncGenerator<Buffer> {
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > max) throw new E2bError(413, 'the upload is larger than 100 MiB');
+    yield chunk;
+  }
+}
+
 export async function uploadFiles(services: Services, sb: SandboxContext, url: URL, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const type = (req.headers['content-type'] ?? '').toLowerCase();
   const queryPath = url.searchParams.get('path');
@@ -159,7 +181,7 @@ export async function uploadFiles(services: Services, sb: SandboxContext, url: U
       const form = await new Request('http://sandbox/files', {
         method: 'POST',
         headers: { 'content-type': req.headers['content-type']! },
-        body: Readable.toWeb(req) as unknown as ReadableStream<Uint8Array>,
+        body: Readable.toWeb(Readable.from(capped(req, MULTIPART_MAX_BYTES))) as unknown as ReadableStream<Uint8Array>,
         duplex: 'half',
       } as RequestInit).formData();
       for (const [field, v] of form.entries()) {
@@ -183,6 +205,7 @@ export async function uploadFiles(services: Services, sb: SandboxContext, url: U
       else uploads.push({ path: queryPath, body: req, size: req.headers['content-length'] !== undefined ? Number(req.headers['content-length']) : undefined });
     }
   } catch (err) {
+    if (err instanceof E2bError) return sendError(res, err.status, err.message, { Connection: 'close' });
     return sendError(res, 400, `body: ${(err as Error).message}`);
   }
   if (!uploads.length) return sendError(res, 400, 'body: no file in it');

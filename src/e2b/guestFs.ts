@@ -8,6 +8,8 @@
 import { GuestProcess, type ProcessSpec } from './guestProcess.ts';
 import type { SandboxContext } from './context.ts';
 import { E2B_HOME } from '../wire/protocol.ts';
+import { MAX_FILE_BYTES } from '../domain/guestAccess.ts';
+import { E2bError } from './errors.ts';
 
 /** An E2B path made absolute (relative to the user's home directory, as E2B's are: root's /root; `~` is that directory). */
 export function absolutePath(p: string, user = 'user'): string {
@@ -30,15 +32,36 @@ export interface Collected {
   exitCode: number;
 }
 
-/** Runs argv to its end in the sandbox, with `input` as its stdin; what it printed, and its exit. */
-export async function collect(sb: SandboxContext, argv: string[], input?: Buffer): Promise<Collected> {
+/** What a process run to its end may print (stdout and stderr together) before it is killed: a file's cap and its envelope. */
+export const COLLECT_MAX_BYTES = MAX_FILE_BYTES + 1024 * 1024;
+
+/**
+ * Runs argv to its end in the sandbox, with `input` as its stdin; what it printed, and its exit. Held
+ * in memory, so held to `maxBytes` (413 past it: an endless file, `/dev/zero`, is killed, not read);
+ * `signal` (the client went) kills it too.
+ */
+export async function collect(sb: SandboxContext, argv: string[], input?: Buffer, o: { maxBytes?: number; signal?: AbortSignal } = {}): Promise<Collected> {
   const spec: ProcessSpec = { argv, env: {}, cwd: null, root: sb.user === 'root', stdin: input !== undefined, pty: null };
   const proc = await GuestProcess.open(sb, spec);
+  const max = o.maxBytes ?? COLLECT_MAX_BYTES;
   const out: Buffer[] = [];
   const err: Buffer[] = [];
-  proc.on('stdout', (b: Buffer) => out.push(b));
-  proc.on('stderr', (b: Buffer) => err.push(b));
+  let size = 0;
+  let over = false;
+  const stop = () => void proc.signal(9).catch(() => undefined).finally(() => proc.close());
+  const take = (into: Buffer[]) => (b: Buffer) => {
+    if (over) return;
+    size += b.length;
+    if (size > max) {
+      over = true;
+      return stop();
+    }
+    into.push(b);
+  };
+  proc.on('stdout', take(out));
+  proc.on('stderr', take(err));
   const ended = new Promise<number>((resolve) => proc.once('end', (x: { exitCode: number }) => resolve(x.exitCode)));
+  o.signal?.addEventListener('abort', stop, { once: true });
   try {
     await proc.start();
     if (input !== undefined) {
@@ -46,8 +69,11 @@ export async function collect(sb: SandboxContext, argv: string[], input?: Buffer
       await proc.closeStdin();
     }
     const exitCode = await ended;
+    if (over) throw new E2bError(413, `the output is larger than ${max} bytes`);
+    if (o.signal?.aborted) throw new E2bError(499, 'the client went');
     return { stdout: Buffer.concat(out), stderr: Buffer.concat(err).toString(), exitCode };
   } finally {
+    o.signal?.removeEventListener('abort', stop);
     proc.close();
   }
 }
@@ -112,7 +138,8 @@ sub mkp { my ($d) = @_; return 1 if -d $d; (my $up = $d) =~ s{/[^/]+$}{}; mkp($u
 if ($op eq 'stat') { entry($a[0]) or fault() }
 elsif ($op eq 'list') { -e $a[0] or fault(); -d $a[0] or do { $! = POSIX::ENOTDIR; fault() }; walk($a[0], $a[1] || 1) }
 elsif ($op eq 'mkdir') { if (-e $a[0]) { $! = POSIX::EEXIST; fault() } mkp($a[0]); entry($a[0]) }
-elsif ($op eq 'move') { -e $a[0] || -l $a[0] or fault(); (my $up = $a[1]) =~ s{/[^/]+$}{}; mkp($up) if length $up; rename($a[0], $a[1]) or fault(); entry($a[1]) }
+elsif ($op eq 'move') { -e $a[0] || -l $a[0] or fault(); (my $up = $a[1]) =~ s{/[^/]+$}{}; mkp($up) if length $up;
+  rename($a[0], $a[1]) or do { $! + 0 == POSIX::EXDEV or fault(); system('mv', '-T', '--', $a[0], $a[1]) == 0 or do { $! = POSIX::EACCES; fault() } }; entry($a[1]) }
 elsif ($op eq 'setmeta') { -e $a[0] or fault(); setmeta(@a); entry($a[0]) }
 elsif ($op eq 'remove') { -e $a[0] || -l $a[0] or exit 0; system('rm', '-rf', '--', $a[0]) == 0 or do { $! = POSIX::EACCES; fault() } }
 `;

@@ -51,21 +51,23 @@ export function sendError(res: ServerResponse, code: number, message: string, he
 /** Which sandbox and port a request names, and the path it asks for there; null when it is not the sandbox plane's. */
 export function sandboxRoute(req: IncomingMessage, domain: string): { sandboxId: string; port: number; path: string } | null {
   const url = req.url ?? '/';
-  // A signed file URL of E2B_SANDBOX_URL's origin: its sandbox is the one whose token signed it.
-  if (url.startsWith('/files?') && signedOnly(new URL(url, 'http://sandbox'))) return { sandboxId: '', port: ENVD_PORT, path: url };
+  let route;
+  try {
+    route = routeFromHost(one(req.headers.host), domain);
+  } catch {
+    route = null; // a malformed Host: not a sandbox's (the previews answer it)
+  }
+  const byHost = route && 'label' in route ? route : null;
+  // A signed file URL of E2B_SANDBOX_URL's origin (not a preview's host: an app's own /files is its own):
+  // its sandbox is the one whose token signed it.
+  if (!byHost && url.startsWith('/files?') && signedOnly(new URL(url, 'http://sandbox'))) return { sandboxId: '', port: ENVD_PORT, path: url };
   if (url === SANDBOX_PREFIX || url.startsWith(`${SANDBOX_PREFIX}/`) || url.startsWith(`${SANDBOX_PREFIX}?`)) {
     const id = one(req.headers['e2b-sandbox-id'])?.trim() ?? '';
     const port = Number(one(req.headers['e2b-sandbox-port']) ?? ENVD_PORT);
     return { sandboxId: id.toLowerCase(), port, path: url.slice(SANDBOX_PREFIX.length) || '/' };
   }
-  let route;
-  try {
-    route = routeFromHost(one(req.headers.host), domain);
-  } catch {
-    return null;
-  }
-  if (!route || !('label' in route) || route.port !== ENVD_PORT) return null;
-  return { sandboxId: route.label, port: ENVD_PORT, path: url };
+  if (!byHost || byHost.port !== ENVD_PORT) return null;
+  return { sandboxId: byHost.label, port: ENVD_PORT, path: url };
 }
 
 /**
