@@ -758,9 +758,9 @@ describe('web console with a real VM', { skip: noBrowser || (imageDir ? false : 
     const vmOf = async (id: string) => (await fetch(`${server.url}/v1/api/vms/${id}`, { headers: { authorization: `Bearer ${t.api_key}` } })).json();
     const [branch, parent] = [await vmOf(branchId), await vmOf(vmId)];
     assert.deepEqual([branch.plan, branch.tier], [parent.plan, parent.tier], 'a branch keeps the pricing of the VM it came from');
-    await fetch(`${server.url}/v1/api/vms/${branchId}`, { method: 'DELETE', headers: { authorization: `Bearer ${t.api_key}` } });
     // Every snapshot on a page of its own (a snapshot outlives its VM): a VM started from one with the pricing picked there.
     await page.goto(`${server.url}/console/snapshots`);
+    await fetch(`${server.url}/v1/api/vms/${branchId}`, { method: 'DELETE', headers: { authorization: `Bearer ${t.api_key}` } });
     const listed = page.locator('tbody tr', { hasText: /snap_/ });
     assert.equal(await listed.count(), 1);
     assert.match((await listed.textContent()) ?? '', new RegExp(vmId));
@@ -775,7 +775,9 @@ describe('web console with a real VM', { skip: noBrowser || (imageDir ? false : 
       assert.ok(i < 1200, 'the VM from the snapshot runs');
       await page.waitForTimeout(100);
     }
+    // A VM destroyed while its page is open: the page's overview says so and stops asking.
     await fetch(`${server.url}/v1/api/vms/${fromSnap}`, { method: 'DELETE', headers: { authorization: `Bearer ${t.api_key}` } });
+    await page.locator('#facts', { hasText: 'This VM no longer exists' }).waitFor({ timeout: 30_000 });
     await page.goto(`${server.url}/console/vms/${vmId}`);
     await page.locator('#snapshots').getByRole('button', { name: /^Delete the snapshot/ }).click();
     await page.locator('.notice', { hasText: 'The snapshot was deleted' }).waitFor();

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { configAfter, joinWorkdir, parseDockerfile, substitute } from './dockerfile.ts';
+import { configAfter, DEFAULT_PATH, inheritedVars, joinWorkdir, parseDockerfile, substitute } from './dockerfile.ts';
 
 test('a Dockerfile reads into steps: continuations, comments, both forms of RUN, ENV pairs, ARG defaults', () => {
   const d = parseDockerfile(`# a workstation for the team
@@ -72,4 +72,10 @@ test('variables and working directories resolve as Docker resolves them', () => 
   assert.equal(joinWorkdir('/home/agent', 'proj/../src'), '/home/agent/src');
   assert.equal(joinWorkdir('/a', '/b/./c'), '/b/c');
   assert.equal(parseDockerfile('ARG V=img_abc\nFROM $V').from, 'img_abc', 'an ARG before FROM may name the image');
+  // `$NAME` before the file's own ENV is the parent image's ENV, over Docker's PATH.
+  const env = (text: string, inherited?: Record<string, string>) => parseDockerfile(text, inherited).steps.flatMap((st) => (st.kind === 'env' ? st.vars : []));
+  assert.deepEqual(env('FROM base\nENV PATH=/opt/venv/bin:$PATH'), [['PATH', `/opt/venv/bin:${DEFAULT_PATH}`]]);
+  const parent = inheritedVars({ APP: '/srv', PATH: '/opt/node/bin:/usr/bin' });
+  assert.deepEqual(env('FROM img_x\nENV PATH=/opt/venv/bin:$PATH DIR=$APP/sub', parent), [['PATH', '/opt/venv/bin:/opt/node/bin:/usr/bin'], ['DIR', '/srv/sub']]);
+  assert.deepEqual(parseDockerfile('FROM img_x\nWORKDIR $APP/sub', parent).steps.map((st) => (st.kind === 'workdir' ? st.path : '')), ['/srv/sub']);
 });

@@ -103,13 +103,21 @@ function pairs(rest: string, line: number, keyword: string): Array<[string, stri
   return out;
 }
 
+/** The PATH an image has when neither it nor its parents set one (Docker's). */
+export const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+
+/** What `$NAME` is in a Dockerfile before its own ENV and ARG: its parent image's ENV, over Docker's PATH. */
+export const inheritedVars = (parentEnv: Readonly<Record<string, string>>): Record<string, string> => ({ PATH: DEFAULT_PATH, ...parentEnv });
+
 /**
  * Reads a Dockerfile. Throws DockerfileError naming the line of the first problem: an instruction that
- * is not supported, a second FROM, an ADD from a URL, a COPY --from, a malformed instruction.
+ * is not supported, a second FROM, an ADD from a URL, a COPY --from, a malformed instruction. `inherited`:
+ * what a `$NAME` is before the file's own ENV and ARG (inheritedVars of the parent image's config;
+ * `ENV PATH=/opt/venv/bin:$PATH` keeps the PATH it had, as Docker's).
  */
-export function parseDockerfile(text: string): Dockerfile {
+export function parseDockerfile(text: string, inherited: Readonly<Record<string, string>> = inheritedVars({})): Dockerfile {
   if (Buffer.byteLength(text) > MAX_DOCKERFILE_BYTES) throw new DockerfileError(`the Dockerfile is longer than ${MAX_DOCKERFILE_BYTES} bytes`);
-  const vars = new Map<string, string>();
+  const vars = new Map<string, string>(Object.entries(inherited));
   let from: string | null = null;
   const steps: Step[] = [];
   for (const { line, keyword, rest } of instructions(text)) {

@@ -78,3 +78,23 @@ test('a COPY writes small files several to an exec and a big one in chunks, each
     // The big one in two chunks, the three small files in one exec, then the --chmod.
     assert.equal(calls.length, 4, calls.map((c) => c.slice(3, 6).join(' ')).join('\n'));
   }));
+
+test("a COPY of one file to `.` or to a folder already there puts it inside, as Docker (else the file is the destination)", () =>
+  inTempDir(async (dir) => {
+    const exec = async (args: { argv: string[]; stdin?: string }) => {
+      const r = spawnSync(args.argv[0], args.argv.slice(1), { input: args.stdin ?? '', encoding: 'utf8' });
+      return { exit_code: r.status, stdout: r.stdout, stderr: r.stderr } as ExecResult;
+    };
+    const context = { 'requirements.txt': Buffer.from('flask\n').toString('base64') };
+    const copy = (dest: string, workdir: string) =>
+      copyStep(exec as never, { kind: 'copy', line: 2, text: `COPY requirements.txt ${dest}`, sources: ['requirements.txt'], dest, chown: null, chmod: null } as never, workdir, context, path.join(dir, 'mark'));
+    const team = path.join(dir, 'opt', 'team');
+    await mkdir(team, { recursive: true });
+    await copy('.', team);
+    assert.equal(await readFile(path.join(team, 'requirements.txt'), 'utf8'), 'flask\n', "the README's own `WORKDIR /opt/team` then `COPY requirements.txt .`");
+    await mkdir(path.join(dir, 'srv'));
+    await copy(path.join(dir, 'srv'), '/');
+    assert.equal(await readFile(path.join(dir, 'srv', 'requirements.txt'), 'utf8'), 'flask\n', 'into a folder already there');
+    await copy(path.join(dir, 'reqs.txt'), '/');
+    assert.equal(await readFile(path.join(dir, 'reqs.txt'), 'utf8'), 'flask\n', 'a new path is the file itself');
+  }));

@@ -63,8 +63,8 @@ const WRITE_SMALL = `${MARK_FIRST}while [ $# -gt 0 ]; do d=\${1%/*}; { [ -z "$d"
 
 /**
  * A COPY step: each file of the build's context its sources name, written as root into the builder
- * (relative to the WORKDIR; into a folder where the destination ends in `/` or there are several
- * sources), then its `--chown` and `--chmod`; `mark` made first (BUILD_MARK). Answers how many files it copied.
+ * (relative to the WORKDIR; into a folder where the destination ends in `/` or `.`, is a folder already,
+ * or there are several sources), then its `--chown` and `--chmod`; `mark` made first (BUILD_MARK). Answers how many files it copied.
  */
 export async function copyStep(
   exec: (args: Omit<ExecArgs, 'uid' | 'gid' | 'env'>) => Promise<ExecResult>,
@@ -76,7 +76,10 @@ export async function copyStep(
   const names = Object.keys(context);
   const targets: string[] = [];
   const dest = step.dest.startsWith('/') ? step.dest : joinWorkdir(workdir || '/', step.dest);
-  const many = step.sources.length > 1 || step.dest.endsWith('/');
+  // Into a folder, as Docker: several sources, a destination written as one (`dir/`, `.`, `..`), or one
+  // that is a folder in the image already (`WORKDIR /app` then `COPY file /app`).
+  let many = step.sources.length > 1 || step.dest.endsWith('/') || /(^|\/)\.\.?$/.test(step.dest);
+  if (!many) many = (await exec({ argv: [...BUSYBOX_SH, '[ -d "$1" ]', 'copy', dest] })).exit_code === 0;
   const failed = (r: ExecResult, what: string) => new Error(`line ${step.line}: copying ${what} failed: ${r.stderr.trim().slice(0, 200)}`);
   let batch: string[] = [];
   let batchBytes = 0;

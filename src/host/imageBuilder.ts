@@ -26,7 +26,7 @@ import { QemuDriver, type VmSpec } from '../vmm/qemu.ts';
 import { builderDisk, takeLayer } from '../vmm/buildLayers.ts';
 import { randomBase62, sha256Hex } from '../domain/ids.ts';
 import { PLANS } from '../domain/plans.ts';
-import { configAfter, parseDockerfile, type ImageConfig, type Step } from '../domain/dockerfile.ts';
+import { configAfter, inheritedVars, parseDockerfile, type ImageConfig, type Step } from '../domain/dockerfile.ts';
 import { BASE_CONFIG, markBuiltReady, type ImageFeed } from '../domain/images.ts';
 import { IMAGE_CONFIG_PATH, type ExecArgs, type ExecResult, type ProcessOpen } from '../wire/protocol.ts';
 import type { EgressGateway } from './egress/gateway.ts';
@@ -186,12 +186,13 @@ export class ImageBuilder {
     const state: BuildState = { vmId: null, env: new Map(), workdir: BASE_CONFIG.workdir, user: 'root', startLayer: null, layer: null, synced: false, idsOf: new Map(), disk: builderDisk(), saved: Promise.resolve(), shell: null, keptPid: null };
     const { phases, timed } = buildPhases();
     try {
-      const { steps } = parseDockerfile(row.dockerfile);
       const parent = row.parent === 'base' ? null : await imageStore.byId(this.o.db, row.parent);
       if (row.parent !== 'base' && (!parent?.layer_path || !existsSync(parent.layer_path))) {
         throw new Error(`its parent image ${row.parent} is not on this host`);
       }
       const parentConfig: ImageConfig = parent?.config ?? BASE_CONFIG;
+      // `$NAME` in the Dockerfile is the parent's ENV first (and Docker's PATH), as in Docker.
+      const { steps } = parseDockerfile(row.dockerfile, inheritedVars(parentConfig.env));
       for (const [k, v] of Object.entries(parentConfig.env)) state.env.set(k, v);
       state.workdir = parentConfig.workdir;
       state.user = parentConfig.user || 'root';

@@ -1,4 +1,4 @@
-import { call, type Schemas } from '../../api.ts';
+import { call, ClientError, type Schemas } from '../../api.ts';
 import { field, type ConsoleApp } from '../../app.tsx';
 import { ActionButton, pricingOf, Status, Time, vmPath } from '../../components.tsx';
 import { TRANSITIONAL } from '../../format.ts';
@@ -58,7 +58,22 @@ export function Facts({ vm, session }: { vm: Schemas['VM']; session: ConsoleSess
 /** The facts alone (the section polls them), and the lifecycle buttons' changes, back to the page or the list. */
 export function registerFacts(app: ConsoleApp, act: VmAct) {
   app.get('/vms/:id/facts', async (c) => {
-    const vm = await call(c.get('api').GET('/v1/api/vms/{id}', { params: { path: { id: c.req.param('id') } } }));
+    let vm: Schemas['VM'];
+    try {
+      vm = await call(c.get('api').GET('/v1/api/vms/{id}', { params: { path: { id: c.req.param('id') } } }));
+    } catch (err) {
+      // Destroyed while its page was open (elsewhere, or by another tab): the section says so and stops polling.
+      if (!(err instanceof ClientError) || err.code !== 'not_found') throw err;
+      return fragment(
+        c,
+        <section id="facts" class="card" aria-labelledby="facts-h">
+          <h2 id="facts-h">Overview</h2>
+          <p role="status">
+            This VM no longer exists. <a href="/console/vms">Your VMs</a>
+          </p>
+        </section>,
+      );
+    }
     return fragment(c, <Facts vm={vm} session={c.get('session')} />);
   });
   for (const action of LIFECYCLE) {
