@@ -6,7 +6,7 @@
  */
 import { Hono, type Context } from 'hono';
 import { randomBytes } from 'node:crypto';
-import { E2bError, e2bErrorOf } from './errors.ts';
+import { E2bError, e2bError, e2bErrorOf } from './errors.ts';
 import type { Principal } from '../domain/keys.ts';
 import type { Services } from '../domain/services.ts';
 import type { VmRow } from '../domain/vms.ts';
@@ -20,6 +20,7 @@ import { DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S } from './store.ts';
 import { forgetProcesses } from './processService.ts';
 import { isSnapshotId, snapshotRoutes } from './snapshots.ts';
 import { forkRoute } from './fork.ts';
+import { listRoutes } from './list.ts';
 import { egressFrom, networkOf, networkRoute } from './network.ts';
 
 /** The envd version agentvm answers: the SDK features it gates on that version are the ones served here. */
@@ -29,7 +30,6 @@ const START_WAIT_MS = 600_000;
 
 type Env = { Variables: { principal: Principal } };
 
-const e2bError = (c: Context, code: number, message: string) => c.json({ code, message }, code as 400);
 
 
 const timeoutOf = (v: unknown): number | null => {
@@ -256,42 +256,7 @@ export function controlPlane(services: Services, log: Logger, prepare: (tenantId
   app.post('/sandboxes', create);
   app.post('/v2/sandboxes', create);
 
-  app.get('/sandboxes', async (c) => {
-    const tenant = c.get('principal').tenantId;
-    const records = await store.forTenant(services.db, tenant);
-    const vms = (await services.vms.list(tenant)).filter((vm) => state(vm) === 'running' && vm.status !== 'failed');
-    return c.json(vms.map((vm) => listed(vm, records.get(vm.vm_id) ?? null)));
-  });
-
-  app.get('/v2/sandboxes', async (c) => {
-    const tenant = c.get('principal').tenantId;
-    const records = await store.forTenant(services.db, tenant);
-    const states = c.req.queries('state')?.flatMap((s) => s.split(',')) ?? ['running', 'paused'];
-    // E2B's SDKs encode each key and value, then the pairs as a query string (E2B's API decodes both).
-    let meta: [string, string][];
-    try {
-      meta = [...new URLSearchParams(c.req.query('metadata') ?? '').entries()].map(([k, v]) => [decodeURIComponent(k), decodeURIComponent(v)]);
-    } catch {
-      return e2bError(c, 400, 'metadata: each key and value URL-encoded');
-    }
-    const template = c.req.query('template');
-    const after = c.req.query('startedAfter');
-    const since = after === undefined ? null : new Date(after);
-    if (since && Number.isNaN(since.getTime())) return e2bError(c, 400, 'startedAfter: an RFC 3339 time');
-    const order = c.req.query('order') ?? 'desc';
-    if (order !== 'asc' && order !== 'desc') return e2bError(c, 400, 'order: asc or desc');
-    const limit = Math.min(Math.max(Number(c.req.query('limit') ?? 100) || 100, 1), 1000);
-    const offset = Math.max(Number(c.req.query('nextToken') ?? 0) || 0, 0);
-    const all = (await services.vms.list(tenant))
-      .filter((vm) => vm.status !== 'failed' && states.includes(state(vm)))
-      .map((vm) => listed(vm, records.get(vm.vm_id) ?? null))
-      .filter((s) => meta.every(([k, v]) => s.metadata[k] === v))
-      .filter((s) => (template === undefined || s.templateID === template) && (!since || new Date(s.startedAt) >= since))
-      .sort((a, b) => (a.startedAt < b.startedAt ? 1 : -1) * (order === 'asc' ? -1 : 1));
-    const page = all.slice(offset, offset + limit);
-    if (offset + limit < all.length) c.header('x-next-token', String(offset + limit));
-    return c.json(page);
-  });
+  listRoutes(app, services, { listed, state });
 
   app.get('/sandboxes/:sandboxID', async (c) => {
     const { vm, record } = await vmOf(c);

@@ -2,6 +2,8 @@
  * Errors under `/e2b`: E2B's shape (`{"code": <status>, "message"}`). The domain's expected outcomes
  * (an error with a `code` of the contract's) keep their statuses.
  */
+import type { Context } from 'hono';
+
 const STATUS: Record<string, number> = {
   invalid_request: 400,
   unauthorized: 401,
@@ -21,7 +23,10 @@ const STATUS: Record<string, number> = {
   unavailable: 503,
 };
 
-/** An answer of E2B's shape. */
+/** An answer of E2B's shape, `{"code", "message"}`, with the code as its status. */
+export const e2bError = (c: Context, code: number, message: string) => c.json({ code, message }, code as 400);
+
+/** An error answered in E2B's shape. */
 export class E2bError extends Error {
   constructor(
     readonly status: number,

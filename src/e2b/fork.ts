@@ -4,7 +4,7 @@
  */
 import type { Context, Hono } from 'hono';
 import { randomBytes } from 'node:crypto';
-import { E2bError, e2bErrorOf } from './errors.ts';
+import { E2bError, e2bError, e2bErrorOf } from './errors.ts';
 import type { Services } from '../domain/services.ts';
 import type { VmRow } from '../domain/vms.ts';
 import { previewLabel } from '../domain/previews.ts';
@@ -12,7 +12,6 @@ import type { Logger } from '../log.ts';
 import * as store from './store.ts';
 import { DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S } from './store.ts';
 
-const e2bError = (c: Context, code: number, message: string) => c.json({ code, message }, code as 400);
 
 export function forkRoute<E extends { Variables: { principal: { tenantId: string } } }, S>(
   app: Hono<E>,
