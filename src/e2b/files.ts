@@ -12,7 +12,7 @@ import { MAX_FILE_BYTES } from '../domain/guestAccess.ts';
 import { E2B_HOME, HARNESS_USER, WORKSPACE } from '../wire/protocol.ts';
 import type { Services } from '../domain/services.ts';
 import type { SandboxContext } from './context.ts';
-import { absolutePath, collect, fsOp, XATTR_PERL } from './guestFs.ts';
+import { absolutePath, collect, FILE_ENVELOPE_BYTES, fsOp, XATTR_PERL } from './guestFs.ts';
 import { sendError } from './sandboxPlane.ts';
 
 /** The path on the persist disk an E2B path names (E2B's user directory is the workspace), or null. */
@@ -157,10 +157,7 @@ export function metadataOf(rawHeaders: string[]): Record<string, string> | strin
   return out;
 }
 
-/** A multipart upload is parsed in memory: its files together at most the files' cap, and their envelope. */
-const MULTIPART_MAX_BYTES = MAX_FILE_BYTES + 1024 * 1024;
-
-/** The request's bytes, refused (413) at the byte that goes over `max`. */
+/** The request's bytes, refused (413) at the byte that goes over `max` (a multipart body is parsed in memory). */
 async function* capped(req: IncomingMessage, max: number): AsyncGenerator<Buffer> {
   let size = 0;
   for await (const chunk of req as AsyncIterable<Buffer>) {
@@ -181,7 +178,7 @@ export async function uploadFiles(services: Services, sb: SandboxContext, url: U
       const form = await new Request('http://sandbox/files', {
         method: 'POST',
         headers: { 'content-type': req.headers['content-type']! },
-        body: Readable.toWeb(Readable.from(capped(req, MULTIPART_MAX_BYTES))) as unknown as ReadableStream<Uint8Array>,
+        body: Readable.toWeb(Readable.from(capped(req, FILE_ENVELOPE_BYTES))) as unknown as ReadableStream<Uint8Array>,
         duplex: 'half',
       } as RequestInit).formData();
       for (const [field, v] of form.entries()) {

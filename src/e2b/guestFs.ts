@@ -32,8 +32,8 @@ export interface Collected {
   exitCode: number;
 }
 
-/** What a process run to its end may print (stdout and stderr together) before it is killed: a file's cap and its envelope. */
-export const COLLECT_MAX_BYTES = MAX_FILE_BYTES + 1024 * 1024;
+/** A file's cap and an envelope around it: what a process run to its end may print (stdout and stderr together), what a multipart upload may carry. */
+export const FILE_ENVELOPE_BYTES = MAX_FILE_BYTES + 1024 * 1024;
 
 /**
  * Runs argv to its end in the sandbox, with `input` as its stdin; what it printed, and its exit. Held
@@ -43,7 +43,7 @@ export const COLLECT_MAX_BYTES = MAX_FILE_BYTES + 1024 * 1024;
 export async function collect(sb: SandboxContext, argv: string[], input?: Buffer, o: { maxBytes?: number; signal?: AbortSignal } = {}): Promise<Collected> {
   const spec: ProcessSpec = { argv, env: {}, cwd: null, root: sb.user === 'root', stdin: input !== undefined, pty: null };
   const proc = await GuestProcess.open(sb, spec);
-  const max = o.maxBytes ?? COLLECT_MAX_BYTES;
+  const max = o.maxBytes ?? FILE_ENVELOPE_BYTES;
   const out: Buffer[] = [];
   const err: Buffer[] = [];
   let size = 0;

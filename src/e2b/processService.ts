@@ -82,8 +82,7 @@ async function held<P extends GuestProcess | null>(sb: SandboxContext, open: () 
     await lease.end();
     throw err;
   }
-  if (!proc) void lease.end();
-  else if (proc.ended) void lease.end();
+  if (!proc || proc.ended) void lease.end();
   else {
     proc.once('end', () => void lease.end());
     // Its lease ran out with the tenant's places taken meanwhile: its stream goes, as a shell's does.
